@@ -1,0 +1,79 @@
+//! Account creation: an account, its first workspace, the workspace's wallet with
+//! an opening credit, and its first API key, all in one transaction.
+
+use serde::Serialize;
+
+use crate::auth;
+use crate::db::{Db, new_id, now_unix};
+use crate::money::Nanos;
+
+#[derive(Debug, Serialize)]
+pub struct CreatedAccount {
+    pub account_id: String,
+    pub workspace_id: String,
+    pub key_id: String,
+    /// The API key secret. Shown once; only its hash is stored.
+    pub api_key: String,
+    /// Opening wallet balance, exact USD.
+    pub credit_usd: String,
+}
+
+pub async fn create_account(db: &Db, name: &str, credit: Nanos) -> anyhow::Result<CreatedAccount> {
+    let name = name.trim();
+    anyhow::ensure!(
+        !name.is_empty() && name.len() <= 200,
+        "account name must be 1 to 200 characters"
+    );
+    anyhow::ensure!(credit.0 >= 0, "credit must not be negative");
+    let now = now_unix();
+    let account_id = new_id("acct");
+    let workspace_id = new_id("ws");
+    let key_id = new_id("key");
+    let key = auth::generate_key();
+
+    let mut tx = db.begin().await?;
+    sqlx::query("INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)")
+        .bind(&account_id)
+        .bind(name)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("INSERT INTO workspaces (id, account_id, name, created_at) VALUES (?, ?, ?, ?)")
+        .bind(&workspace_id)
+        .bind(&account_id)
+        .bind("default")
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("INSERT INTO wallets (workspace_id, balance_nano) VALUES (?, ?)")
+        .bind(&workspace_id)
+        .bind(credit.0)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO ledger_entries (id, workspace_id, kind, amount_nano, created_at) VALUES (?, ?, 'credit', ?, ?)",
+    )
+    .bind(new_id("le"))
+    .bind(&workspace_id)
+    .bind(credit.0)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("INSERT INTO api_keys (id, workspace_id, key_hash, hint, created_at) VALUES (?, ?, ?, ?, ?)")
+        .bind(&key_id)
+        .bind(&workspace_id)
+        .bind(&key.hash[..])
+        .bind(&key.hint)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+
+    Ok(CreatedAccount {
+        account_id,
+        workspace_id,
+        key_id,
+        api_key: key.secret,
+        credit_usd: credit.usd_string(),
+    })
+}

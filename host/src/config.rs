@@ -1,0 +1,239 @@
+//! Configuration: built-in defaults < `tollgate.toml` (or `--config FILE`) <
+//! `TOLLGATE_*` environment variables (`__` separates nesting levels) < command-line
+//! flags. Every field has a default, so `tollgate serve` runs with no file at all.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_CONFIG_FILE: &str = "tollgate.toml";
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the gateway listens on.
+    pub listen: String,
+    /// Where the embedded database, compiled plugins and other state live.
+    pub data_dir: PathBuf,
+    /// Database URL; defaults to SQLite at `<data_dir>/tollgate.db`.
+    pub database_url: Option<String>,
+    /// Compiled-component cache; defaults to `<data_dir>/cache`.
+    pub cache_dir: Option<PathBuf>,
+    /// Providers: overrides of built-in catalog entries and bring-your-own endpoints.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Extra provider adapters loaded from component files, by name.
+    pub adapters: BTreeMap<String, AdapterFileConfig>,
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+    pub plugins: PluginLimits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            data_dir: PathBuf::from("./.tollgate"),
+            database_url: None,
+            cache_dir: None,
+            providers: BTreeMap::new(),
+            adapters: BTreeMap::new(),
+            limits: Limits::default(),
+            timeouts: Timeouts::default(),
+            plugins: PluginLimits::default(),
+        }
+    }
+}
+
+/// A provider entry. Every field is optional so that a few lines can override one
+/// field of a built-in provider; a new (bring-your-own) provider needs `base_url`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub name: Option<String>,
+    pub adapter: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub api_key_env: Option<String>,
+    pub models: Vec<ModelConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Served as `<provider>/<id>`.
+    pub id: String,
+    /// The provider's own model name, when it differs from `id`.
+    pub upstream: Option<String>,
+    /// USD per million input tokens, as a decimal string.
+    pub input_price_per_mtok: String,
+    /// USD per million output tokens, as a decimal string.
+    pub output_price_per_mtok: String,
+    pub context_length: Option<u64>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterFileConfig {
+    /// Path to a `tollgate:provider` component (`.wasm`).
+    pub path: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Largest accepted non-streamed upstream response body.
+    pub max_upstream_body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 4 << 20,
+            max_upstream_body_bytes: 32 << 20,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timeouts {
+    /// TCP/TLS connect to the upstream.
+    pub connect_ms: u64,
+    /// From sending the request to the upstream's response head.
+    pub first_byte_ms: u64,
+    /// Longest silence between two chunks of a response body.
+    pub idle_ms: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect_ms: 5_000,
+            first_byte_ms: 60_000,
+            idle_ms: 60_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginLimits {
+    /// Linear-memory cap per adapter instance.
+    pub memory_mib: usize,
+    /// CPU time one adapter call may take before it is interrupted.
+    pub call_timeout_ms: u64,
+    /// Adapter instances alive at once (one per in-flight request or stream).
+    pub max_instances: u32,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self {
+            memory_mib: 64,
+            call_timeout_ms: 200,
+            max_instances: 1_000,
+        }
+    }
+}
+
+/// Values given on the command line; they win over every other layer.
+#[derive(Debug, Default, Serialize)]
+pub struct CliOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// Loads the layered configuration. An explicit `--config` file must exist;
+    /// the default `tollgate.toml` is used only if present.
+    pub fn load(file: Option<&Path>, overrides: CliOverrides) -> anyhow::Result<Self> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        match file {
+            Some(path) => {
+                anyhow::ensure!(path.is_file(), "config file {} does not exist", path.display());
+                figment = figment.merge(Toml::file_exact(path));
+            }
+            None => figment = figment.merge(Toml::file_exact(DEFAULT_CONFIG_FILE)),
+        }
+        let config: Config = figment
+            .merge(Env::prefixed("TOLLGATE_").split("__"))
+            .merge(Serialized::defaults(overrides))
+            .extract()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        Ok(config)
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("tollgate.db").display()))
+    }
+
+    pub fn cache_dir(&self) -> PathBuf {
+        self.cache_dir.clone().unwrap_or_else(|| self.data_dir.join("cache"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_documented_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(
+            &path,
+            r#"
+listen = "127.0.0.1:9999"
+data_dir = "./somewhere"
+[providers.acme]
+adapter = "openai-compatible"
+base_url = "http://127.0.0.1:9000/v1"
+api_key = "sk-anything"
+[[providers.acme.models]]
+id = "small"
+input_price_per_mtok = "0.50"
+output_price_per_mtok = "1.50"
+context_length = 128000
+[providers.openai]
+base_url = "http://127.0.0.1:9001/v1"
+"#,
+        )
+        .unwrap();
+        let config = Config::load(
+            Some(&path),
+            CliOverrides {
+                listen: Some("127.0.0.1:1".into()),
+                data_dir: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(config.listen, "127.0.0.1:1");
+        assert_eq!(config.data_dir, PathBuf::from("./somewhere"));
+        let acme = &config.providers["acme"];
+        assert_eq!(acme.models[0].id, "small");
+        assert_eq!(acme.models[0].context_length, Some(128000));
+        assert_eq!(
+            config.providers["openai"].base_url.as_deref(),
+            Some("http://127.0.0.1:9001/v1")
+        );
+        assert_eq!(config.plugins.memory_mib, 64);
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_missing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, "lisen = \"x\"\n").unwrap();
+        assert!(Config::load(Some(&path), CliOverrides::default()).is_err());
+        assert!(Config::load(Some(&dir.path().join("missing.toml")), CliOverrides::default()).is_err());
+    }
+}

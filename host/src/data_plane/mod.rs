@@ -1,0 +1,24 @@
+//! The OpenAI-compatible data plane: `/v1/chat/completions` and `/v1/models`.
+
+mod chat;
+mod envelope;
+mod models;
+mod provenance;
+mod stream;
+pub mod upstream;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+pub use models::ModelListing;
+
+use crate::server::Gateway;
+
+pub fn routes() -> Router<Arc<Gateway>> {
+    Router::new()
+        .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/models", get(models::list_models))
+        .route("/v1/models/{*id}", get(models::get_model))
+}

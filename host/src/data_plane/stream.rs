@@ -1,0 +1,258 @@
+//! Streamed answers. The upstream's bytes are framed into events by the host,
+//! translated by the adapter in batches (every event already received goes in one
+//! call), and written as `data: <chunk>` SSE frames carrying `provider`. The last
+//! chunk before `data: [DONE]` carries `usage` (with `cost`) and `service`; a
+//! stream that breaks ends with one error chunk (`finish_reason: "error"`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::{BufMut, BytesMut};
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::chat::exchange_error;
+use super::provenance::{Attempt, Metered, annotate, render};
+use super::upstream::error_chain;
+use crate::catalog::ModelRoute;
+use crate::error::ApiError;
+use crate::plugins::{Event, Session};
+use crate::server::{Gateway, RequestId};
+
+/// Most events the adapter gets in one call.
+const MAX_BATCH: usize = 64;
+
+pub fn respond(
+    gateway: Arc<Gateway>,
+    route: Arc<ModelRoute>,
+    session: Session,
+    upstream: reqwest::Response,
+    request_id: RequestId,
+    started: Instant,
+) -> Response {
+    let (tx, rx) = mpsc::channel::<Bytes>(32);
+    let status = upstream.status().as_u16();
+    let pump = Pump {
+        gateway,
+        route,
+        session,
+        request_id: request_id.clone(),
+        started,
+        status,
+        tx,
+    };
+    tokio::spawn(pump.run(upstream));
+
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|bytes| (Ok::<_, Infallible>(bytes), rx))
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(value) = HeaderValue::from_str(&request_id.0) {
+        headers.insert("x-request-id", value);
+    }
+    response
+}
+
+struct Pump {
+    gateway: Arc<Gateway>,
+    route: Arc<ModelRoute>,
+    session: Session,
+    request_id: RequestId,
+    started: Instant,
+    status: u16,
+    tx: mpsc::Sender<Bytes>,
+}
+
+/// Why the pump stopped early.
+enum Stop {
+    Failed(ApiError),
+    ClientGone,
+}
+
+impl Pump {
+    async fn run(mut self, upstream: reqwest::Response) {
+        let outcome = self.relay(upstream).await;
+        let usage = self.session.usage().ok().flatten();
+        let metered = Metered::price(&self.route, usage);
+        match outcome {
+            Ok(last_chunks) => self.finish_ok(last_chunks, &metered).await,
+            Err(Stop::Failed(error)) => self.finish_error(error, &metered).await,
+            Err(Stop::ClientGone) => {
+                tracing::info!(request_id = %self.request_id.0, "client went away mid-stream");
+            }
+        }
+    }
+
+    /// Relays upstream events until the upstream ends; returns the adapter's
+    /// closing chunks.
+    async fn relay(&mut self, upstream: reqwest::Response) -> Result<Vec<Vec<u8>>, Stop> {
+        let provider = self.route.provider.id.clone();
+        let idle = self.gateway.upstream.idle_timeout();
+        let mut events = upstream.bytes_stream().eventsource().ready_chunks(MAX_BATCH);
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        loop {
+            let next = tokio::time::timeout(idle, events.next()).await;
+            let received = match next {
+                Err(_) => {
+                    return Err(Stop::Failed(ApiError::upstream_timeout(
+                        &provider,
+                        "between stream chunks",
+                    )));
+                }
+                Ok(None) => break,
+                Ok(Some(received)) => received,
+            };
+            batch.clear();
+            let mut broken = None;
+            for item in received {
+                match item {
+                    Ok(event) => batch.push(Event {
+                        name: (event.event != "message").then_some(event.event),
+                        data: event.data.into_bytes(),
+                    }),
+                    Err(e) => {
+                        broken = Some(ApiError::upstream_unreachable(
+                            &provider,
+                            format!("stream broke: {}", error_chain(&e)),
+                        ));
+                        break;
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                let chunks = self
+                    .session
+                    .on_events(&batch)
+                    .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))?;
+                if !chunks.is_empty() {
+                    let mut frame = BytesMut::new();
+                    for chunk in &chunks {
+                        write_chunk(&mut frame, &provider, chunk);
+                    }
+                    self.send(frame.freeze()).await?;
+                }
+            }
+            if let Some(error) = broken {
+                return Err(Stop::Failed(error));
+            }
+        }
+        self.session
+            .finish()
+            .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))
+    }
+
+    async fn finish_ok(mut self, mut chunks: Vec<Vec<u8>>, metered: &Metered) {
+        let attempt = Attempt {
+            outcome: "success",
+            status: Some(self.status),
+            latency: self.started.elapsed(),
+        };
+        let last = chunks.pop();
+        let mut frame = BytesMut::new();
+        for chunk in &chunks {
+            write_chunk(&mut frame, &self.route.provider.id, chunk);
+        }
+        let mut closing: Map<String, Value> = match last.as_deref().map(serde_json::from_slice::<Map<String, Value>>) {
+            Some(Ok(object)) => object,
+            _ => self.empty_chunk(),
+        };
+        annotate(&mut closing, &self.route, &self.request_id.0, metered, &attempt);
+        write_data(&mut frame, &render(closing, metered.cost));
+        frame.put_slice(b"data: [DONE]\n\n");
+        let _ = self.send(frame.freeze()).await;
+    }
+
+    async fn finish_error(mut self, error: ApiError, metered: &Metered) {
+        tracing::warn!(request_id = %self.request_id.0, code = error.code, "stream failed: {}", error.message);
+        let attempt = Attempt {
+            outcome: "error",
+            status: Some(self.status),
+            latency: self.started.elapsed(),
+        };
+        let mut chunk = self.empty_chunk();
+        chunk.insert(
+            "choices".into(),
+            json!([{ "index": 0, "delta": {}, "finish_reason": "error" }]),
+        );
+        chunk.insert("error".into(), error.error_object());
+        annotate(&mut chunk, &self.route, &self.request_id.0, metered, &attempt);
+        let mut frame = BytesMut::new();
+        write_data(&mut frame, &render(chunk, metered.cost));
+        frame.put_slice(b"data: [DONE]\n\n");
+        let _ = self.send(frame.freeze()).await;
+    }
+
+    fn empty_chunk(&self) -> Map<String, Value> {
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut chunk = Map::new();
+        chunk.insert("id".into(), Value::String(self.request_id.0.to_string()));
+        chunk.insert("object".into(), Value::String("chat.completion.chunk".into()));
+        chunk.insert("created".into(), Value::from(created));
+        chunk.insert("model".into(), Value::String(self.route.upstream_model.clone()));
+        chunk.insert("choices".into(), Value::Array(Vec::new()));
+        chunk
+    }
+
+    async fn send(&mut self, frame: Bytes) -> Result<(), Stop> {
+        self.tx.send(frame).await.map_err(|_| Stop::ClientGone)
+    }
+}
+
+/// `data: {"provider":"<id>",<rest of the chunk>\n\n`. Splicing the field in
+/// avoids re-serialising every chunk; the adapter already removed any upstream
+/// `provider` key.
+fn write_chunk(frame: &mut BytesMut, provider: &str, chunk: &[u8]) {
+    let body = chunk.trim_ascii();
+    frame.put_slice(b"data: ");
+    match body.strip_prefix(b"{") {
+        Some(rest) => {
+            frame.put_slice(b"{\"provider\":");
+            frame.put_slice(serde_json::to_string(provider).unwrap_or_default().as_bytes());
+            if !rest.trim_ascii_start().starts_with(b"}") {
+                frame.put_u8(b',');
+            }
+            frame.put_slice(rest);
+        }
+        None => frame.put_slice(body),
+    }
+    frame.put_slice(b"\n\n");
+}
+
+fn write_data(frame: &mut BytesMut, json: &[u8]) {
+    frame.put_slice(b"data: ");
+    frame.put_slice(json);
+    frame.put_slice(b"\n\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splices_provider_into_chunks() {
+        let mut frame = BytesMut::new();
+        write_chunk(&mut frame, "acme", br#"{"id":"x","choices":[]}"#);
+        write_chunk(&mut frame, "acme", b"{}");
+        write_chunk(&mut frame, "a\"b", b" { \"k\":1} ");
+        let text = String::from_utf8(frame.to_vec()).unwrap();
+        let frames: Vec<&str> = text.split("\n\n").filter(|f| !f.is_empty()).collect();
+        assert_eq!(frames.len(), 3);
+        for frame in frames {
+            let json: Value = serde_json::from_str(frame.strip_prefix("data: ").unwrap()).unwrap();
+            assert!(json["provider"].is_string(), "{frame}");
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Tollgate: a metered AI gateway. See docs/ARCHITECTURE.md for the map.
+
+pub mod accounts;
+pub mod auth;
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod data_plane;
+pub mod db;
+pub mod error;
+pub mod money;
+pub mod plugins;
+pub mod server;
+pub mod telemetry;

@@ -1,0 +1,178 @@
+//! The HTTP server: shared gateway state, request ids, caller authentication and
+//! the router. Accepted sockets get TCP_NODELAY: without it Nagle's algorithm
+//! holds small responses for the client's delayed ACK (tens of milliseconds).
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::serve::ListenerExt;
+
+use crate::auth::{KeyResolver, Principal};
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::data_plane::{self, ModelListing, upstream::Upstream};
+use crate::error::ApiError;
+use crate::plugins::Adapters;
+
+/// Everything a request handler needs, built once at start.
+pub struct Gateway {
+    pub config: Config,
+    pub catalog: Catalog,
+    pub adapters: Adapters,
+    pub keys: KeyResolver,
+    pub upstream: Upstream,
+    pub models: ModelListing,
+}
+
+impl Gateway {
+    pub async fn start(config: Config) -> anyhow::Result<Arc<Self>> {
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+        let db = crate::db::open(&config.database_url()).await?;
+        let catalog = Catalog::build(&config.providers, &|name| std::env::var(name).ok())?;
+        let files: Vec<(String, &std::path::Path)> = config
+            .adapters
+            .iter()
+            .map(|(name, file)| (name.clone(), file.path.as_path()))
+            .collect();
+        let adapters = Adapters::load(&config.plugins, &config.cache_dir(), &files)?;
+        for name in catalog.adapter_names() {
+            anyhow::ensure!(
+                adapters.get(name).is_some(),
+                "a provider uses adapter '{name}', which is neither built in nor configured under [adapters]"
+            );
+        }
+        let upstream = Upstream::new(&config.timeouts)?;
+        let models = ModelListing::render(&catalog);
+        Ok(Arc::new(Self {
+            keys: KeyResolver::new(db),
+            catalog,
+            adapters,
+            upstream,
+            models,
+            config,
+        }))
+    }
+}
+
+pub fn router(gateway: Arc<Gateway>) -> Router {
+    let body_limit = gateway.config.limits.max_body_bytes;
+    Router::new()
+        .merge(data_plane::routes())
+        .route("/healthz", get(|| async { "ok" }))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn(assign_request_id))
+        .with_state(gateway)
+}
+
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let listen = gateway.config.listen.clone();
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let address = listener.local_addr()?;
+    tracing::info!("tollgate listening on http://{address}");
+    eprintln!("tollgate listening on http://{address}");
+    let listener = listener.tap_io(|socket| {
+        let _ = socket.set_nodelay(true);
+    });
+    axum::serve(listener, router(gateway))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+/// The request's id, assigned before anything else runs.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub Arc<str>);
+
+async fn assign_request_id(mut request: Request, next: Next) -> Response {
+    let id = RequestId(Arc::from(format!("req_{}", uuid::Uuid::now_v7().simple())));
+    request.extensions_mut().insert(id.clone());
+    let mut response = next.run(request).await;
+    if !response.headers().contains_key("x-request-id") {
+        if let Ok(value) = HeaderValue::from_str(&id.0) {
+            response.headers_mut().insert("x-request-id", value);
+        }
+    }
+    response
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestId {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or_else(|| RequestId(Arc::from("req_unknown"))))
+    }
+}
+
+/// An authenticated caller. Extracting it before the body means unauthenticated
+/// requests are refused before their body is read.
+pub struct Caller(pub Arc<Principal>);
+
+impl FromRequestParts<Arc<Gateway>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, gateway: &Arc<Gateway>) -> Result<Self, Self::Rejection> {
+        let request_id = RequestId::from_request_parts(parts, gateway)
+            .await
+            .unwrap_or_else(|e| match e {});
+        let reject = |message: &str| ApiError::unauthorized(message).with_request_id(&request_id.0);
+        let value = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| reject("Missing API key: send 'Authorization: Bearer tg_live_…'."))?;
+        let secret = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or_else(|| reject("The Authorization header must be 'Bearer <API key>'."))?;
+        match gateway.keys.resolve(secret).await {
+            Ok(Some(principal)) => Ok(Caller(principal)),
+            Ok(None) => Err(reject("Invalid API key.")),
+            Err(e) => {
+                tracing::error!(error = %e, "key lookup failed");
+                Err(ApiError::internal("Could not check the API key.").with_request_id(&request_id.0))
+            }
+        }
+    }
+}
+
+async fn not_found(request_id: RequestId, request: Request) -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "not_found",
+        format!("No route for {} {}.", request.method(), request.uri().path()),
+    )
+    .with_request_id(&request_id.0)
+    .into_response()
+}
+
+async fn method_not_allowed(request_id: RequestId, request: Request) -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "method_not_allowed",
+        format!("{} is not allowed on {}.", request.method(), request.uri().path()),
+    )
+    .with_request_id(&request_id.0)
+    .into_response()
+}

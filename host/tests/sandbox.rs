@@ -1,0 +1,74 @@
+//! Misbehaving adapters (trap, infinite loop, memory bomb) fail only their own
+//! request with a 502 naming the adapter; the next request succeeds.
+
+mod common;
+
+use common::{Gateway, assert_error_shape, standard_config, start_mock};
+use serde_json::json;
+
+#[tokio::test]
+async fn misbehaving_adapters_fail_only_their_own_request() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "[plugins]\ncall_timeout_ms = 100\n")).await;
+    let ask = |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+
+    for (model, reason) in [
+        ("bad/trap", "trapped"),
+        ("bad/loop", "time limit"),
+        ("bad/oom", "memory limit"),
+    ] {
+        let started = std::time::Instant::now();
+        let (status, _, body) = gateway.chat(ask(model)).await;
+        assert_eq!(status, 502, "{model}: {body}");
+        let error = assert_error_shape(&body);
+        assert_eq!(error["code"], "adapter_failed", "{model}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains("'misbehaving'"),
+            "{model}: the message names the adapter: {message}"
+        );
+        assert!(message.contains(reason), "{model}: expected '{reason}' in: {message}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{model} took {:?}",
+            started.elapsed()
+        );
+
+        // The same adapter serves the next request, and so does everything else.
+        let (status, _, body) = gateway.chat(ask("bad/fine")).await;
+        assert_eq!(status, 200, "after {model}: {body}");
+        assert_eq!(body["provider"], "bad");
+        gateway.assert_still_serving().await;
+    }
+
+    // A trap in the middle of a stream ends that stream with an error frame.
+    let (status, frames) = gateway
+        .chat_stream(
+            json!({"model": "bad/trap-stream", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(frames.last().map(String::as_str), Some("[DONE]"));
+    let last: serde_json::Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(last["error"]["code"], "adapter_failed", "{last}");
+    gateway.assert_still_serving().await;
+}
+
+#[tokio::test]
+async fn loops_in_parallel_do_not_starve_other_requests() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "[plugins]\ncall_timeout_ms = 100\n")).await;
+    let mut handles = Vec::new();
+    for _ in 0..8 {
+        let request = gateway
+            .post("/v1/chat/completions")
+            .json(&json!({"model": "bad/loop", "messages": [{"role": "user", "content": "x"}]}));
+        handles.push(tokio::spawn(
+            async move { request.send().await.unwrap().status().as_u16() },
+        ));
+    }
+    gateway.assert_still_serving().await;
+    for handle in handles {
+        assert_eq!(handle.await.unwrap(), 502);
+    }
+}

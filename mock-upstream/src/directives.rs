@@ -1,0 +1,50 @@
+//! The `mock` object a test puts in a request body to script the answer.
+//! Protocol-neutral: every protocol module reads the same fields.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Caps `words` so a typo cannot make the mock build a gigabyte reply.
+const MAX_WORDS: usize = 100_000;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Directives {
+    /// Reply text instead of the default echo.
+    pub reply: Option<String>,
+    /// Reply with `word1 word2 … wordN`.
+    pub words: Option<usize>,
+    /// Answer with this HTTP status and a protocol-shaped error.
+    pub status: Option<u16>,
+    /// Overrides the error code chosen for `status`.
+    pub error_code: Option<String>,
+    /// Seconds (number) or any header text for `retry-after`.
+    pub retry_after: Option<Value>,
+    /// Delay before the response head.
+    pub latency_ms: Option<u64>,
+    /// Delay between stream frames.
+    pub chunk_delay_ms: Option<u64>,
+    /// Stream: send this many frames, then drop the connection.
+    pub cut_after: Option<usize>,
+    /// Stream: send this many frames, then an error frame, then end.
+    pub stream_error_after: Option<usize>,
+}
+
+impl Directives {
+    /// The scripted reply text, if the directives ask for one.
+    pub fn reply_text(&self) -> Option<String> {
+        if let Some(reply) = &self.reply {
+            return Some(reply.clone());
+        }
+        self.words.map(|n| crate::text::numbered_words(n.min(MAX_WORDS)))
+    }
+
+    /// `retry_after` as header text.
+    pub fn retry_after_header(&self) -> Option<String> {
+        match self.retry_after.as_ref()? {
+            Value::String(s) => Some(s.clone()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+}

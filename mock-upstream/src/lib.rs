@@ -1,0 +1,152 @@
+//! A scriptable fake model provider for tests, the benchmark and the offline
+//! quickstart. It speaks the OpenAI chat-completions protocol; other protocols
+//! (Anthropic, Gemini, …) can be added as sibling modules of `openai` that
+//! reuse the protocol-neutral pieces: `directives`, `faults`, `generate`, `sse`,
+//! `text` and the request `recorder`.
+//!
+//! # Endpoints
+//! - `POST /v1/chat/completions` (also `/chat/completions`)
+//! - `GET /v1/models` (also `/models`): `small`, `medium`, `large`
+//! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
+//!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
+//!   `DELETE /__mock/requests` clears them
+//! - `GET /healthz`: 200
+//!
+//! # Deterministic output
+//! - Reply text: `You said: <text of the last user message>` (string content, or
+//!   the `text` parts of an array joined by one space). After a `role: "tool"`
+//!   message: `Tool result: <its content>`.
+//! - Tools: when `tools` is non-empty, `tool_choice` is not `"none"` and the last
+//!   message is not a tool result, the answer is one call to the tool named by
+//!   `tool_choice` (else the first tool) with arguments generated from its
+//!   `parameters` schema; `finish_reason` is `tool_calls`. Schemas yield: object →
+//!   its listed and required properties, string → `"mock"` (or a sample for a
+//!   known `format`), integer/number → 1 (kept within `minimum`/`maximum`),
+//!   boolean → true, array → one item; `const`, first `enum` value, `$ref`,
+//!   `anyOf`/`oneOf` (first non-null branch) and `allOf` (merged) are honoured.
+//! - `response_format` `json_object` → `{"reply":"<reply text>"}`;
+//!   `json_schema` → an instance of `json_schema.schema`.
+//! - Usage: `prompt_tokens` = Σ over messages of (whitespace-separated words in
+//!   its text content + 4); `completion_tokens` = words in the reply content, or
+//!   for a tool call words in the arguments JSON text (minimum 1);
+//!   `total_tokens` = their sum.
+//! - Streaming sends a role chunk, one chunk per word (later words carry their
+//!   leading whitespace, so the chunks concatenate to the non-streamed text), a
+//!   `finish_reason` chunk, a `choices: []` usage chunk only when
+//!   `stream_options.include_usage` is true, then `data: [DONE]`.
+//!
+//! # Directives and faults
+//! A request body may carry a `mock` object;
+//! real providers never see it, but a gateway passes unknown fields through:
+//!
+//! | field | effect |
+//! | --- | --- |
+//! | `reply` (string) | reply text |
+//! | `words` (n) | reply `word1 word2 … wordn` |
+//! | `status` (u16 ≥ 400) | answer with this status and an OpenAI-shaped error |
+//! | `error_code` (string) | overrides the error `code` |
+//! | `retry_after` (number or string) | `retry-after` header on error answers |
+//! | `latency_ms` | delay before the response head |
+//! | `chunk_delay_ms` | delay between stream frames |
+//! | `cut_after` (n) | stream: send n `data:` frames (role chunk included), then drop the connection |
+//! | `stream_error_after` (n) | stream: send n frames, then an error frame, then end without `[DONE]` |
+//!
+//! Model names script faults too, so fallback candidates can differ:
+//! `fail-<status>` always answers that status, `cut-<n>` streams the role chunk
+//! and n content chunks then drops the connection, `slow-<ms>` delays the head.
+//! For non-streaming requests a cut sends the head and aborts the body.
+//! [`MockOptions::latency_ms`] is added to every request's delay.
+
+mod directives;
+mod faults;
+mod generate;
+mod openai;
+mod recorder;
+mod sse;
+mod text;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderMap, header};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+
+use crate::recorder::Recorder;
+
+/// Process-wide behaviour of the mock, set on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct MockOptions {
+    /// Added to the delay before every response head.
+    pub latency_ms: u64,
+    /// When set, API requests need `Authorization: Bearer <key>`.
+    pub require_api_key: Option<String>,
+}
+
+/// State shared by all handlers. Everything here is lock-free or locked only
+/// for a few instructions, never across an await.
+pub(crate) struct AppState {
+    latency: Duration,
+    /// Precomputed `Bearer <key>` so the check is a byte comparison.
+    expected_auth: Option<Vec<u8>>,
+    counter: AtomicU64,
+    pub(crate) recorder: Recorder,
+}
+
+impl AppState {
+    fn new(opts: MockOptions) -> Self {
+        Self {
+            latency: Duration::from_millis(opts.latency_ms),
+            expected_auth: opts.require_api_key.map(|key| format!("Bearer {key}").into_bytes()),
+            counter: AtomicU64::new(0),
+            recorder: Recorder::default(),
+        }
+    }
+
+    /// Global delay from [`MockOptions::latency_ms`].
+    pub(crate) fn latency(&self) -> Duration {
+        self.latency
+    }
+
+    pub(crate) fn authorized(&self, headers: &HeaderMap) -> bool {
+        match &self.expected_auth {
+            None => true,
+            Some(expected) => headers
+                .get(header::AUTHORIZATION)
+                .is_some_and(|v| v.as_bytes() == expected.as_slice()),
+        }
+    }
+
+    /// Sequence number for response and tool-call ids (starts at 1).
+    pub(crate) fn next_id(&self) -> u64 {
+        self.counter.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+pub(crate) type Shared = Arc<AppState>;
+
+/// The mock's routes, ready to be served or nested.
+pub fn router(opts: MockOptions) -> Router {
+    let state: Shared = Arc::new(AppState::new(opts));
+    Router::new()
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/chat/completions", post(openai::chat_completions))
+        .route("/v1/models", get(openai::models))
+        .route("/models", get(openai::models))
+        .route("/__mock/requests", get(recorder::list).delete(recorder::clear))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(state)
+}
+
+/// Serves [`router`] on `listener` until the process ends or accepting fails.
+pub async fn serve(listener: TcpListener, opts: MockOptions) -> std::io::Result<()> {
+    // Small SSE frames must not wait for Nagle's algorithm, or the benchmark
+    // would measure 40 ms delayed-ACK stalls instead of the gateway.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router(opts)).await
+}

@@ -1,0 +1,87 @@
+//! One benchmarked path (direct to the mock, or through the gateway): its URL,
+//! credentials and pre-serialized request bodies.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::{Client, RequestBuilder};
+use serde_json::json;
+
+pub struct Target {
+    pub name: &'static str,
+    url: String,
+    auth: Option<HeaderValue>,
+    /// Serialized once: the load loop only clones a refcount.
+    pub body: Bytes,
+    pub stream_body: Bytes,
+}
+
+impl Target {
+    /// `base` is the server's origin; a trailing `/` or `/v1` is accepted.
+    pub fn new(
+        name: &'static str,
+        base: &str,
+        api_key: Option<&str>,
+        model: &str,
+        stream_words: usize,
+    ) -> Result<Self> {
+        let base = base.trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base);
+        let auth = api_key
+            .map(|key| HeaderValue::from_str(&format!("Bearer {key}")))
+            .transpose()
+            .context("API key is not a valid header value")?;
+        let messages = json!([{"role": "user", "content": "hello bench"}]);
+        let body = json!({"model": model, "messages": messages});
+        // `mock.words` passes through the gateway as an unknown field.
+        let stream_body = json!({"model": model, "messages": messages, "stream": true,
+            "mock": {"words": stream_words}});
+        Ok(Self {
+            name,
+            url: format!("{base}/v1/chat/completions"),
+            auth,
+            body: serde_json::to_vec(&body)?.into(),
+            stream_body: serde_json::to_vec(&stream_body)?.into(),
+        })
+    }
+
+    pub fn request(&self, client: &Client, body: &Bytes) -> RequestBuilder {
+        let mut req = client
+            .post(&self.url)
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(body.clone());
+        if let Some(auth) = &self.auth {
+            req = req.header(AUTHORIZATION, auth.clone());
+        }
+        req
+    }
+
+    /// One request must succeed before measuring, so a misconfiguration fails
+    /// loudly instead of producing a table of errors.
+    pub async fn check(&self, client: &Client) -> Result<()> {
+        let resp = self
+            .request(client, &self.body)
+            .send()
+            .await
+            .with_context(|| format!("{} path: request to {} failed", self.name, self.url))?;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            bail!("{} path: {} answered {status}: {text}", self.name, self.url);
+        }
+        Ok(())
+    }
+}
+
+/// One keep-alive HTTP/1.1 pool shared by all workers of both paths.
+pub fn client(max_concurrency: usize) -> Result<Client> {
+    Ok(Client::builder()
+        .http1_only()
+        .pool_max_idle_per_host(max_concurrency.max(1) * 2)
+        .tcp_nodelay(true)
+        .timeout(Duration::from_secs(30))
+        .no_proxy()
+        .build()?)
+}

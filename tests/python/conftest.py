@@ -1,0 +1,103 @@
+"""Starts the real `tollgate` binary twice: once as the mock upstream, once as the
+gateway (with a temp data dir), and creates an account. Tests then talk to the
+gateway with the official OpenAI SDK, changing only base_url and api_key."""
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("TOLLGATE_BIN", str(ROOT / "target" / "debug" / "tollgate"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: process exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not become healthy")
+
+
+class Stack:
+    def __init__(self) -> None:
+        if not Path(BIN).exists():
+            raise RuntimeError(f"{BIN} not found: build with `cargo build -p tollgate` first")
+        self.dir = tempfile.TemporaryDirectory()
+        mock_port, gw_port = free_port(), free_port()
+        self.mock_url = f"http://127.0.0.1:{mock_port}"
+        self.url = f"http://127.0.0.1:{gw_port}"
+        self.procs = []
+        mock = subprocess.Popen([BIN, "mock-upstream", "--listen", f"127.0.0.1:{mock_port}"])
+        self.procs.append(mock)
+        wait_healthy(self.mock_url, mock)
+
+        config = Path(self.dir.name) / "tollgate.toml"
+        config.write_text(
+            f"""
+listen = "127.0.0.1:{gw_port}"
+data_dir = "{self.dir.name}/data"
+[providers.acme]
+adapter = "openai-compatible"
+base_url = "{self.mock_url}/v1"
+api_key = "sk-anything"
+[[providers.acme.models]]
+id = "small"
+input_price_per_mtok = "0.50"
+output_price_per_mtok = "1.50"
+context_length = 128000
+"""
+        )
+        out = subprocess.run(
+            [BIN, "admin", "create-account", "--config", str(config), "--name", "py", "--credit-usd", "5", "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        account = json.loads(out.stdout)
+        self.api_key = account["api_key"]
+        self.workspace_id = account["workspace_id"]
+        gw = subprocess.Popen([BIN, "serve", "--config", str(config)], env={**os.environ, "RUST_LOG": "warn"})
+        self.procs.append(gw)
+        wait_healthy(self.url, gw)
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.dir.cleanup()
+
+
+@pytest.fixture(scope="session")
+def stack():
+    s = Stack()
+    yield s
+    s.close()
+
+
+@pytest.fixture()
+def client(stack):
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{stack.url}/v1", api_key=stack.api_key, max_retries=0)
