@@ -46,7 +46,7 @@ fn main() {
     registry.push_str("];\n");
     std::fs::write(out_dir.join("builtin_adapters.rs"), registry).unwrap();
     for stem in TEST_ONLY {
-        let env_name = stem.to_uppercase();
+        let env_name = stem.to_uppercase().replace("TOLLGATE_", "TG_");
         println!(
             "cargo:rustc-env={env_name}_WASM={}",
             artifacts.join(format!("{stem}.wasm")).display()

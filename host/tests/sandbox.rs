@@ -9,7 +9,10 @@ use serde_json::json;
 #[tokio::test]
 async fn misbehaving_adapters_fail_only_their_own_request() {
     let mock = start_mock(Default::default()).await;
-    let gateway = Gateway::start(&standard_config(mock, "[plugins]\ncall_timeout_ms = 100\n")).await;
+    // A small memory cap and a generous time limit, so the memory bomb hits the
+    // cap well before the clock even on a loaded machine.
+    let limits = "[plugins]\ncall_timeout_ms = 1000\nmemory_mib = 16\n";
+    let gateway = Gateway::start(&standard_config(mock, limits)).await;
     let ask = |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
 
     for (model, reason) in [

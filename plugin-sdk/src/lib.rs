@@ -209,7 +209,7 @@ macro_rules! export_adapter {
             // Only components get the exports: native builds (unit tests) of a
             // cdylib cannot link symbol names like `tollgate:provider/...`.
             #[cfg(target_family = "wasm")]
-            $crate::bindings::export!(__TollgateAdapterComponent with_types_in $crate::bindings);
+    $crate::bindings::export!(__TollgateAdapterComponent with_types_in $crate::bindings);
         };
     };
 }

@@ -18,7 +18,7 @@ use super::stream;
 use super::upstream::response_head;
 use crate::catalog::ModelRoute;
 use crate::error::ApiError;
-use crate::plugins::{AdapterError, CallContext, ErrorClass, ExchangeError, Session};
+use crate::plugins::{AdapterError, CallContext, ErrorClass, ExchangeError};
 use crate::server::{Caller, Gateway, RequestId};
 
 pub async fn chat_completions(
@@ -155,10 +155,4 @@ pub fn exchange_error(route: &ModelRoute, error: ExchangeError) -> ApiError {
         ExchangeError::Fault(fault) => ApiError::adapter_fault(&fault),
         ExchangeError::Reported(reported) => ApiError::from_upstream(&route.provider.id, &reported),
     }
-}
-
-/// Keeps the compiler honest that sessions cross await points on a Send future.
-#[allow(dead_code)]
-fn _session_is_send(session: Session) -> impl Send {
-    session
 }

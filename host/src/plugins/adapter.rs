@@ -15,7 +15,6 @@ wasmtime::component::bindgen!({
     world: "provider-adapter",
 });
 
-use exports::tollgate::provider::adapter as wit_adapter;
 pub use exports::tollgate::provider::adapter::CallContext;
 pub use tollgate::provider::types::{AdapterError, AuthSlot, ErrorClass, Event, OutboundRequest, ResponseHead, Usage};
 
@@ -210,14 +209,9 @@ impl Session {
             Some(Trap::Interrupt) => format!("exceeded its time limit ({} ms per call)", self.limits.call_timeout_ms),
             Some(Trap::UnreachableCodeReached) => "trapped (the adapter panicked or hit unreachable code)".into(),
             Some(trap) => format!("trapped: {trap}"),
-            None => format!("failed: {error:#}"),
+            // Imports are linked to traps: a Rust panic, for one, first asks WASI
+            // for the environment and stops there.
+            None => format!("trapped: {}", error.root_cause()),
         }
     }
-}
-
-#[allow(dead_code)]
-fn _assert_send() {
-    fn is_send<T: Send>() {}
-    is_send::<Session>();
-    let _ = wit_adapter::CallContext::clone;
 }

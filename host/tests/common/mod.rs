@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
-pub const MISBEHAVING_WASM: &str = env!("TOLLGATE_TEST_MISBEHAVING_WASM");
+pub const MISBEHAVING_WASM: &str = env!("TG_TEST_MISBEHAVING_WASM");
 
 /// A running mock upstream in this test's runtime.
 pub async fn start_mock(options: tollgate_mock_upstream::MockOptions) -> SocketAddr {
