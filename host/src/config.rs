@@ -150,6 +150,26 @@ pub struct CliOverrides {
     pub data_dir: Option<PathBuf>,
 }
 
+/// Top-level keys that `TOLLGATE_*` variables may set. Other `TOLLGATE_*`
+/// variables (a script's `TOLLGATE_KEY`, say) are not configuration and are ignored.
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "listen",
+    "data_dir",
+    "database_url",
+    "cache_dir",
+    "providers",
+    "adapters",
+    "limits",
+    "timeouts",
+    "plugins",
+];
+
+fn is_config_key(key: &figment::value::UncasedStr) -> bool {
+    let key = key.as_str().to_ascii_lowercase();
+    let top = key.split("__").next().unwrap_or_default();
+    TOP_LEVEL_KEYS.contains(&top)
+}
+
 impl Config {
     /// Loads the layered configuration. An explicit `--config` file must exist;
     /// the default `tollgate.toml` is used only if present.
@@ -160,10 +180,13 @@ impl Config {
                 anyhow::ensure!(path.is_file(), "config file {} does not exist", path.display());
                 figment = figment.merge(Toml::file_exact(path));
             }
-            None => figment = figment.merge(Toml::file_exact(DEFAULT_CONFIG_FILE)),
+            None if Path::new(DEFAULT_CONFIG_FILE).is_file() => {
+                figment = figment.merge(Toml::file_exact(DEFAULT_CONFIG_FILE))
+            }
+            None => {}
         }
         let config: Config = figment
-            .merge(Env::prefixed("TOLLGATE_").split("__"))
+            .merge(Env::prefixed("TOLLGATE_").filter(is_config_key).split("__"))
             .merge(Serialized::defaults(overrides))
             .extract()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
@@ -226,6 +249,21 @@ base_url = "http://127.0.0.1:9001/v1"
             Some("http://127.0.0.1:9001/v1")
         );
         assert_eq!(config.plugins.memory_mib, 64);
+    }
+
+    #[test]
+    fn environment_overrides_nested_keys_and_ignores_foreign_variables() {
+        // SAFETY: tests in this module touch only these TOLLGATE_ variables.
+        unsafe {
+            std::env::set_var("TOLLGATE_TIMEOUTS__CONNECT_MS", "1234");
+            std::env::set_var("TOLLGATE_SOME_SCRIPT_VARIABLE", "ignored");
+        }
+        let config = Config::load(None, CliOverrides::default()).unwrap();
+        assert_eq!(config.timeouts.connect_ms, 1234);
+        unsafe {
+            std::env::remove_var("TOLLGATE_TIMEOUTS__CONNECT_MS");
+            std::env::remove_var("TOLLGATE_SOME_SCRIPT_VARIABLE");
+        }
     }
 
     #[test]
