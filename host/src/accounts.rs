@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::auth;
-use crate::db::{Db, new_id, now_unix};
+use crate::db::{Database, new_id, now_unix};
 use crate::money::Nanos;
 
 #[derive(Debug, Serialize)]
@@ -18,7 +18,7 @@ pub struct CreatedAccount {
     pub credit_usd: String,
 }
 
-pub async fn create_account(db: &Db, name: &str, credit: Nanos) -> anyhow::Result<CreatedAccount> {
+pub async fn create_account(database: &Database, name: &str, credit: Nanos) -> anyhow::Result<CreatedAccount> {
     let name = name.trim();
     anyhow::ensure!(
         !name.is_empty() && name.len() <= 200,
@@ -31,38 +31,32 @@ pub async fn create_account(db: &Db, name: &str, credit: Nanos) -> anyhow::Resul
     let key_id = new_id("key");
     let key = auth::generate_key();
 
-    let mut tx = db.begin().await?;
-    sqlx::query("INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)")
+    let mut tx = database.begin_write().await?;
+    sqlx::query("INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3)")
         .bind(&account_id)
         .bind(name)
         .bind(now)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("INSERT INTO workspaces (id, account_id, name, created_at) VALUES (?, ?, ?, ?)")
+    sqlx::query("INSERT INTO workspaces (id, account_id, name, created_at) VALUES ($1, $2, $3, $4)")
         .bind(&workspace_id)
         .bind(&account_id)
         .bind("default")
         .bind(now)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("INSERT INTO wallets (workspace_id, balance_nano) VALUES (?, ?)")
+    sqlx::query("INSERT INTO wallets (workspace_id, balance_nano, reserved_nano) VALUES ($1, $2, 0)")
         .bind(&workspace_id)
         .bind(credit.0)
         .execute(&mut *tx)
         .await?;
-    sqlx::query(
-        "INSERT INTO ledger_entries (id, workspace_id, kind, amount_nano, created_at) VALUES (?, ?, 'credit', ?, ?)",
-    )
-    .bind(new_id("le"))
-    .bind(&workspace_id)
-    .bind(credit.0)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("INSERT INTO api_keys (id, workspace_id, key_hash, hint, created_at) VALUES (?, ?, ?, ?, ?)")
+    if credit.0 > 0 {
+        crate::ledger::journal_credit(&mut tx, &workspace_id, credit).await?;
+    }
+    sqlx::query("INSERT INTO api_keys (id, workspace_id, key_hash, hint, created_at) VALUES ($1, $2, $3, $4, $5)")
         .bind(&key_id)
         .bind(&workspace_id)
-        .bind(&key.hash[..])
+        .bind(key.hash.to_vec())
         .bind(&key.hint)
         .bind(now)
         .execute(&mut *tx)

@@ -82,8 +82,8 @@ impl KeyResolver {
             return Ok(Some(hit.clone()));
         }
         let row: Option<(String, String)> =
-            sqlx::query_as("SELECT id, workspace_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL")
-                .bind(&hash[..])
+            sqlx::query_as("SELECT id, workspace_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL")
+                .bind(hash.to_vec())
                 .fetch_optional(&self.db)
                 .await?;
         let Some((key_id, workspace_id)) = row else {

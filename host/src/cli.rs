@@ -55,6 +55,58 @@ enum AdminCommand {
     /// Create an account with a workspace, a wallet credit and its first API key.
     /// The key is printed once and cannot be shown again.
     CreateAccount(CreateAccountArgs),
+    /// Show a workspace's wallet: available, pending and posted balances (exact USD).
+    Wallet(WalletArgs),
+    /// Add credit to a workspace's wallet (journaled).
+    Credit(CreditArgs),
+    /// Recompute every wallet from the journal; exits non-zero on any drift.
+    LedgerVerify(LedgerVerifyArgs),
+    /// Show one request's log entry: the auditable trace of that request.
+    Request(RequestArgs),
+}
+
+#[derive(Args, Debug)]
+struct WalletArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Workspace id (as printed by create-account).
+    #[arg(long)]
+    workspace: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CreditArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Workspace id.
+    #[arg(long)]
+    workspace: String,
+    /// Amount in USD, e.g. 25 or 0.50 (up to 9 decimals).
+    #[arg(long, value_name = "AMOUNT")]
+    usd: String,
+}
+
+#[derive(Args, Debug)]
+struct LedgerVerifyArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Release expired holds before verifying (as the server's sweeper would).
+    #[arg(long)]
+    sweep: bool,
+}
+
+#[derive(Args, Debug)]
+struct RequestArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// The request id (`service.request_id`, or the X-Request-Id header).
+    request_id: String,
+    /// Print JSON (the default; kept for symmetry with other commands).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -95,16 +147,15 @@ pub fn main() -> anyhow::Result<()> {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => {
-            let config = load(&args.config, args.listen)?;
+            let config = load(&args.config, args.listen.clone())?;
             let gateway = crate::server::Gateway::start(config).await?;
+            tokio::spawn(reload_on_hangup(gateway.clone(), args));
             crate::server::serve(gateway, shutdown_signal()).await
         }
         Command::Admin(AdminCommand::CreateAccount(args)) => {
-            let config = load(&args.config, None)?;
             let credit = Nanos::from_usd(&args.credit_usd).map_err(|e| anyhow::anyhow!("--credit-usd: {e}"))?;
-            std::fs::create_dir_all(&config.data_dir)?;
-            let db = crate::db::open(&config.database_url()).await?;
-            let created = crate::accounts::create_account(&db, &args.name, credit).await?;
+            let database = open_database(&args.config).await?;
+            let created = crate::accounts::create_account(&database, &args.name, credit).await?;
             if args.json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
@@ -115,6 +166,58 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 println!("(the key is shown only this once)");
             }
             Ok(())
+        }
+        Command::Admin(AdminCommand::Wallet(args)) => {
+            let database = open_database(&args.config).await?;
+            let wallet = crate::ledger::wallet(&database, &args.workspace).await?;
+            if args.json {
+                println!("{}", serde_json::to_string(&wallet)?);
+            } else {
+                println!("available: {} USD", wallet.available_usd);
+                println!("pending:   {} USD", wallet.pending_usd);
+                println!("posted:    {} USD", wallet.posted_usd);
+            }
+            Ok(())
+        }
+        Command::Admin(AdminCommand::Credit(args)) => {
+            let amount = Nanos::from_usd(&args.usd).map_err(|e| anyhow::anyhow!("--usd: {e}"))?;
+            let database = open_database(&args.config).await?;
+            crate::ledger::credit(&database, &args.workspace, amount).await?;
+            let wallet = crate::ledger::wallet(&database, &args.workspace).await?;
+            println!(
+                "credited {} USD; available {} USD",
+                amount.usd_string(),
+                wallet.available_usd
+            );
+            Ok(())
+        }
+        Command::Admin(AdminCommand::LedgerVerify(args)) => {
+            let database = open_database(&args.config).await?;
+            if args.sweep {
+                let expired = crate::ledger::sweep(&database).await?;
+                println!("released {expired} expired holds");
+            }
+            let drift = crate::ledger::verify(&database).await?;
+            if drift.is_empty() {
+                println!("ledger verified: every wallet matches its journal");
+                Ok(())
+            } else {
+                for line in &drift {
+                    println!("DRIFT {line}");
+                }
+                anyhow::bail!("{} discrepancies", drift.len())
+            }
+        }
+        Command::Admin(AdminCommand::Request(args)) => {
+            let database = open_database(&args.config).await?;
+            let _ = args.json;
+            match crate::ledger::request_log(&database, &args.request_id).await? {
+                Some(row) => {
+                    println!("{}", serde_json::to_string_pretty(&row)?);
+                    Ok(())
+                }
+                None => anyhow::bail!("no request '{}' in the request log", args.request_id),
+            }
         }
         Command::MockUpstream(args) => {
             let listener = tokio::net::TcpListener::bind(args.listen).await?;
@@ -129,6 +232,35 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+async fn open_database(args: &ConfigArgs) -> anyhow::Result<crate::db::Database> {
+    let config = load(args, None)?;
+    std::fs::create_dir_all(&config.data_dir)?;
+    crate::db::Database::open(&config.database_url()).await
+}
+
+/// SIGHUP re-reads the configuration and swaps in the new providers and prices
+/// (a new pricing snapshot); requests in flight keep the prices they started with.
+async fn reload_on_hangup(gateway: std::sync::Arc<crate::server::Gateway>, args: ServeArgs) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            let reloaded = match load(&args.config, args.listen.clone()) {
+                Ok(config) => gateway.reload(&config).await,
+                Err(e) => Err(e),
+            };
+            match reloaded {
+                Ok(snapshot) => tracing::info!(snapshot, "configuration reloaded"),
+                Err(error) => tracing::error!("configuration reload failed, keeping the old one: {error:#}"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (gateway, args);
 }
 
 fn load(args: &ConfigArgs, listen: Option<String>) -> anyhow::Result<Config> {

@@ -18,7 +18,8 @@ pub struct Config {
     pub listen: String,
     /// Where the embedded database, compiled plugins and other state live.
     pub data_dir: PathBuf,
-    /// Database URL; defaults to SQLite at `<data_dir>/tollgate.db`.
+    /// Database URL: `sqlite://…` or `postgres://…`; defaults to SQLite at
+    /// `<data_dir>/tollgate.db`.
     pub database_url: Option<String>,
     /// Compiled-component cache; defaults to `<data_dir>/cache`.
     pub cache_dir: Option<PathBuf>,
@@ -29,6 +30,7 @@ pub struct Config {
     pub limits: Limits,
     pub timeouts: Timeouts,
     pub plugins: PluginLimits,
+    pub ledger: crate::ledger::LedgerConfig,
 }
 
 impl Default for Config {
@@ -43,6 +45,7 @@ impl Default for Config {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             plugins: PluginLimits::default(),
+            ledger: crate::ledger::LedgerConfig::default(),
         }
     }
 }
@@ -196,7 +199,7 @@ impl Config {
     pub fn database_url(&self) -> String {
         self.database_url
             .clone()
-            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("tollgate.db").display()))
+            .unwrap_or_else(|| crate::db::sqlite_url(&self.data_dir.join("tollgate.db")))
     }
 
     pub fn cache_dir(&self) -> PathBuf {

@@ -1,44 +1,98 @@
-//! The database connection. SQLite in the data directory is the embedded default;
-//! it runs in WAL mode so the CLI can write (e.g. create an account) while a
-//! server reads.
+//! The database: SQLite in the data directory by default, Postgres when
+//! `database_url` is `postgres://…` (several gateways can then share one ledger).
+//! Queries are written once with `$N` placeholders, which both backends accept,
+//! and run through sqlx's `Any` driver; only the migrations differ per backend.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, ConnectOptions, Executor};
 
-pub type Db = SqlitePool;
+pub type Db = AnyPool;
 
-pub async fn open(url: &str) -> anyhow::Result<Db> {
-    anyhow::ensure!(
-        url.starts_with("sqlite:"),
-        "database_url '{url}': only sqlite: URLs are supported by this build"
-    );
-    let options = SqliteConnectOptions::from_str(url)
-        .with_context(|| format!("invalid database_url '{url}'"))?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(5))
-        .foreign_keys(true);
-    let pool = SqlitePoolOptions::new()
-        .max_connections(8)
-        .connect_with(options)
-        .await
-        .with_context(|| format!("cannot open database {url}"))?;
-    sqlx::migrate!("./migrations/sqlite")
-        .run(&pool)
-        .await
-        .context("database migration failed")?;
-    Ok(pool)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// An open database with its backend, which decides transaction modes.
+#[derive(Clone)]
+pub struct Database {
+    pub pool: Db,
+    pub backend: Backend,
+}
+
+impl Database {
+    pub async fn open(url: &str) -> anyhow::Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Backend::Postgres
+        } else {
+            anyhow::bail!("database_url '{url}': expected sqlite:… or postgres://…");
+        };
+        let options: AnyConnectOptions = url.parse().with_context(|| format!("invalid database_url '{url}'"))?;
+        let options = options.log_statements(tracing::log::LevelFilter::Trace);
+        let pool = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 8 } else { 16 })
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL lets the CLI write while a server reads; FULL makes every
+                        // acknowledged ledger commit survive power loss, and group commit
+                        // keeps that affordable.
+                        conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await
+            .with_context(|| format!("cannot open database {}", redact(url)))?;
+        let migrator = match backend {
+            Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
+        };
+        migrator.run(&pool).await.context("database migration failed")?;
+        Ok(Self { pool, backend })
+    }
+
+    /// Starts a write transaction. SQLite takes the write lock up front
+    /// (`BEGIN IMMEDIATE`) so a conditional update never fails halfway on a lock
+    /// upgrade.
+    pub async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Any>> {
+        match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
+    }
+}
+
+/// The default SQLite URL for a data directory (created if missing).
+pub fn sqlite_url(path: &std::path::Path) -> String {
+    format!("sqlite://{}?mode=rwc", path.display())
+}
+
+fn redact(url: &str) -> String {
+    match url.split_once('@') {
+        Some((_, host)) if url.contains("://") => format!("{}://…@{host}", url.split("://").next().unwrap_or("")),
+        _ => url.to_string(),
+    }
 }
 
 pub fn now_unix() -> i64 {
+    now_ms() / 1000
+}
+
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
+        .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 

@@ -2,7 +2,7 @@
 //! the router. Accepted sockets get TCP_NODELAY: without it Nagle's algorithm
 //! holds small responses for the client's delayed ACK (tens of milliseconds).
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 use axum::Router;
@@ -17,49 +17,82 @@ use axum::serve::ListenerExt;
 use crate::auth::{KeyResolver, Principal};
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::data_plane::{self, ModelListing, upstream::Upstream};
+use crate::data_plane::{self, ModelListing, Routes, upstream::Upstream};
+use crate::db::Database;
 use crate::error::ApiError;
+use crate::ledger::Ledger;
 use crate::plugins::Adapters;
 
 /// Everything a request handler needs, built once at start.
 pub struct Gateway {
     pub config: Config,
-    pub catalog: Catalog,
+    pub database: Database,
+    /// `None` when `ledger.enabled = false`.
+    pub ledger: Option<Ledger>,
     pub adapters: Adapters,
     pub keys: KeyResolver,
     pub upstream: Upstream,
-    pub models: ModelListing,
+    routes: RwLock<Arc<Routes>>,
 }
 
 impl Gateway {
     pub async fn start(config: Config) -> anyhow::Result<Arc<Self>> {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-        let db = crate::db::open(&config.database_url()).await?;
-        let catalog = Catalog::build(&config.providers, &|name| std::env::var(name).ok())?;
+        let database = Database::open(&config.database_url()).await?;
         let files: Vec<(String, &std::path::Path)> = config
             .adapters
             .iter()
             .map(|(name, file)| (name.clone(), file.path.as_path()))
             .collect();
         let adapters = Adapters::load(&config.plugins, &config.cache_dir(), &files)?;
-        for name in catalog.adapter_names() {
-            anyhow::ensure!(
-                adapters.get(name).is_some(),
-                "a provider uses adapter '{name}', which is neither built in nor configured under [adapters]"
-            );
-        }
+        let routes = build_routes(&database, &adapters, &config).await?;
+        let ledger = config
+            .ledger
+            .enabled
+            .then(|| Ledger::start(database.clone(), &config.ledger));
         let upstream = Upstream::new(&config.timeouts)?;
-        let models = ModelListing::render(&catalog);
         Ok(Arc::new(Self {
-            keys: KeyResolver::new(db),
-            catalog,
+            keys: KeyResolver::new(database.pool.clone()),
+            database,
+            ledger,
             adapters,
             upstream,
-            models,
+            routes: RwLock::new(Arc::new(routes)),
             config,
         }))
     }
+
+    /// The routing table for a new request.
+    pub fn routes(&self) -> Arc<Routes> {
+        self.routes.read().expect("routes lock poisoned").clone()
+    }
+
+    /// Rebuilds the catalog from `config` (providers, prices, keys) and freezes
+    /// its prices as a pricing snapshot. Requests already running keep theirs.
+    pub async fn reload(&self, config: &Config) -> anyhow::Result<i64> {
+        let routes = build_routes(&self.database, &self.adapters, config).await?;
+        let snapshot_id = routes.snapshot_id;
+        *self.routes.write().expect("routes lock poisoned") = Arc::new(routes);
+        Ok(snapshot_id)
+    }
+}
+
+async fn build_routes(database: &Database, adapters: &Adapters, config: &Config) -> anyhow::Result<Routes> {
+    let catalog = Catalog::build(&config.providers, &|name| std::env::var(name).ok())?;
+    for name in catalog.adapter_names() {
+        anyhow::ensure!(
+            adapters.get(name).is_some(),
+            "a provider uses adapter '{name}', which is neither built in nor configured under [adapters]"
+        );
+    }
+    let snapshot_id = crate::snapshots::register(database, &catalog).await?;
+    let models = ModelListing::render(&catalog);
+    Ok(Routes {
+        catalog,
+        snapshot_id,
+        models,
+    })
 }
 
 pub fn router(gateway: Arc<Gateway>) -> Router {

@@ -40,14 +40,10 @@ pub mod stream;
 /// Raw bindings generated from `wit/provider/0.1.0`. Adapters normally use the
 /// re-exports at the crate root instead.
 ///
-/// Generated from `plugin-sdk/wit/provider.wit`, a copy of
-/// `wit/provider/0.1.0/provider.wit` whose only change is escaping the field
-/// name `stream` (a WIT keyword) as `%stream`, without which the file does
-/// not parse. The encoded interface is identical.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit/provider.wit",
+        path: "../wit/provider/0.1.0",
         world: "provider-adapter",
         pub_export_macro: true,
         export_macro_name: "export",

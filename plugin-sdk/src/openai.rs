@@ -21,23 +21,41 @@ pub const GATEWAY_FIELDS: [&str; 3] = ["models", "fallbacks", "continuation"];
 /// gateway's own fields ([`GATEWAY_FIELDS`]) are removed. When `stream` is set,
 /// `stream: true` is set and `stream_options.include_usage: true` is merged
 /// into any existing `stream_options`; otherwise `stream` and `stream_options`
-/// are removed (the host expects a single JSON response). Every other field is
-/// passed through byte for byte, in its original order.
-pub fn prepare_request(body: &[u8], upstream_model: &str, stream: bool) -> Result<Vec<u8>, AdapterError> {
+/// are removed (the host expects a single JSON response). When
+/// `default_max_tokens` is set and the body has neither `max_tokens` nor
+/// `max_completion_tokens`, `max_tokens` is set to it (the gateway's cap, see
+/// `CallContext::max_output_tokens`). Every other field is passed through byte
+/// for byte, in its original order.
+pub fn prepare_request(
+    body: &[u8],
+    upstream_model: &str,
+    stream: bool,
+    default_max_tokens: Option<u32>,
+) -> Result<Vec<u8>, AdapterError> {
     let mut obj = RawObject::parse_slice(body)
         .map_err(|e| AdapterError::invalid_request(format!("request body must be a JSON object: {e}")))?;
-    prepare_object(&mut obj, upstream_model, stream)?;
+    prepare_object(&mut obj, upstream_model, stream, default_max_tokens)?;
     Ok(obj.to_vec())
 }
 
 /// [`prepare_request`] on an already parsed object, for adapters that edit it
 /// further before serializing.
-pub fn prepare_object(obj: &mut RawObject<'_>, upstream_model: &str, stream: bool) -> Result<(), AdapterError> {
+pub fn prepare_object(
+    obj: &mut RawObject<'_>,
+    upstream_model: &str,
+    stream: bool,
+    default_max_tokens: Option<u32>,
+) -> Result<(), AdapterError> {
     let internal = |e: serde_json::Error| AdapterError::internal(e.to_string());
     for field in GATEWAY_FIELDS {
         obj.remove(field);
     }
     obj.insert("model", upstream_model).map_err(internal)?;
+    if let Some(cap) = default_max_tokens {
+        if obj.get_non_null("max_tokens").is_none() && obj.get_non_null("max_completion_tokens").is_none() {
+            obj.insert("max_tokens", &cap).map_err(internal)?;
+        }
+    }
     if stream {
         obj.insert_raw("stream", Cow::Owned(raw_true()));
         let mut options = match obj.get("stream_options").filter(|v| is_object(v)) {
@@ -305,7 +323,7 @@ mod tests {
     use serde_json::json;
 
     fn prepare(body: Value, stream: bool) -> Value {
-        let out = prepare_request(body.to_string().as_bytes(), "up-model", stream).unwrap();
+        let out = prepare_request(body.to_string().as_bytes(), "up-model", stream, None).unwrap();
         serde_json::from_slice(&out).unwrap()
     }
 
@@ -358,7 +376,7 @@ mod tests {
     #[test]
     fn prepare_keeps_bytes_of_other_fields() {
         let body = br#"{"temperature":1.0,"messages":[{"role":"user","content":"\u00e9"}],"model":"a"}"#;
-        let out = prepare_request(body, "b", false).unwrap();
+        let out = prepare_request(body, "b", false, None).unwrap();
         assert_eq!(
             out,
             br#"{"temperature":1.0,"messages":[{"role":"user","content":"\u00e9"}],"model":"b"}"#
@@ -368,7 +386,7 @@ mod tests {
     #[test]
     fn prepare_rejects_invalid_bodies() {
         for body in [&b"not json"[..], b"[1]", b"\"s\"", b"", b"{\"a\":1"] {
-            let err = prepare_request(body, "m", true).unwrap_err();
+            let err = prepare_request(body, "m", true, None).unwrap_err();
             assert_eq!(err.class, ErrorClass::InvalidRequest, "{body:?}");
         }
     }
@@ -524,5 +542,21 @@ mod tests {
             &error_body_for(&AdapterError::new(ErrorClass::ContextLength, "long")),
         );
         assert_eq!(e.class, ErrorClass::ContextLength);
+    }
+
+    #[test]
+    fn injects_the_gateway_cap_only_when_the_caller_set_none() {
+        let bare = br#"{"model":"a/b","messages":[]}"#;
+        let out: Value = serde_json::from_slice(&prepare_request(bare, "m", false, Some(77)).unwrap()).unwrap();
+        assert_eq!(out["max_tokens"], 77);
+        for body in [
+            &br#"{"model":"a/b","max_tokens":5}"#[..],
+            br#"{"model":"a/b","max_completion_tokens":5}"#,
+        ] {
+            let out: Value = serde_json::from_slice(&prepare_request(body, "m", false, Some(77)).unwrap()).unwrap();
+            assert_ne!(out["max_tokens"], 77, "{out}");
+        }
+        let out: Value = serde_json::from_slice(&prepare_request(bare, "m", false, None).unwrap()).unwrap();
+        assert!(out.get("max_tokens").is_none());
     }
 }

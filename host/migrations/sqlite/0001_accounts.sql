@@ -21,20 +21,3 @@ CREATE TABLE api_keys (
     created_at    INTEGER NOT NULL,
     revoked_at    INTEGER
 );
-
--- Amounts are nano-USD integers.
-CREATE TABLE wallets (
-    workspace_id   TEXT PRIMARY KEY REFERENCES workspaces(id),
-    balance_nano   INTEGER NOT NULL,
-    reserved_nano  INTEGER NOT NULL DEFAULT 0,
-    CHECK (reserved_nano >= 0 AND balance_nano - reserved_nano >= 0)
-);
-
--- Append-only journal of wallet movements; ids make retries idempotent.
-CREATE TABLE ledger_entries (
-    id            TEXT PRIMARY KEY,
-    workspace_id  TEXT NOT NULL REFERENCES workspaces(id),
-    kind          TEXT NOT NULL,
-    amount_nano   INTEGER NOT NULL,
-    created_at    INTEGER NOT NULL
-);

@@ -12,6 +12,9 @@ use crate::error::ApiError;
 pub struct ChatEnvelope<'a> {
     pub model: Cow<'a, str>,
     pub stream: bool,
+    pub messages: usize,
+    /// `max_completion_tokens`, else `max_tokens`, if the caller set one.
+    pub max_output_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -22,6 +25,10 @@ struct Raw<'a> {
     messages: Option<Vec<RawMessage<'a>>>,
     #[serde(default)]
     stream: Option<bool>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -54,9 +61,17 @@ impl<'a> ChatEnvelope<'a> {
         if messages.iter().any(|m| m.role.as_deref().is_none_or(str::is_empty)) {
             return Err(ApiError::invalid_request("Every message needs a 'role'.").with_param("messages"));
         }
+        let max_output_tokens = raw.max_completion_tokens.or(raw.max_tokens);
+        if max_output_tokens == Some(0) {
+            return Err(
+                ApiError::invalid_request("The output-token limit must be at least 1.").with_param("max_tokens")
+            );
+        }
         Ok(Self {
             model,
             stream: raw.stream.unwrap_or(false),
+            messages: messages.len(),
+            max_output_tokens,
         })
     }
 }
@@ -75,6 +90,11 @@ mod tests {
             parse(r#"{"model":"a/b","messages":[{"role":"user","content":"hi"}],"stream":true,"x":{"y":1}}"#).unwrap();
         assert_eq!(env.model, "a/b");
         assert!(env.stream);
+        assert_eq!(env.messages, 1);
+        assert_eq!(env.max_output_tokens, None);
+        let env =
+            parse(r#"{"model":"a/b","messages":[{"role":"user"}],"max_tokens":9,"max_completion_tokens":7}"#).unwrap();
+        assert_eq!(env.max_output_tokens, Some(7));
     }
 
     #[test]
@@ -87,6 +107,11 @@ mod tests {
             (r#"{"model":"a/b","messages":"hi"}"#, None),
             (r#"{"model":5,"messages":[{"role":"user"}]}"#, None),
             (r#"{"model":"a/b","messages":[{"role":"user"}],"stream":"yes"}"#, None),
+            (r#"{"model":"a/b","messages":[{"role":"user"}],"max_tokens":-1}"#, None),
+            (
+                r#"{"model":"a/b","messages":[{"role":"user"}],"max_tokens":0}"#,
+                Some("max_tokens"),
+            ),
             ("[1,2]", None),
             ("{not json", None),
             ("", None),

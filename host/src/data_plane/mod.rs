@@ -1,5 +1,6 @@
 //! The OpenAI-compatible data plane: `/v1/chat/completions` and `/v1/models`.
 
+mod billing;
 mod chat;
 mod envelope;
 mod models;
@@ -13,6 +14,17 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use models::ModelListing;
+
+use crate::catalog::Catalog;
+
+/// The routing table requests read: the catalog, the pricing snapshot its
+/// prices were frozen as, and the rendered model list. Replaced whole on reload;
+/// a request keeps the table it started with.
+pub struct Routes {
+    pub catalog: Catalog,
+    pub snapshot_id: i64,
+    pub models: ModelListing,
+}
 
 use crate::server::Gateway;
 

@@ -48,7 +48,7 @@ fn entry(route: &ModelRoute) -> Value {
 pub async fn list_models(State(gateway): State<Arc<Gateway>>, _caller: Caller) -> Response {
     (
         [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        gateway.models.all.clone(),
+        gateway.routes().models.all.clone(),
     )
         .into_response()
 }
@@ -59,7 +59,7 @@ pub async fn get_model(
     _caller: Caller,
     Path(id): Path<String>,
 ) -> Response {
-    match gateway.catalog.resolve(&id) {
+    match gateway.routes().catalog.resolve(&id) {
         Some(route) => axum::Json(entry(route)).into_response(),
         None => ApiError::model_not_found(&id)
             .with_request_id(&request_id.0)

@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::ModelRoute;
-use crate::money::{Nanos, TokenCounts};
+use crate::money::Nanos;
 use crate::plugins::Usage;
 
 /// One upstream attempt, as listed in `service.attempts`.
@@ -19,57 +19,34 @@ pub struct Attempt {
     pub latency: Duration,
 }
 
-/// Token counts and their exact cost, priced from the route's frozen price.
+/// Token counts and the exact cost billed for them.
+#[derive(Clone, Copy, Debug)]
 pub struct Metered {
     pub usage: Option<Usage>,
     pub cost: Nanos,
 }
 
 impl Metered {
-    pub fn price(route: &ModelRoute, usage: Option<Usage>) -> Self {
-        let tokens = usage.map_or_else(TokenCounts::default, |u| TokenCounts {
-            input: u.input,
-            output: u.output,
-        });
-        Self {
-            usage,
-            cost: route.price.cost(tokens),
-        }
-    }
+    pub const NOTHING: Metered = Metered {
+        usage: None,
+        cost: Nanos::ZERO,
+    };
 }
 
-/// Sets `usage` (keeping the upstream's own fields) and `service`. `usage.cost`
-/// is added by [`render`], which writes it as an exact decimal.
-pub fn annotate(
-    object: &mut Map<String, Value>,
-    route: &ModelRoute,
-    request_id: &str,
-    metered: &Metered,
-    attempt: &Attempt,
-) {
-    let usage = object.entry("usage").or_insert(Value::Null);
-    if !usage.is_object() {
-        *usage = match metered.usage {
-            Some(u) => json!({
-                "prompt_tokens": u.input,
-                "completion_tokens": u.output,
-                "total_tokens": u.input + u.output,
-            }),
-            None => json!({}),
-        };
-    }
-    object.insert("provider".into(), Value::String(route.provider.id.clone()));
-    object.insert("service".into(), service(route, request_id, metered, attempt));
+/// Everything the gateway reports about how an answer was produced.
+pub struct Provenance<'a> {
+    pub route: &'a ModelRoute,
+    pub request_id: &'a str,
+    pub metered: Metered,
+    pub attempt: Attempt,
+    pub snapshot_id: Option<i64>,
 }
 
-fn service(route: &ModelRoute, request_id: &str, metered: &Metered, attempt: &Attempt) -> Value {
-    json!({
-        "request_id": request_id,
-        "provider": route.provider.id,
-        "model": route.id,
-        "upstream_model": route.upstream_model,
-        "cost_usd": metered.cost.usd_string(),
-        "attempts": [{
+impl Provenance<'_> {
+    /// `service.attempts`, also stored in the request log.
+    pub fn attempts(&self) -> Value {
+        let (route, metered, attempt) = (self.route, &self.metered, &self.attempt);
+        json!([{
             "provider": route.provider.id,
             "model": route.upstream_model,
             "outcome": attempt.outcome,
@@ -78,8 +55,36 @@ fn service(route: &ModelRoute, request_id: &str, metered: &Metered, attempt: &At
             "input_tokens": metered.usage.map(|u| u.input),
             "output_tokens": metered.usage.map(|u| u.output),
             "cost_usd": metered.cost.usd_string(),
-        }],
-    })
+        }])
+    }
+
+    /// Sets `usage` (keeping the upstream's own fields), `provider` and
+    /// `service`. `usage.cost` is added by [`render`], which writes it as an
+    /// exact decimal.
+    pub fn annotate(&self, object: &mut Map<String, Value>) {
+        let usage = object.entry("usage").or_insert(Value::Null);
+        if !usage.is_object() {
+            *usage = match self.metered.usage {
+                Some(u) => json!({
+                    "prompt_tokens": u.input,
+                    "completion_tokens": u.output,
+                    "total_tokens": u.input + u.output,
+                }),
+                None => json!({}),
+            };
+        }
+        object.insert("provider".into(), Value::String(self.route.provider.id.clone()));
+        let service = json!({
+            "request_id": self.request_id,
+            "provider": self.route.provider.id,
+            "model": self.route.id,
+            "upstream_model": self.route.upstream_model,
+            "cost_usd": self.metered.cost.usd_string(),
+            "pricing_snapshot_id": self.snapshot_id,
+            "attempts": self.attempts(),
+        });
+        object.insert("service".into(), service);
+    }
 }
 
 #[derive(Serialize)]

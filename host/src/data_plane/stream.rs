@@ -17,8 +17,9 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::billing::Bill;
 use super::chat::exchange_error;
-use super::provenance::{Attempt, Metered, annotate, render};
+use super::provenance::{Attempt, Metered, Provenance, render};
 use super::upstream::error_chain;
 use crate::catalog::ModelRoute;
 use crate::error::ApiError;
@@ -33,6 +34,7 @@ pub fn respond(
     route: Arc<ModelRoute>,
     session: Session,
     upstream: reqwest::Response,
+    bill: Bill,
     request_id: RequestId,
     started: Instant,
 ) -> Response {
@@ -42,6 +44,8 @@ pub fn respond(
         gateway,
         route,
         session,
+        bill,
+        chunks_sent: 0,
         request_id: request_id.clone(),
         started,
         status,
@@ -67,6 +71,9 @@ struct Pump {
     gateway: Arc<Gateway>,
     route: Arc<ModelRoute>,
     session: Session,
+    bill: Bill,
+    /// Chunks relayed so far: the local token count when the upstream reports no usage.
+    chunks_sent: u64,
     request_id: RequestId,
     started: Instant,
     status: u16,
@@ -83,13 +90,32 @@ impl Pump {
     async fn run(mut self, upstream: reqwest::Response) {
         let outcome = self.relay(upstream).await;
         let usage = self.session.usage().ok().flatten();
-        let metered = Metered::price(&self.route, usage);
+        let metered = self.bill.meter(usage, self.chunks_sent);
         match outcome {
-            Ok(last_chunks) => self.finish_ok(last_chunks, &metered).await,
-            Err(Stop::Failed(error)) => self.finish_error(error, &metered).await,
+            Ok(last_chunks) => self.finish_ok(last_chunks, metered).await,
+            Err(Stop::Failed(error)) => self.finish_error(error, metered).await,
             Err(Stop::ClientGone) => {
                 tracing::info!(request_id = %self.request_id.0, "client went away mid-stream");
+                let provenance = self.provenance(metered, "client_disconnected");
+                let attempts = provenance.attempts();
+                self.bill
+                    .close(metered, "client_disconnected", Some(self.status), attempts)
+                    .await;
             }
+        }
+    }
+
+    fn provenance(&self, metered: Metered, outcome: &'static str) -> Provenance<'_> {
+        Provenance {
+            route: &self.route,
+            request_id: &self.request_id.0,
+            metered,
+            attempt: Attempt {
+                outcome,
+                status: Some(self.status),
+                latency: self.started.elapsed(),
+            },
+            snapshot_id: Some(self.bill.snapshot_id()),
         }
     }
 
@@ -135,6 +161,7 @@ impl Pump {
                     .on_events(&batch)
                     .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))?;
                 if !chunks.is_empty() {
+                    self.chunks_sent += chunks.len() as u64;
                     let mut frame = BytesMut::new();
                     for chunk in &chunks {
                         write_chunk(&mut frame, &provider, chunk);
@@ -151,12 +178,7 @@ impl Pump {
             .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))
     }
 
-    async fn finish_ok(mut self, mut chunks: Vec<Vec<u8>>, metered: &Metered) {
-        let attempt = Attempt {
-            outcome: "success",
-            status: Some(self.status),
-            latency: self.started.elapsed(),
-        };
+    async fn finish_ok(mut self, mut chunks: Vec<Vec<u8>>, metered: Metered) {
         let last = chunks.pop();
         let mut frame = BytesMut::new();
         for chunk in &chunks {
@@ -166,30 +188,37 @@ impl Pump {
             Some(Ok(object)) => object,
             _ => self.empty_chunk(),
         };
-        annotate(&mut closing, &self.route, &self.request_id.0, metered, &attempt);
-        write_data(&mut frame, &render(closing, metered.cost));
+        let rendered = self.settle(&mut closing, metered, "success").await;
+        write_data(&mut frame, &rendered);
         frame.put_slice(b"data: [DONE]\n\n");
         let _ = self.send(frame.freeze()).await;
     }
 
-    async fn finish_error(mut self, error: ApiError, metered: &Metered) {
+    async fn finish_error(mut self, error: ApiError, metered: Metered) {
         tracing::warn!(request_id = %self.request_id.0, code = error.code, "stream failed: {}", error.message);
-        let attempt = Attempt {
-            outcome: "error",
-            status: Some(self.status),
-            latency: self.started.elapsed(),
-        };
         let mut chunk = self.empty_chunk();
         chunk.insert(
             "choices".into(),
             json!([{ "index": 0, "delta": {}, "finish_reason": "error" }]),
         );
         chunk.insert("error".into(), error.error_object());
-        annotate(&mut chunk, &self.route, &self.request_id.0, metered, &attempt);
+        let rendered = self.settle(&mut chunk, metered, error.code).await;
         let mut frame = BytesMut::new();
-        write_data(&mut frame, &render(chunk, metered.cost));
+        write_data(&mut frame, &rendered);
         frame.put_slice(b"data: [DONE]\n\n");
         let _ = self.send(frame.freeze()).await;
+    }
+
+    /// Settles the bill (before the caller sees the cost), then annotates and
+    /// renders the closing chunk with what was billed.
+    async fn settle(&mut self, closing: &mut Map<String, Value>, metered: Metered, outcome: &'static str) -> Vec<u8> {
+        let attempt_outcome = if outcome == "success" { "success" } else { "error" };
+        let attempts = self.provenance(metered, attempt_outcome).attempts();
+        let billed = self.bill.close(metered, outcome, Some(self.status), attempts).await;
+        let mut provenance = self.provenance(billed, attempt_outcome);
+        provenance.metered = billed;
+        provenance.annotate(closing);
+        render(std::mem::take(closing), billed.cost)
     }
 
     fn empty_chunk(&self) -> Map<String, Value> {

@@ -91,7 +91,7 @@ impl Adapter for OpenAiCompatible {
 
     fn request(&mut self) -> Result<OutboundRequest, AdapterError> {
         let stream = self.ctx.stream;
-        let body = openai::prepare_request(&self.body, &self.ctx.upstream_model, stream)?;
+        let body = openai::prepare_request(&self.body, &self.ctx.upstream_model, stream, self.ctx.max_output_tokens)?;
         let accept = if stream {
             "text/event-stream"
         } else {

@@ -10,6 +10,7 @@ fn ctx(stream: bool, base_url: &str) -> CallContext {
         base_url: base_url.into(),
         stream,
         attempt: 0,
+        max_output_tokens: None,
     }
 }
 
