@@ -10,6 +10,7 @@
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
 //!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
 //!   `DELETE /__mock/requests` clears them
+//! - `GET /__mock/stats`: `{"chat_requests": n}`, all chat requests since start
 //! - `GET /healthz`: 200
 //!
 //! # Deterministic output
@@ -93,6 +94,8 @@ pub(crate) struct AppState {
     /// Precomputed `Bearer <key>` so the check is a byte comparison.
     expected_auth: Option<Vec<u8>>,
     counter: AtomicU64,
+    /// Chat requests received, for tests that reconcile upstream calls.
+    chat_requests: AtomicU64,
     pub(crate) recorder: Recorder,
 }
 
@@ -102,6 +105,7 @@ impl AppState {
             latency: Duration::from_millis(opts.latency_ms),
             expected_auth: opts.require_api_key.map(|key| format!("Bearer {key}").into_bytes()),
             counter: AtomicU64::new(0),
+            chat_requests: AtomicU64::new(0),
             recorder: Recorder::default(),
         }
     }
@@ -118,6 +122,10 @@ impl AppState {
                 .get(header::AUTHORIZATION)
                 .is_some_and(|v| v.as_bytes() == expected.as_slice()),
         }
+    }
+
+    pub(crate) fn count_chat_request(&self) {
+        self.chat_requests.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Sequence number for response and tool-call ids (starts at 1).
@@ -137,8 +145,15 @@ pub fn router(opts: MockOptions) -> Router {
         .route("/v1/models", get(openai::models))
         .route("/models", get(openai::models))
         .route("/__mock/requests", get(recorder::list).delete(recorder::clear))
+        .route("/__mock/stats", get(stats))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state)
+}
+
+/// `GET /__mock/stats`: `{"chat_requests": n}`, every chat request received
+/// since start (the recorder keeps only the last 64).
+async fn stats(axum::extract::State(app): axum::extract::State<Shared>) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({ "chat_requests": app.chat_requests.load(Ordering::Relaxed) }))
 }
 
 /// Serves [`router`] on `listener` until the process ends or accepting fails.

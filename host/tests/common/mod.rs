@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -25,7 +26,8 @@ pub struct Gateway {
     pub url: String,
     pub api_key: String,
     pub workspace_id: String,
-    pub dir: tempfile::TempDir,
+    pub dir: Arc<tempfile::TempDir>,
+    pub config_path: PathBuf,
     child: Child,
     pub http: reqwest::Client,
 }
@@ -91,40 +93,57 @@ models = [
 }
 
 impl Gateway {
+    /// A gateway with a fresh data dir and an account holding 100 USD.
     pub async fn start(config_body: &str) -> Gateway {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
+        Self::start_with(config_body, "100").await
+    }
+
+    /// A gateway with a fresh data dir and an account holding `credit_usd`.
+    /// `config_body` may set `database_url` to use another database.
+    pub async fn start_with(config_body: &str, credit_usd: &str) -> Gateway {
+        let dir = Arc::new(tempfile::tempdir().unwrap());
+        let config_path = dir.path().join("tollgate.toml");
         let config = format!(
-            "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\ncache_dir = \"{}\"\n{config_body}",
+            "data_dir = \"{}\"\ncache_dir = \"{}\"\n{config_body}",
             dir.path().join("data").display(),
             cache_dir().display()
         );
-        let config_path = dir.path().join("tollgate.toml");
         std::fs::write(&config_path, config).unwrap();
-
-        let output = Command::new(BIN)
-            .args([
-                "admin",
-                "create-account",
-                "--name",
-                "test",
-                "--credit-usd",
-                "100",
-                "--json",
-                "--config",
-            ])
-            .arg(&config_path)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "create-account failed: {}",
-            String::from_utf8_lossy(&output.stderr)
+        let created = admin(
+            &config_path,
+            &["create-account", "--name", "test", "--credit-usd", credit_usd, "--json"],
         );
-        let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let created: Value = serde_json::from_str(&created).unwrap();
+        Self::launch(
+            dir,
+            config_path,
+            created["api_key"].as_str().unwrap().to_string(),
+            created["workspace_id"].as_str().unwrap().to_string(),
+        )
+        .await
+    }
 
+    /// Another gateway process with the same configuration (and so the same
+    /// database) on its own port.
+    pub async fn another(&self) -> Gateway {
+        Self::launch(
+            self.dir.clone(),
+            self.config_path.clone(),
+            self.api_key.clone(),
+            self.workspace_id.clone(),
+        )
+        .await
+    }
+
+    async fn launch(
+        dir: Arc<tempfile::TempDir>,
+        config_path: PathBuf,
+        api_key: String,
+        workspace_id: String,
+    ) -> Gateway {
+        let port = free_port();
         let child = Command::new(BIN)
-            .args(["serve", "--config"])
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--config"])
             .arg(&config_path)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
@@ -133,14 +152,40 @@ impl Gateway {
             .unwrap();
         let gateway = Gateway {
             url: format!("http://127.0.0.1:{port}"),
-            api_key: created["api_key"].as_str().unwrap().to_string(),
-            workspace_id: created["workspace_id"].as_str().unwrap().to_string(),
+            api_key,
+            workspace_id,
             dir,
+            config_path,
             child,
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder().pool_max_idle_per_host(512).build().unwrap(),
         };
         gateway.wait_healthy().await;
         gateway
+    }
+
+    /// Stops the process abruptly (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGHUP: the gateway reloads its configuration.
+    pub fn hangup(&self) {
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Runs `tollgate admin …` against this gateway's configuration.
+    pub fn admin(&self, args: &[&str]) -> String {
+        admin(&self.config_path, args)
+    }
+
+    /// `admin wallet --json` for this gateway's workspace.
+    pub fn wallet(&self) -> Value {
+        serde_json::from_str(&self.admin(&["wallet", "--workspace", &self.workspace_id, "--json"])).unwrap()
     }
 
     async fn wait_healthy(&self) {
@@ -209,4 +254,78 @@ pub fn assert_error_shape(body: &Value) -> &Value {
         "service.request_id missing: {body}"
     );
     error
+}
+
+/// Runs `tollgate admin ARGS --config CONFIG`, asserting success; returns stdout.
+pub fn admin(config_path: &std::path::Path, args: &[&str]) -> String {
+    let output = Command::new(BIN)
+        .arg("admin")
+        .args(args)
+        .arg("--config")
+        .arg(config_path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "tollgate admin {args:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Parses an exact USD decimal string ("0.000013000") into nano-USD.
+pub fn nanos(usd: &str) -> i64 {
+    let (whole, frac) = usd.split_once('.').unwrap_or((usd, ""));
+    let frac = format!("{frac:0<9}");
+    whole.parse::<i64>().unwrap() * 1_000_000_000 + frac[..9].parse::<i64>().unwrap()
+}
+
+/// A fresh Postgres schema on the machine's server, dropped when the guard is.
+/// Returns `None` (the test then skips, saying why) when no server answers,
+/// unless running in CI, where Postgres must be there.
+pub struct PgSchema {
+    pub url: String,
+    admin_url: String,
+    name: String,
+}
+
+pub const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+impl PgSchema {
+    pub async fn create() -> Option<PgSchema> {
+        sqlx::any::install_default_drivers();
+        let admin_url = std::env::var("TG_TEST_POSTGRES_URL").unwrap_or_else(|_| PG_ADMIN_URL.to_string());
+        let pool = match sqlx::AnyPool::connect(&admin_url).await {
+            Ok(pool) => pool,
+            Err(e) if std::env::var_os("CI").is_none() => {
+                eprintln!("SKIPPED: no Postgres at {admin_url} ({e}); CI runs this test against a real server");
+                return None;
+            }
+            Err(e) => panic!("Postgres at {admin_url} is required in CI: {e}"),
+        };
+        let name = format!("tg_test_{}", uuid::Uuid::now_v7().simple());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let url = format!("{admin_url}?options=-c%20search_path%3D{name}");
+        Some(PgSchema { url, admin_url, name })
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([
+                &self.admin_url,
+                "-q",
+                "-c",
+                &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
 }

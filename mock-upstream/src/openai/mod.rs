@@ -42,6 +42,7 @@ pub async fn chat_completions(State(app): State<Shared>, request: Request) -> Re
     };
     // The recorder takes the request head by value: no header copies.
     let authorized = app.authorized(&parts.headers);
+    app.count_chat_request();
     app.recorder.record(parts, body.clone());
     sleep(app.latency()).await;
     if !authorized {
