@@ -283,6 +283,41 @@ async fn survives_kill_9(postgres: bool) {
     assert!(restarted.admin(&["ledger-verify"]).contains("verified"));
 }
 
+/// Credits are journaled, and ledger-verify notices a wallet that disagrees
+/// with its journal.
+async fn credit_and_verify(postgres: bool) {
+    let Some((database_url, schema)) = backend(postgres).await else {
+        return;
+    };
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start_with(&format!("{database_url}{}", standard_config(mock, "")), "1").await;
+    gateway.admin(&["credit", "--workspace", &gateway.workspace_id, "--usd", "0.000000007"]);
+    assert_eq!(gateway.wallet()["posted_usd"], "1.000000007");
+    assert!(gateway.admin(&["ledger-verify"]).contains("verified"));
+
+    // Tamper with the wallet behind the journal's back.
+    let url = match &schema {
+        Some(schema) => schema.url.clone(),
+        None => format!(
+            "sqlite://{}",
+            gateway.dir.path().join("data").join("tollgate.db").display()
+        ),
+    };
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    sqlx::query("UPDATE wallets SET balance_nano = balance_nano + 1")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let output = std::process::Command::new(common::BIN)
+        .args(["admin", "ledger-verify", "--config"])
+        .arg(&gateway.config_path)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "drift must fail ledger-verify");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("DRIFT"));
+}
+
 macro_rules! on_both_backends {
     ($($name:ident => $body:expr;)*) => {
         mod sqlite {
@@ -301,6 +336,7 @@ on_both_backends! {
     prices_are_frozen_per_request => price_change_mid_flight;
     cut_and_abandoned_streams_are_settled => streams_are_settled;
     kill_9_leaves_no_pending_holds => survives_kill_9;
+    credits_are_journaled_and_drift_is_detected => credit_and_verify;
 }
 
 #[tokio::test(flavor = "multi_thread")]
