@@ -17,6 +17,8 @@ pub struct ApiError {
     pub message: String,
     pub param: Option<&'static str>,
     pub request_id: Option<String>,
+    /// `service.attempts`, when upstream attempts were made.
+    pub attempts: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -28,12 +30,35 @@ impl ApiError {
             message: message.into(),
             param: None,
             request_id: None,
+            attempts: None,
         }
     }
 
     pub fn with_param(mut self, param: &'static str) -> Self {
         self.param = Some(param);
         self
+    }
+
+    pub fn with_attempts(mut self, attempts: serde_json::Value) -> Self {
+        self.attempts = Some(attempts);
+        self
+    }
+
+    /// Whether another candidate should be tried after this failure: the
+    /// upstream or its adapter failed, not the caller's request.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.code,
+            "upstream_error"
+                | "upstream_rate_limited"
+                | "upstream_overloaded"
+                | "upstream_unreachable"
+                | "upstream_timeout"
+                | "upstream_auth_failed"
+                | "invalid_upstream_response"
+                | "adapter_failed"
+                | "provider_not_configured"
+        )
     }
 
     pub fn with_request_id(mut self, request_id: &str) -> Self {
@@ -179,6 +204,9 @@ impl IntoResponse for ApiError {
         let mut body = json!({ "error": self.error_object() });
         if let Some(id) = &self.request_id {
             body["service"] = json!({ "request_id": id });
+            if let Some(attempts) = &self.attempts {
+                body["service"]["attempts"] = attempts.clone();
+            }
         }
         let mut response = (self.status, axum::Json(body)).into_response();
         if let Some(value) = self.request_id.as_deref().and_then(|id| HeaderValue::from_str(id).ok()) {

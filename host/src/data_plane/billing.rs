@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::http::StatusCode;
-use serde_json::Value;
 
-use super::provenance::Metered;
+use super::provenance::{Attempt, Metered, Trail};
 use crate::auth::Principal;
 use crate::catalog::ModelRoute;
 use crate::db::now_ms;
@@ -26,11 +25,13 @@ const TOKENS_PER_MESSAGE: u64 = 8;
 pub struct Bill {
     ledger: Option<Ledger>,
     hold: Option<Hold>,
-    route: Arc<ModelRoute>,
     snapshot_id: i64,
     log: RequestLogRow,
     input_bytes: u64,
     started: Instant,
+    /// The route an upstream call is waiting on, billed by estimate if the
+    /// bill is dropped mid-call.
+    in_flight: Option<Arc<ModelRoute>>,
 }
 
 /// What the request asks of the wallet.
@@ -44,28 +45,35 @@ pub struct Demand<'a> {
 }
 
 impl Bill {
-    /// Reserves the worst-case cost. An insufficient balance is logged and
-    /// answered with 402 before any upstream call.
+    /// Reserves the worst-case cost over the candidates. An insufficient balance
+    /// is logged and answered with 402 before any upstream call.
     pub async fn open(
         ledger: Option<&Ledger>,
         caller: &Principal,
-        route: Arc<ModelRoute>,
+        candidates: &[Arc<ModelRoute>],
         snapshot_id: i64,
         demand: Demand<'_>,
     ) -> Result<Self, ApiError> {
         let input_bound = demand.body_bytes as u64 + TOKENS_PER_MESSAGE * demand.messages as u64;
-        let input_bound = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
-        let worst_case = route.price.cost(TokenCounts {
-            input: input_bound,
-            output: demand.max_output_tokens,
-        });
+        let worst_case = candidates
+            .iter()
+            .map(|route| {
+                let input = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
+                route.price.cost(TokenCounts {
+                    input,
+                    output: demand.max_output_tokens,
+                })
+            })
+            .max()
+            .unwrap_or(Nanos::ZERO);
+        let primary = &candidates[0];
         let log = RequestLogRow {
             request_id: demand.request_id.to_string(),
             key_id: caller.key_id.clone(),
             workspace_id: caller.workspace_id.clone(),
             model: demand.requested_model.to_string(),
-            provider: Some(route.provider.id.clone()),
-            upstream_model: Some(route.upstream_model.clone()),
+            provider: Some(primary.provider.id.clone()),
+            upstream_model: Some(primary.upstream_model.clone()),
             streamed: demand.streamed,
             outcome: String::new(),
             status: None,
@@ -83,11 +91,11 @@ impl Bill {
         let mut bill = Bill {
             ledger: ledger.cloned(),
             hold: None,
-            route,
             snapshot_id,
             log,
             input_bytes: demand.body_bytes as u64,
             started: Instant::now(),
+            in_flight: None,
         };
         let Some(ledger) = ledger else { return Ok(bill) };
         match ledger.reserve(&caller.workspace_id, worst_case, snapshot_id).await {
@@ -107,13 +115,8 @@ impl Bill {
                     ),
                 );
                 bill.log.reserved = Nanos::ZERO;
-                bill.close(
-                    Metered::NOTHING,
-                    "insufficient_balance",
-                    Some(402),
-                    Value::Array(Vec::new()),
-                )
-                .await;
+                bill.close(None, &Trail::default(), "insufficient_balance", Some(402))
+                    .await;
                 Err(error)
             }
             Err(ReserveError::Unavailable(reason)) => Err(ApiError::new(
@@ -125,14 +128,23 @@ impl Bill {
         }
     }
 
+    /// Marks `route` as being called; cleared by [`Bill::landed`].
+    pub fn calling(&mut self, route: &Arc<ModelRoute>) {
+        self.in_flight = Some(route.clone());
+    }
+
+    pub fn landed(&mut self) {
+        self.in_flight = None;
+    }
+
     pub fn snapshot_id(&self) -> i64 {
         self.snapshot_id
     }
 
-    /// Prices the exchange: from the upstream's usage when it reported any, else
-    /// from a local count (`output_units` content pieces seen, body bytes / 4
-    /// for input), never zero tokens and never above the hold.
-    pub fn meter(&mut self, usage: Option<Usage>, output_units: u64) -> Metered {
+    /// Prices one attempt on `route`: from the upstream's usage when it reported
+    /// any, else from a local count (`output_units` content pieces seen, body
+    /// bytes / 4 for input), never zero tokens.
+    pub fn meter(&mut self, route: &ModelRoute, usage: Option<Usage>, output_units: u64) -> Metered {
         let usage = match usage {
             Some(usage) => {
                 self.log.usage_source = "upstream";
@@ -149,34 +161,45 @@ impl Bill {
                 }
             }
         };
-        let mut cost = self.route.price.cost(TokenCounts {
-            input: usage.input,
-            output: usage.output,
-        });
-        if let Some(hold) = &self.hold {
-            cost = cost.min(hold.amount);
-        }
         Metered {
             usage: Some(usage),
-            cost,
+            cost: route.price.cost(TokenCounts {
+                input: usage.input,
+                output: usage.output,
+            }),
         }
     }
 
-    /// Posts `metered.cost` (or voids the hold when it is zero) and writes the
-    /// request log row. Returns what was actually billed, which is what the
-    /// answer must show. Only the first call settles; later calls bill nothing.
-    pub async fn close(&mut self, metered: Metered, outcome: &str, status: Option<u16>, attempts: Value) -> Metered {
+    /// Posts the trail's total cost (never above the hold; a zero total voids
+    /// it) and writes the request log row naming `answered_by`. Returns what was
+    /// actually billed, which is what the answer must show. Only the first call
+    /// settles; later calls bill nothing.
+    pub async fn close(
+        &mut self,
+        answered_by: Option<&ModelRoute>,
+        trail: &Trail,
+        outcome: &str,
+        status: Option<u16>,
+    ) -> Metered {
+        let mut metered = trail.total();
+        if let Some(hold) = &self.hold {
+            metered.cost = metered.cost.min(hold.amount);
+        }
         let Some(ledger) = self.ledger.take() else {
             return metered;
         };
         let usage = metered.usage;
+        if let Some(route) = answered_by.or_else(|| trail.0.last().map(|a| &*a.route)) {
+            self.log.provider = Some(route.provider.id.clone());
+            self.log.upstream_model = Some(route.upstream_model.clone());
+        }
         self.log.outcome = outcome.to_string();
         self.log.status = status;
         self.log.input_tokens = usage.map(|u| u.input);
         self.log.output_tokens = usage.map(|u| u.output);
         self.log.cached_tokens = usage.and_then(|u| u.cache_read);
         self.log.reasoning_tokens = usage.and_then(|u| u.reasoning);
-        self.log.attempts = attempts.to_string();
+        self.log.attempts = trail.to_json().to_string();
         self.log.duration_ms = self.started.elapsed().as_millis() as i64;
         let request_id = self.log.request_id.clone();
         match ledger.settle(self.hold.take(), metered.cost, self.log.clone()).await {
@@ -199,9 +222,10 @@ impl Bill {
     }
 }
 
-/// A bill dropped unsettled (the caller went away while the upstream was still
-/// working) is settled in the background from a local estimate, so the hold is
-/// not left to expire and the tokens the upstream spent are billed.
+/// A bill dropped unsettled (the caller went away while an upstream was still
+/// working) is settled in the background with a local estimate for the route
+/// it was waiting on, so the hold is not left to expire and the tokens the
+/// upstream spent are billed.
 impl Drop for Bill {
     fn drop(&mut self) {
         if self.ledger.is_none() || self.hold.is_none() {
@@ -213,17 +237,26 @@ impl Drop for Bill {
         let mut orphan = Bill {
             ledger: self.ledger.take(),
             hold: self.hold.take(),
-            route: self.route.clone(),
             snapshot_id: self.snapshot_id,
             log: self.log.clone(),
             input_bytes: self.input_bytes,
             started: self.started,
+            in_flight: None,
         };
+        let in_flight = self.in_flight.take();
         runtime.spawn(async move {
-            let metered = orphan.meter(None, 1);
-            orphan
-                .close(metered, "client_disconnected", None, Value::Array(Vec::new()))
-                .await;
+            let mut trail = Trail::default();
+            if let Some(route) = in_flight {
+                let metered = orphan.meter(&route, None, 1);
+                trail.push(Attempt {
+                    route,
+                    outcome: "client_disconnected".into(),
+                    status: None,
+                    latency: orphan.started.elapsed(),
+                    metered,
+                });
+            }
+            orphan.close(None, &trail, "client_disconnected", None).await;
         });
     }
 }

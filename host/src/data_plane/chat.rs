@@ -1,6 +1,12 @@
 //! `POST /v1/chat/completions`: authenticate, parse the envelope, resolve the
-//! model, reserve the worst-case cost, run the adapter exchange against the
-//! upstream, settle, and answer with provenance, as one body or as an SSE stream.
+//! candidates (`model`, then `models`/`fallbacks`), reserve the worst case over
+//! them, try them in order until one answers, settle, and answer with
+//! provenance, as one body or as an SSE stream.
+//!
+//! A candidate is abandoned for the next on 429, 5xx, rate-limit/overload
+//! errors, connect errors, timeouts and adapter faults; a request the upstream
+//! calls invalid (other 4xx) is not retried elsewhere. Failing over before the
+//! answer starts is invisible to the caller apart from `service.attempts`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,9 +18,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
+use super::Routes;
 use super::billing::{Bill, Demand};
 use super::envelope::ChatEnvelope;
-use super::provenance::{Attempt, Metered, Provenance, render};
+use super::provenance::{Attempt, Metered, Provenance, Trail, render};
 use super::stream;
 use super::upstream::response_head;
 use crate::catalog::ModelRoute;
@@ -40,7 +47,6 @@ async fn handle(
     caller: &Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let started = Instant::now();
     let body = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::body_too_large(gateway.config.limits.max_body_bytes)
@@ -50,90 +56,115 @@ async fn handle(
     })?;
     let envelope = ChatEnvelope::parse(&body)?;
     let routes = gateway.routes();
-    let route = routes
-        .catalog
-        .resolve(&envelope.model)
-        .ok_or_else(|| ApiError::model_not_found(&envelope.model))?
-        .clone();
-    let provider = &route.provider;
-    if !provider.is_available() {
-        let hint = provider
-            .api_key_env
-            .as_deref()
-            .map(|env| format!(" (set {env})"))
-            .unwrap_or_default();
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "api_error",
-            "provider_not_configured",
-            format!("provider '{}' has no API key configured{hint}", provider.id),
-        ));
-    }
-    let adapter = gateway.adapters.get(&provider.adapter).ok_or_else(|| {
-        ApiError::internal(format!(
-            "provider '{}' uses adapter '{}', which is not loaded",
-            provider.id, provider.adapter
-        ))
-    })?;
+    let candidates = resolve_candidates(&routes, &envelope)?;
 
     // Without a caller-set cap the gateway injects its own, so the cost cannot
     // outgrow the reservation.
-    let injected_cap = match envelope.max_output_tokens {
-        Some(_) => None,
-        None => Some(gateway.config.ledger.default_max_output_tokens),
-    };
-    let max_output_tokens = envelope
-        .max_output_tokens
-        .unwrap_or(u64::from(gateway.config.ledger.default_max_output_tokens));
+    let default_cap = gateway.config.ledger.default_max_output_tokens;
+    let injected_cap = envelope.max_output_tokens.is_none().then_some(default_cap);
     let demand = Demand {
         request_id: &request_id.0,
         requested_model: &envelope.model,
         streamed: envelope.stream,
         body_bytes: body.len(),
         messages: envelope.messages,
-        max_output_tokens,
+        max_output_tokens: envelope.max_output_tokens.unwrap_or(u64::from(default_cap)),
     };
     let mut bill = Bill::open(
         gateway.ledger.as_ref(),
         &caller.0,
-        route.clone(),
+        &candidates,
         routes.snapshot_id,
         demand,
     )
     .await?;
 
-    let ctx = CallContext {
-        request_id: request_id.0.to_string(),
-        upstream_model: route.upstream_model.clone(),
-        base_url: provider.base_url.clone(),
-        stream: envelope.stream,
-        attempt: 0,
-        max_output_tokens: injected_cap,
-    };
-    let exchange = Exchange {
-        gateway,
-        route: &route,
-        request_id,
-        started,
-    };
-    match exchange.start(adapter, &ctx, &body).await {
-        Err((error, status)) => {
-            let provenance = exchange.provenance(Metered::NOTHING, "error", status, bill.snapshot_id());
-            bill.close(Metered::NOTHING, error.code, status, provenance.attempts())
-                .await;
-            Err(error)
-        }
-        Ok((session, upstream_response)) if envelope.stream => Ok(stream::respond(
-            gateway.clone(),
-            route.clone(),
-            session,
-            upstream_response,
-            bill,
-            request_id.clone(),
+    let mut trail = Trail::default();
+    let mut last_error = None;
+    for (attempt, route) in candidates.iter().enumerate() {
+        let started = Instant::now();
+        let exchange = Exchange {
+            gateway,
+            route,
+            request_id,
             started,
-        )),
-        Ok((session, upstream_response)) => exchange.whole(session, upstream_response, bill).await,
+        };
+        let ctx = CallContext {
+            request_id: request_id.0.to_string(),
+            upstream_model: route.upstream_model.clone(),
+            base_url: route.provider.base_url.clone(),
+            stream: envelope.stream,
+            attempt: attempt as u32,
+            max_output_tokens: injected_cap,
+        };
+        bill.calling(route);
+        let started_exchange = exchange.start(&ctx, &body).await;
+        bill.landed();
+        match started_exchange {
+            Ok((session, upstream)) if envelope.stream => {
+                return Ok(stream::respond(
+                    gateway.clone(),
+                    route.clone(),
+                    session,
+                    upstream,
+                    bill,
+                    trail,
+                    request_id.clone(),
+                    started,
+                ));
+            }
+            Ok((session, upstream)) => return exchange.whole(session, upstream, bill, trail).await,
+            Err((error, status)) => {
+                trail.push(Attempt {
+                    route: route.clone(),
+                    outcome: error.code.to_string(),
+                    status,
+                    latency: started.elapsed(),
+                    metered: Metered::NOTHING,
+                });
+                let retryable = error.is_retryable();
+                last_error = Some((error, status));
+                if !retryable {
+                    break;
+                }
+            }
+        }
     }
+
+    let (error, status) = last_error.expect("there is at least one candidate");
+    let error = if trail.0.len() > 1 { all_failed(&trail) } else { error };
+    bill.close(None, &trail, error.code, status).await;
+    Err(error.with_attempts(trail.to_json()))
+}
+
+/// `model` followed by the fallbacks, each resolved in the catalog (404 for an
+/// unknown one, before anything is reserved). Duplicates are tried once.
+fn resolve_candidates(routes: &Routes, envelope: &ChatEnvelope<'_>) -> Result<Vec<Arc<ModelRoute>>, ApiError> {
+    let mut candidates: Vec<Arc<ModelRoute>> = Vec::with_capacity(1 + envelope.fallbacks.len());
+    for (index, name) in std::iter::once(&envelope.model).chain(&envelope.fallbacks).enumerate() {
+        let route = routes.catalog.resolve(name).ok_or_else(|| {
+            let error = ApiError::model_not_found(name);
+            if index == 0 { error } else { error.with_param("models") }
+        })?;
+        if !candidates.iter().any(|c| Arc::ptr_eq(c, route)) {
+            candidates.push(route.clone());
+        }
+    }
+    Ok(candidates)
+}
+
+fn all_failed(trail: &Trail) -> ApiError {
+    let summary: Vec<String> = trail
+        .0
+        .iter()
+        .map(|a| format!("{}/{}: {}", a.route.provider.id, a.route.upstream_model, a.outcome))
+        .collect();
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        "upstream_error",
+        "all_candidates_failed",
+        format!("Every candidate failed ({}).", summary.join("; ")),
+    )
 }
 
 /// One upstream attempt of a request.
@@ -149,11 +180,31 @@ impl Exchange<'_> {
     /// classified by the adapter. Errors carry the upstream status, if any.
     async fn start(
         &self,
-        adapter: &Arc<crate::plugins::LoadedAdapter>,
         ctx: &CallContext,
         body: &[u8],
     ) -> Result<(Session, reqwest::Response), (ApiError, Option<u16>)> {
         let provider = &self.route.provider;
+        if !provider.is_available() {
+            let hint = provider
+                .api_key_env
+                .as_deref()
+                .map(|env| format!(" (set {env})"))
+                .unwrap_or_default();
+            let error = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "provider_not_configured",
+                format!("provider '{}' has no API key configured{hint}", provider.id),
+            );
+            return Err((error, None));
+        }
+        let adapter = self.gateway.adapters.get(&provider.adapter).ok_or_else(|| {
+            let message = format!(
+                "provider '{}' uses adapter '{}', which is not loaded",
+                provider.id, provider.adapter
+            );
+            (ApiError::internal(message), None)
+        })?;
         let mut session = adapter
             .open(ctx, body)
             .map_err(|fault| (ApiError::adapter_fault(&fault), None))?;
@@ -186,6 +237,7 @@ impl Exchange<'_> {
         mut session: Session,
         response: reqwest::Response,
         mut bill: Bill,
+        mut trail: Trail,
     ) -> Result<Response, ApiError> {
         let provider = &self.route.provider;
         let head = response_head(&response);
@@ -212,27 +264,31 @@ impl Exchange<'_> {
         }
         .await;
         drop(session);
+        let status = Some(head.status);
         let (mut object, usage) = match translated {
             Ok(parts) => parts,
             Err(error) => {
                 // The upstream answered, so it may have charged us: bill a local estimate.
-                let metered = bill.meter(None, 1);
-                let provenance = self.provenance(metered, "error", Some(head.status), bill.snapshot_id());
-                bill.close(metered, error.code, Some(head.status), provenance.attempts())
-                    .await;
-                return Err(error);
+                let metered = bill.meter(self.route, None, 1);
+                trail.push(self.attempt(error.code, status, metered));
+                bill.close(Some(self.route), &trail, error.code, status).await;
+                return Err(error.with_attempts(trail.to_json()));
             }
         };
 
-        let metered = bill.meter(usage, 1);
-        let snapshot_id = bill.snapshot_id();
-        let mut provenance = self.provenance(metered, "success", Some(head.status), snapshot_id);
-        provenance.metered = bill
-            .close(metered, "success", Some(head.status), provenance.attempts())
-            .await;
+        let metered = bill.meter(self.route, usage, 1);
+        trail.push(self.attempt("success", status, metered));
+        let billed = bill.close(Some(self.route), &trail, "success", status).await;
+        let provenance = Provenance {
+            route: self.route,
+            request_id: &self.request_id.0,
+            metered: billed,
+            trail: &trail,
+            snapshot_id: Some(bill.snapshot_id()),
+        };
         provenance.annotate(&mut object);
 
-        let bytes = render(object, provenance.metered.cost);
+        let bytes = render(object, billed.cost);
         let mut response = (StatusCode::OK, bytes).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -242,23 +298,13 @@ impl Exchange<'_> {
         Ok(response)
     }
 
-    fn provenance(
-        &self,
-        metered: Metered,
-        outcome: &'static str,
-        status: Option<u16>,
-        snapshot_id: i64,
-    ) -> Provenance<'_> {
-        Provenance {
-            route: self.route,
-            request_id: &self.request_id.0,
+    fn attempt(&self, outcome: &str, status: Option<u16>, metered: Metered) -> Attempt {
+        Attempt {
+            route: self.route.clone(),
+            outcome: outcome.to_string(),
+            status,
+            latency: self.started.elapsed(),
             metered,
-            attempt: Attempt {
-                outcome,
-                status,
-                latency: self.started.elapsed(),
-            },
-            snapshot_id: Some(snapshot_id),
         }
     }
 }

@@ -15,7 +15,12 @@ pub struct ChatEnvelope<'a> {
     pub messages: usize,
     /// `max_completion_tokens`, else `max_tokens`, if the caller set one.
     pub max_output_tokens: Option<u64>,
+    /// Candidates after `model`, from `models` (or its alias `fallbacks`).
+    pub fallbacks: Vec<Cow<'a, str>>,
 }
+
+/// Most candidates a request may list, `model` included.
+pub const MAX_CANDIDATES: usize = 8;
 
 #[derive(Deserialize)]
 struct Raw<'a> {
@@ -29,6 +34,10 @@ struct Raw<'a> {
     max_tokens: Option<u64>,
     #[serde(default)]
     max_completion_tokens: Option<u64>,
+    #[serde(borrow, default)]
+    models: Option<Vec<Cow<'a, str>>>,
+    #[serde(borrow, default)]
+    fallbacks: Option<Vec<Cow<'a, str>>>,
 }
 
 #[derive(Deserialize)]
@@ -67,11 +76,25 @@ impl<'a> ChatEnvelope<'a> {
                 ApiError::invalid_request("The output-token limit must be at least 1.").with_param("max_tokens")
             );
         }
+        if raw.models.is_some() && raw.fallbacks.is_some() {
+            return Err(
+                ApiError::invalid_request("Send either 'models' or 'fallbacks', not both.").with_param("models"),
+            );
+        }
+        let fallbacks = raw.models.or(raw.fallbacks).unwrap_or_default();
+        if fallbacks.len() + 1 > MAX_CANDIDATES {
+            let message = format!("At most {} fallback models may follow 'model'.", MAX_CANDIDATES - 1);
+            return Err(ApiError::invalid_request(message).with_param("models"));
+        }
+        if fallbacks.iter().any(|m| m.is_empty()) {
+            return Err(ApiError::invalid_request("Fallback model names must not be empty.").with_param("models"));
+        }
         Ok(Self {
             model,
             stream: raw.stream.unwrap_or(false),
             messages: messages.len(),
             max_output_tokens,
+            fallbacks,
         })
     }
 }
@@ -95,6 +118,8 @@ mod tests {
         let env =
             parse(r#"{"model":"a/b","messages":[{"role":"user"}],"max_tokens":9,"max_completion_tokens":7}"#).unwrap();
         assert_eq!(env.max_output_tokens, Some(7));
+        let env = parse(r#"{"model":"a/b","messages":[{"role":"user"}],"fallbacks":["c/d","e/f"]}"#).unwrap();
+        assert_eq!(env.fallbacks, ["c/d", "e/f"]);
     }
 
     #[test]

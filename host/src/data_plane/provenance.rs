@@ -2,6 +2,7 @@
 //! `service` object (request id, route, attempts). Shared by the whole-body and
 //! the streamed paths so both report the same facts the same way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -11,13 +12,6 @@ use serde_json::{Map, Value, json};
 use crate::catalog::ModelRoute;
 use crate::money::Nanos;
 use crate::plugins::Usage;
-
-/// One upstream attempt, as listed in `service.attempts`.
-pub struct Attempt {
-    pub outcome: &'static str,
-    pub status: Option<u16>,
-    pub latency: Duration,
-}
 
 /// Token counts and the exact cost billed for them.
 #[derive(Clone, Copy, Debug)]
@@ -31,39 +25,100 @@ impl Metered {
         usage: None,
         cost: Nanos::ZERO,
     };
+
+    /// The sum of two attempts' usage and cost.
+    pub fn plus(self, other: Metered) -> Metered {
+        let usage = match (self.usage, other.usage) {
+            (Some(a), Some(b)) => Some(Usage {
+                input: a.input + b.input,
+                output: a.output + b.output,
+                cache_read: sum_opt(a.cache_read, b.cache_read),
+                cache_write: sum_opt(a.cache_write, b.cache_write),
+                reasoning: sum_opt(a.reasoning, b.reasoning),
+            }),
+            (a, b) => a.or(b),
+        };
+        Metered {
+            usage,
+            cost: Nanos(self.cost.0 + other.cost.0),
+        }
+    }
+}
+
+fn sum_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
+/// One upstream attempt (or a candidate skipped without a call).
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    pub route: Arc<ModelRoute>,
+    /// `success`, the error code that ended it, or `skipped: <reason>`.
+    pub outcome: String,
+    pub status: Option<u16>,
+    pub latency: Duration,
+    pub metered: Metered,
+}
+
+/// Every attempt of a request, in order: `service.attempts` and the request log.
+#[derive(Clone, Debug, Default)]
+pub struct Trail(pub Vec<Attempt>);
+
+impl Trail {
+    pub fn push(&mut self, attempt: Attempt) {
+        self.0.push(attempt);
+    }
+
+    /// Usage and cost over all attempts.
+    pub fn total(&self) -> Metered {
+        self.0
+            .iter()
+            .fold(Metered::NOTHING, |total, attempt| total.plus(attempt.metered))
+    }
+
+    pub fn to_json(&self) -> Value {
+        Value::Array(
+            self.0
+                .iter()
+                .map(|attempt| {
+                    json!({
+                        "provider": attempt.route.provider.id,
+                        "model": attempt.route.upstream_model,
+                        "outcome": attempt.outcome,
+                        "status": attempt.status,
+                        "latency_ms": attempt.latency.as_millis() as u64,
+                        "input_tokens": attempt.metered.usage.map(|u| u.input),
+                        "output_tokens": attempt.metered.usage.map(|u| u.output),
+                        "cost_usd": attempt.metered.cost.usd_string(),
+                    })
+                })
+                .collect(),
+        )
+    }
 }
 
 /// Everything the gateway reports about how an answer was produced.
 pub struct Provenance<'a> {
+    /// The candidate that answered.
     pub route: &'a ModelRoute,
     pub request_id: &'a str,
+    /// What was billed, over all attempts.
     pub metered: Metered,
-    pub attempt: Attempt,
+    pub trail: &'a Trail,
     pub snapshot_id: Option<i64>,
 }
 
 impl Provenance<'_> {
-    /// `service.attempts`, also stored in the request log.
-    pub fn attempts(&self) -> Value {
-        let (route, metered, attempt) = (self.route, &self.metered, &self.attempt);
-        json!([{
-            "provider": route.provider.id,
-            "model": route.upstream_model,
-            "outcome": attempt.outcome,
-            "status": attempt.status,
-            "latency_ms": attempt.latency.as_millis() as u64,
-            "input_tokens": metered.usage.map(|u| u.input),
-            "output_tokens": metered.usage.map(|u| u.output),
-            "cost_usd": metered.cost.usd_string(),
-        }])
-    }
-
     /// Sets `usage` (keeping the upstream's own fields), `provider` and
     /// `service`. `usage.cost` is added by [`render`], which writes it as an
     /// exact decimal.
     pub fn annotate(&self, object: &mut Map<String, Value>) {
         let usage = object.entry("usage").or_insert(Value::Null);
-        if !usage.is_object() {
+        if !usage.is_object() || self.trail.0.len() > 1 {
+            // Several attempts: report the billed total, not the last upstream's own count.
             *usage = match self.metered.usage {
                 Some(u) => json!({
                     "prompt_tokens": u.input,
@@ -81,7 +136,7 @@ impl Provenance<'_> {
             "upstream_model": self.route.upstream_model,
             "cost_usd": self.metered.cost.usd_string(),
             "pricing_snapshot_id": self.snapshot_id,
-            "attempts": self.attempts(),
+            "attempts": self.trail.to_json(),
         });
         object.insert("service".into(), service);
     }

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use super::billing::Bill;
 use super::chat::exchange_error;
-use super::provenance::{Attempt, Metered, Provenance, render};
+use super::provenance::{Attempt, Metered, Provenance, Trail, render};
 use super::upstream::error_chain;
 use crate::catalog::ModelRoute;
 use crate::error::ApiError;
@@ -35,6 +35,7 @@ pub fn respond(
     session: Session,
     upstream: reqwest::Response,
     bill: Bill,
+    trail: Trail,
     request_id: RequestId,
     started: Instant,
 ) -> Response {
@@ -45,6 +46,7 @@ pub fn respond(
         route,
         session,
         bill,
+        trail,
         chunks_sent: 0,
         request_id: request_id.clone(),
         started,
@@ -72,6 +74,8 @@ struct Pump {
     route: Arc<ModelRoute>,
     session: Session,
     bill: Bill,
+    /// Attempts before this one (failed before the answer started).
+    trail: Trail,
     /// Chunks relayed so far: the local token count when the upstream reports no usage.
     chunks_sent: u64,
     request_id: RequestId,
@@ -90,33 +94,29 @@ impl Pump {
     async fn run(mut self, upstream: reqwest::Response) {
         let outcome = self.relay(upstream).await;
         let usage = self.session.usage().ok().flatten();
-        let metered = self.bill.meter(usage, self.chunks_sent);
+        let metered = self.bill.meter(&self.route, usage, self.chunks_sent);
         match outcome {
             Ok(last_chunks) => self.finish_ok(last_chunks, metered).await,
             Err(Stop::Failed(error)) => self.finish_error(error, metered).await,
             Err(Stop::ClientGone) => {
                 tracing::info!(request_id = %self.request_id.0, "client went away mid-stream");
-                let provenance = self.provenance(metered, "client_disconnected");
-                let attempts = provenance.attempts();
+                self.record(metered, "client_disconnected");
                 self.bill
-                    .close(metered, "client_disconnected", Some(self.status), attempts)
+                    .close(Some(&self.route), &self.trail, "client_disconnected", Some(self.status))
                     .await;
             }
         }
     }
 
-    fn provenance(&self, metered: Metered, outcome: &'static str) -> Provenance<'_> {
-        Provenance {
-            route: &self.route,
-            request_id: &self.request_id.0,
+    /// Adds this attempt to the trail.
+    fn record(&mut self, metered: Metered, outcome: &str) {
+        self.trail.push(Attempt {
+            route: self.route.clone(),
+            outcome: outcome.to_string(),
+            status: Some(self.status),
+            latency: self.started.elapsed(),
             metered,
-            attempt: Attempt {
-                outcome,
-                status: Some(self.status),
-                latency: self.started.elapsed(),
-            },
-            snapshot_id: Some(self.bill.snapshot_id()),
-        }
+        });
     }
 
     /// Relays upstream events until the upstream ends; returns the adapter's
@@ -212,11 +212,18 @@ impl Pump {
     /// Settles the bill (before the caller sees the cost), then annotates and
     /// renders the closing chunk with what was billed.
     async fn settle(&mut self, closing: &mut Map<String, Value>, metered: Metered, outcome: &'static str) -> Vec<u8> {
-        let attempt_outcome = if outcome == "success" { "success" } else { "error" };
-        let attempts = self.provenance(metered, attempt_outcome).attempts();
-        let billed = self.bill.close(metered, outcome, Some(self.status), attempts).await;
-        let mut provenance = self.provenance(billed, attempt_outcome);
-        provenance.metered = billed;
+        self.record(metered, outcome);
+        let billed = self
+            .bill
+            .close(Some(&self.route), &self.trail, outcome, Some(self.status))
+            .await;
+        let provenance = Provenance {
+            route: &self.route,
+            request_id: &self.request_id.0,
+            metered: billed,
+            trail: &self.trail,
+            snapshot_id: Some(self.bill.snapshot_id()),
+        };
         provenance.annotate(closing);
         render(std::mem::take(closing), billed.cost)
     }
