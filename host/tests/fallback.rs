@@ -1,0 +1,182 @@
+//! Ordered fallback before the answer starts: scripted upstream faults make the
+//! primary fail, and the next candidate answers inside the same response.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::{Gateway, assert_error_shape, free_port, nanos, start_mock};
+use serde_json::{Value, json};
+
+/// Providers on the mock whose models fail in scripted ways (`fail-<status>`,
+/// `slow-<ms>` are the mock's model-name faults), a dead endpoint, and a backup.
+fn config(mock: SocketAddr) -> String {
+    let dead = free_port();
+    format!(
+        r#"
+[timeouts]
+first_byte_ms = 1000
+[providers.primary]
+base_url = "http://{mock}/v1"
+api_key = "sk-primary"
+models = [
+  {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "broken", upstream = "fail-500", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "picky", upstream = "fail-400", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "slow", upstream = "slow-5000", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+]
+[providers.dead]
+base_url = "http://127.0.0.1:{dead}/v1"
+api_key = "sk-dead"
+models = [{{ id = "gone", input_price_per_mtok = "1", output_price_per_mtok = "2" }}]
+[providers.backup]
+base_url = "http://{mock}/v1"
+api_key = "sk-backup"
+models = [{{ id = "small", input_price_per_mtok = "0.50", output_price_per_mtok = "1.50" }}]
+"#
+    )
+}
+
+async fn mock_calls(mock: SocketAddr) -> u64 {
+    let stats: Value = reqwest::get(format!("http://{mock}/__mock/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    stats["chat_requests"].as_u64().unwrap()
+}
+
+fn ask(model: &str, fallbacks: &[&str]) -> Value {
+    json!({"model": model, "models": fallbacks, "messages": [{"role": "user", "content": "fall back"}]})
+}
+
+#[tokio::test]
+async fn retryable_failures_fall_over_to_the_next_candidate() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    for (primary, status, outcome) in [
+        ("primary/limited", Some(429), "upstream_rate_limited"),
+        ("primary/broken", Some(500), "upstream_error"),
+        ("dead/gone", None, "upstream_unreachable"),
+    ] {
+        let before = nanos(gateway.wallet()["posted_usd"].as_str().unwrap());
+        let (code, _, body) = gateway.chat(ask(primary, &["backup/small"])).await;
+        assert_eq!(code, 200, "{primary}: {body}");
+        assert_eq!(body["provider"], "backup", "{primary}");
+        assert_eq!(body["choices"][0]["message"]["content"], "You said: fall back");
+        let attempts = body["service"]["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 2, "{body}");
+        assert_eq!(
+            attempts[0]["provider"],
+            if primary.starts_with("dead") { "dead" } else { "primary" }
+        );
+        assert_eq!(attempts[0]["outcome"], outcome, "{primary}");
+        assert_eq!(attempts[0]["status"], json!(status));
+        assert_eq!(attempts[0]["cost_usd"], "0.000000000");
+        assert_eq!(attempts[1]["outcome"], "success");
+        // No double billing: the attempts' costs add up to usage.cost and to the ledger post.
+        let cost = nanos(body["service"]["cost_usd"].as_str().unwrap());
+        let summed: i64 = attempts.iter().map(|a| nanos(a["cost_usd"].as_str().unwrap())).sum();
+        assert_eq!(summed, cost);
+        assert_eq!((body["usage"]["cost"].as_f64().unwrap() * 1e9).round() as i64, cost);
+        let after = nanos(gateway.wallet()["posted_usd"].as_str().unwrap());
+        assert_eq!(before - after, cost, "{primary}");
+    }
+    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+}
+
+#[tokio::test]
+async fn a_timeout_before_the_first_byte_falls_over_within_the_timeout() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    let started = Instant::now();
+    let (code, _, body) = gateway.chat(ask("primary/slow", &["backup/small"])).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["provider"], "backup");
+    assert_eq!(body["service"]["attempts"][0]["outcome"], "upstream_timeout");
+    assert!(
+        started.elapsed() < Duration::from_millis(3000),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    // The same through a stream: the switch happens before anything is sent.
+    let mut request = ask("primary/limited", &["backup/small"]);
+    request["stream"] = json!(true);
+    let (code, frames) = gateway.chat_stream(request).await;
+    assert_eq!(code, 200);
+    assert_eq!(frames.iter().filter(|f| *f == "[DONE]").count(), 1);
+    let last: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(last["provider"], "backup");
+    assert_eq!(last["service"]["attempts"].as_array().unwrap().len(), 2, "{last}");
+}
+
+#[tokio::test]
+async fn a_bad_request_does_not_fail_over() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    let calls = mock_calls(mock).await;
+    let (code, _, body) = gateway.chat(ask("primary/picky", &["backup/small"])).await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(assert_error_shape(&body)["code"], "upstream_rejected_request");
+    assert_eq!(body["service"]["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(mock_calls(mock).await, calls + 1, "the backup was not called");
+}
+
+#[tokio::test]
+async fn when_every_candidate_fails_the_answer_is_502_with_the_trail_and_nothing_is_billed() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    let (code, _, body) = gateway
+        .chat(ask("primary/limited", &["primary/broken", "dead/gone"]))
+        .await;
+    assert_eq!(code, 502, "{body}");
+    assert_eq!(assert_error_shape(&body)["code"], "all_candidates_failed");
+    let outcomes: Vec<&str> = body["service"]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["upstream_rate_limited", "upstream_error", "upstream_unreachable"]
+    );
+    let wallet = gateway.wallet();
+    assert_eq!(
+        wallet["posted_usd"], "100.000000000",
+        "failed attempts consumed no tokens: {wallet}"
+    );
+    assert_eq!(wallet["pending_usd"], "0.000000000");
+}
+
+#[tokio::test]
+async fn invalid_candidate_lists_are_refused_before_anything_is_reserved() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    let calls = mock_calls(mock).await;
+    let (code, _, body) = gateway.chat(ask("backup/small", &["nobody/nothing"])).await;
+    assert_eq!(code, 404, "{body}");
+    assert_eq!(assert_error_shape(&body)["param"], "models");
+    let (code, _, body) = gateway
+        .chat(
+            json!({"model": "backup/small", "models": "backup/small", "messages": [{"role": "user", "content": "x"}]}),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    let eight = vec!["backup/small"; 8];
+    let (code, _, body) = gateway.chat(ask("backup/small", &eight)).await;
+    assert_eq!(code, 400, "{body}");
+    // `fallbacks` is accepted as an alias.
+    let (code, _, body) = gateway
+        .chat(json!({"model": "primary/broken", "fallbacks": ["backup/small"], "messages": [{"role": "user", "content": "x"}]}))
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        mock_calls(mock).await,
+        calls + 2,
+        "only the last request reached the upstream"
+    );
+}
