@@ -6,7 +6,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{Gateway, assert_error_shape, free_port, nanos, start_mock};
+use common::{Gateway, assert_error_shape, free_port, mock_chat_requests, nanos, start_mock};
 use serde_json::{Value, json};
 
 /// Providers on the mock whose models fail in scripted ways (`fail-<status>`,
@@ -36,16 +36,6 @@ api_key = "sk-backup"
 models = [{{ id = "small", input_price_per_mtok = "0.50", output_price_per_mtok = "1.50" }}]
 "#
     )
-}
-
-async fn mock_calls(mock: SocketAddr) -> u64 {
-    let stats: Value = reqwest::get(format!("http://{mock}/__mock/stats"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    stats["chat_requests"].as_u64().unwrap()
 }
 
 fn ask(model: &str, fallbacks: &[&str]) -> Value {
@@ -117,12 +107,12 @@ async fn a_timeout_before_the_first_byte_falls_over_within_the_timeout() {
 async fn a_bad_request_does_not_fail_over() {
     let mock = start_mock(Default::default()).await;
     let gateway = Gateway::start(&config(mock)).await;
-    let calls = mock_calls(mock).await;
+    let calls = mock_chat_requests(mock).await;
     let (code, _, body) = gateway.chat(ask("primary/picky", &["backup/small"])).await;
     assert_eq!(code, 400, "{body}");
     assert_eq!(assert_error_shape(&body)["code"], "upstream_rejected_request");
     assert_eq!(body["service"]["attempts"].as_array().unwrap().len(), 1);
-    assert_eq!(mock_calls(mock).await, calls + 1, "the backup was not called");
+    assert_eq!(mock_chat_requests(mock).await, calls + 1, "the backup was not called");
 }
 
 #[tokio::test]
@@ -156,7 +146,7 @@ async fn when_every_candidate_fails_the_answer_is_502_with_the_trail_and_nothing
 async fn invalid_candidate_lists_are_refused_before_anything_is_reserved() {
     let mock = start_mock(Default::default()).await;
     let gateway = Gateway::start(&config(mock)).await;
-    let calls = mock_calls(mock).await;
+    let calls = mock_chat_requests(mock).await;
     let (code, _, body) = gateway.chat(ask("backup/small", &["nobody/nothing"])).await;
     assert_eq!(code, 404, "{body}");
     assert_eq!(assert_error_shape(&body)["param"], "models");
@@ -175,7 +165,7 @@ async fn invalid_candidate_lists_are_refused_before_anything_is_reserved() {
         .await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(
-        mock_calls(mock).await,
+        mock_chat_requests(mock).await,
         calls + 2,
         "only the last request reached the upstream"
     );

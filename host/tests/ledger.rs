@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Gateway, PgSchema, nanos, standard_config, start_mock};
+use common::{Gateway, PgSchema, mock_chat_requests, nanos, standard_config, start_mock};
 use serde_json::{Value, json};
 
 /// `database_url` for the backend under test, plus the guard that drops the
@@ -19,16 +18,6 @@ async fn backend(postgres: bool) -> Option<(String, Option<PgSchema>)> {
     }
     let schema = PgSchema::create().await?;
     Some((format!("database_url = \"{}\"\n", schema.url), Some(schema)))
-}
-
-async fn mock_chat_requests(mock: SocketAddr) -> u64 {
-    let stats: Value = reqwest::get(format!("http://{mock}/__mock/stats"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    stats["chat_requests"].as_u64().unwrap()
 }
 
 fn cost_of(body: &Value) -> i64 {

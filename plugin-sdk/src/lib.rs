@@ -39,7 +39,6 @@ pub mod stream;
 
 /// Raw bindings generated from `wit/provider/0.1.0`. Adapters normally use the
 /// re-exports at the crate root instead.
-///
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({

@@ -14,6 +14,17 @@ use serde_json::Value;
 pub const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 pub const MISBEHAVING_WASM: &str = env!("TG_TEST_MISBEHAVING_WASM");
 
+/// Chat requests the mock has received since it started.
+pub async fn mock_chat_requests(mock: SocketAddr) -> u64 {
+    let stats: Value = reqwest::get(format!("http://{mock}/__mock/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    stats["chat_requests"].as_u64().unwrap()
+}
+
 /// A running mock upstream in this test's runtime.
 pub async fn start_mock(options: tollgate_mock_upstream::MockOptions) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
