@@ -1,7 +1,7 @@
 //! The plugin host: one wasmtime engine, provider adapters compiled once and kept
 //! as pre-linked `InstancePre`s, and a fresh sandboxed instance per request.
 //!
-//! Adapters are pure translators: they import nothing (any import they declare is
+//! Adapters are pure translators with no capabilities (every import they declare is
 //! linked to a trap), so they cannot reach the network, the filesystem or secrets.
 
 mod adapter;
