@@ -237,7 +237,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
 async fn open_database(args: &ConfigArgs) -> anyhow::Result<crate::db::Database> {
     let config = load(args, None)?;
     std::fs::create_dir_all(&config.data_dir)?;
-    crate::db::Database::open(&config.database_url()).await
+    crate::db::Database::open(&config.database_url(), config.ledger.sqlite_sync).await
 }
 
 /// SIGHUP re-reads the configuration and swaps in the new providers and prices

@@ -153,24 +153,18 @@ pub struct CliOverrides {
     pub data_dir: Option<PathBuf>,
 }
 
-/// Top-level keys that `TOLLGATE_*` variables may set. Other `TOLLGATE_*`
-/// variables (a script's `TOLLGATE_KEY`, say) are not configuration and are ignored.
-const TOP_LEVEL_KEYS: &[&str] = &[
-    "listen",
-    "data_dir",
-    "database_url",
-    "cache_dir",
-    "providers",
-    "adapters",
-    "limits",
-    "timeouts",
-    "plugins",
-];
-
+/// Whether a `TOLLGATE_*` variable names configuration: its first segment must
+/// be a top-level key of [`Config`]. Other `TOLLGATE_*` variables (a script's
+/// `TOLLGATE_KEY`, say) are ignored rather than rejected.
 fn is_config_key(key: &figment::value::UncasedStr) -> bool {
+    static TOP_LEVEL_KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let keys = TOP_LEVEL_KEYS.get_or_init(|| match serde_json::to_value(Config::default()) {
+        Ok(serde_json::Value::Object(fields)) => fields.keys().cloned().collect(),
+        _ => Vec::new(),
+    });
     let key = key.as_str().to_ascii_lowercase();
     let top = key.split("__").next().unwrap_or_default();
-    TOP_LEVEL_KEYS.contains(&top)
+    keys.iter().any(|k| k == top)
 }
 
 impl Config {
@@ -259,12 +253,15 @@ base_url = "http://127.0.0.1:9001/v1"
         // SAFETY: tests in this module touch only these TOLLGATE_ variables.
         unsafe {
             std::env::set_var("TOLLGATE_TIMEOUTS__CONNECT_MS", "1234");
+            std::env::set_var("TOLLGATE_LEDGER__ENABLED", "false");
             std::env::set_var("TOLLGATE_SOME_SCRIPT_VARIABLE", "ignored");
         }
         let config = Config::load(None, CliOverrides::default()).unwrap();
         assert_eq!(config.timeouts.connect_ms, 1234);
+        assert!(!config.ledger.enabled);
         unsafe {
             std::env::remove_var("TOLLGATE_TIMEOUTS__CONNECT_MS");
+            std::env::remove_var("TOLLGATE_LEDGER__ENABLED");
             std::env::remove_var("TOLLGATE_SOME_SCRIPT_VARIABLE");
         }
     }

@@ -17,6 +17,19 @@ pub enum Backend {
     Postgres,
 }
 
+/// When a SQLite commit counts as durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SqliteSync {
+    /// fsync on every commit: an acknowledged charge survives power loss. Group
+    /// commit shares one fsync among all requests in a batch.
+    #[default]
+    Full,
+    /// No fsync on commit (WAL): survives a crash of the gateway, not of the
+    /// machine; the last moments of charges can be lost on power loss.
+    Normal,
+}
+
 /// An open database with its backend, which decides transaction modes.
 #[derive(Clone)]
 pub struct Database {
@@ -25,7 +38,9 @@ pub struct Database {
 }
 
 impl Database {
-    pub async fn open(url: &str) -> anyhow::Result<Self> {
+    /// Opens (creating, for SQLite) and migrates the database. `sync` is the
+    /// SQLite commit durability; Postgres keeps its own setting.
+    pub async fn open(url: &str, sync: SqliteSync) -> anyhow::Result<Self> {
         sqlx::any::install_default_drivers();
         let backend = if url.starts_with("sqlite:") {
             Backend::Sqlite
@@ -42,11 +57,12 @@ impl Database {
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
-                        // WAL lets the CLI write while a server reads; FULL makes every
-                        // acknowledged ledger commit survive power loss, and group commit
-                        // keeps that affordable.
-                        conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
-                            .await?;
+                        // WAL lets the CLI write while a server reads.
+                        let pragmas = match sync {
+                            SqliteSync::Full => "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;",
+                            SqliteSync::Normal => "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;",
+                        };
+                        conn.execute(pragmas).await?;
                     }
                     Ok(())
                 })

@@ -39,7 +39,7 @@ impl Gateway {
     pub async fn start(config: Config) -> anyhow::Result<Arc<Self>> {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-        let database = Database::open(&config.database_url()).await?;
+        let database = Database::open(&config.database_url(), config.ledger.sqlite_sync).await?;
         let files: Vec<(String, &std::path::Path)> = config
             .adapters
             .iter()

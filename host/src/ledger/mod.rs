@@ -40,6 +40,8 @@ pub struct LedgerConfig {
     pub sweep_interval_ms: u64,
     /// Most reserves/settles committed in one transaction.
     pub max_batch: usize,
+    /// SQLite commit durability: `full` (fsync per commit) or `normal`.
+    pub sqlite_sync: crate::db::SqliteSync,
 }
 
 impl Default for LedgerConfig {
@@ -50,6 +52,7 @@ impl Default for LedgerConfig {
             reservation_ttl_secs: 900,
             sweep_interval_ms: 5_000,
             max_batch: 256,
+            sqlite_sync: crate::db::SqliteSync::Full,
         }
     }
 }
