@@ -307,6 +307,33 @@ async fn credit_and_verify(postgres: bool) {
     assert!(String::from_utf8_lossy(&output.stdout).contains("DRIFT"));
 }
 
+/// A hold that expired while its request was still running is released by the
+/// sweeper; the late settle then fails cleanly: nothing billed, cost shown 0.
+async fn late_settle_after_expiry(postgres: bool) {
+    let Some((database_url, _schema)) = backend(postgres).await else {
+        return;
+    };
+    let mock = start_mock(Default::default()).await;
+    let extra = "[ledger]\nreservation_ttl_secs = 1\nsweep_interval_ms = 100\n";
+    let gateway = Gateway::start(&format!("{database_url}{}", standard_config(mock, extra))).await;
+    let (status, _, body) = gateway
+        .chat(json!({"model": "mock/small", "messages": [{"role": "user", "content": "too slow"}], "mock": {"latency_ms": 2500}}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["service"]["cost_usd"], "0.000000000",
+        "the expired hold was not billed: {body}"
+    );
+    let request_id = body["service"]["request_id"].as_str().unwrap();
+    let row: Value = serde_json::from_str(&gateway.admin(&["request", request_id])).unwrap();
+    assert!(row["outcome"].as_str().unwrap().contains("not billed"), "{row}");
+    assert_eq!(row["cost_usd"], "0.000000000");
+    let wallet = gateway.wallet();
+    assert_eq!(wallet["posted_usd"], "100.000000000", "{wallet}");
+    assert_eq!(wallet["pending_usd"], "0.000000000", "{wallet}");
+    assert!(gateway.admin(&["ledger-verify"]).contains("verified"));
+}
+
 macro_rules! on_both_backends {
     ($($name:ident => $body:expr;)*) => {
         mod sqlite {
@@ -326,6 +353,7 @@ on_both_backends! {
     cut_and_abandoned_streams_are_settled => streams_are_settled;
     kill_9_leaves_no_pending_holds => survives_kill_9;
     credits_are_journaled_and_drift_is_detected => credit_and_verify;
+    a_late_settle_after_expiry_bills_nothing => late_settle_after_expiry;
 }
 
 #[tokio::test(flavor = "multi_thread")]
