@@ -113,6 +113,16 @@ async fn a_bad_request_does_not_fail_over() {
     assert_eq!(assert_error_shape(&body)["code"], "upstream_rejected_request");
     assert_eq!(body["service"]["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(mock_chat_requests(mock).await, calls + 1, "the backup was not called");
+    // Streaming too: the caller's error keeps its status.
+    let mut request = ask("primary/picky", &["backup/small"]);
+    request["stream"] = json!(true);
+    let response = gateway
+        .post("/v1/chat/completions")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
 }
 
 #[tokio::test]

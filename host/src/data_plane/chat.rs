@@ -132,8 +132,28 @@ async fn handle(
     }
 
     let (error, status) = last_error.expect("there is at least one candidate");
-    let error = if trail.0.len() > 1 { all_failed(&trail) } else { error };
-    bill.close(None, &trail, error.code, status).await;
+    // The last candidate's own error when it ended the search (a request the
+    // upstream rejected), a summary when candidates ran out.
+    let upstream_failed = error.is_retryable();
+    let error = if upstream_failed && trail.0.len() > 1 {
+        all_failed(&trail)
+    } else {
+        error
+    };
+    let billed = bill.close(None, &trail, error.code, status).await;
+    // A stream whose upstreams all failed still answers as a stream, ending in
+    // one error chunk; a request the upstream rejected as invalid keeps its 4xx.
+    if envelope.stream && upstream_failed {
+        let last = &trail.0.last().expect("a failed candidate is in the trail").route;
+        return Ok(stream::failed(
+            request_id,
+            last,
+            &trail,
+            billed,
+            bill.snapshot_id(),
+            &error,
+        ));
+    }
     Err(error.with_attempts(trail.to_json()))
 }
 

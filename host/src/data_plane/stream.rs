@@ -58,15 +58,7 @@ pub fn respond(
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|bytes| (Ok::<_, Infallible>(bytes), rx))
     });
-    let mut response = Response::new(Body::from_stream(body));
-    *response.status_mut() = StatusCode::OK;
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Ok(value) = HeaderValue::from_str(&request_id.0) {
-        headers.insert("x-request-id", value);
-    }
-    response
+    sse_response(Body::from_stream(body), &request_id)
 }
 
 struct Pump {
@@ -229,17 +221,7 @@ impl Pump {
     }
 
     fn empty_chunk(&self) -> Map<String, Value> {
-        let created = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let mut chunk = Map::new();
-        chunk.insert("id".into(), Value::String(self.request_id.0.to_string()));
-        chunk.insert("object".into(), Value::String("chat.completion.chunk".into()));
-        chunk.insert("created".into(), Value::from(created));
-        chunk.insert("model".into(), Value::String(self.route.upstream_model.clone()));
-        chunk.insert("choices".into(), Value::Array(Vec::new()));
-        chunk
+        empty_chunk(&self.request_id, &self.route)
     }
 
     async fn send(&mut self, frame: Bytes) -> Result<(), Stop> {
@@ -265,6 +247,63 @@ fn write_chunk(frame: &mut BytesMut, provider: &str, chunk: &[u8]) {
         None => frame.put_slice(body),
     }
     frame.put_slice(b"\n\n");
+}
+
+fn empty_chunk(request_id: &RequestId, route: &ModelRoute) -> Map<String, Value> {
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut chunk = Map::new();
+    chunk.insert("id".into(), Value::String(request_id.0.to_string()));
+    chunk.insert("object".into(), Value::String("chat.completion.chunk".into()));
+    chunk.insert("created".into(), Value::from(created));
+    chunk.insert("model".into(), Value::String(route.upstream_model.clone()));
+    chunk.insert("choices".into(), Value::Array(Vec::new()));
+    chunk
+}
+
+/// The streamed answer when every candidate failed before any content: one
+/// error chunk (`finish_reason: "error"`, the attempt trail) and `[DONE]`.
+/// `billed` is what the failed attempts cost (already settled).
+pub fn failed(
+    request_id: &RequestId,
+    route: &ModelRoute,
+    trail: &Trail,
+    billed: Metered,
+    snapshot_id: i64,
+    error: &ApiError,
+) -> Response {
+    let mut chunk = empty_chunk(request_id, route);
+    chunk.insert(
+        "choices".into(),
+        json!([{ "index": 0, "delta": {}, "finish_reason": "error" }]),
+    );
+    chunk.insert("error".into(), error.error_object());
+    let provenance = Provenance {
+        route,
+        request_id: &request_id.0,
+        metered: billed,
+        trail,
+        snapshot_id: Some(snapshot_id),
+    };
+    provenance.annotate(&mut chunk);
+    let mut frame = BytesMut::new();
+    write_data(&mut frame, &render(chunk, billed.cost));
+    frame.put_slice(b"data: [DONE]\n\n");
+    sse_response(Body::from(frame.freeze()), request_id)
+}
+
+fn sse_response(body: Body, request_id: &RequestId) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(value) = HeaderValue::from_str(&request_id.0) {
+        headers.insert("x-request-id", value);
+    }
+    response
 }
 
 fn write_data(frame: &mut BytesMut, json: &[u8]) {
