@@ -25,6 +25,8 @@ models = [
   {{ id = "broken", upstream = "fail-500", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
   {{ id = "picky", upstream = "fail-400", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
   {{ id = "slow", upstream = "slow-5000", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "cutter", upstream = "cut-3", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "limiter", upstream = "ratelimit-3", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
 ]
 [providers.dead]
 base_url = "http://127.0.0.1:{dead}/v1"
@@ -178,5 +180,94 @@ async fn invalid_candidate_lists_are_refused_before_anything_is_reserved() {
         mock_chat_requests(mock).await,
         calls + 2,
         "only the last request reached the upstream"
+    );
+}
+
+/// The text, the `[DONE]` count and the final chunk of a streamed answer.
+async fn stream_answer(gateway: &Gateway, request: Value) -> (String, usize, Value) {
+    let (code, frames) = gateway.chat_stream(request).await;
+    assert_eq!(code, 200);
+    let done = frames.iter().filter(|f| *f == "[DONE]").count();
+    let chunks: Vec<Value> = frames
+        .iter()
+        .filter(|f| *f != "[DONE]")
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect();
+    let text = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    (text, done, chunks.last().unwrap().clone())
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_answer_continues_on_the_next_candidate_as_one_answer() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    for (primary, outcome) in [
+        ("primary/cutter", "upstream_unreachable"),
+        ("primary/limiter", "upstream_rate_limited"),
+    ] {
+        let before = nanos(gateway.wallet()["posted_usd"].as_str().unwrap());
+        let request = json!({"model": primary, "models": ["backup/small"], "stream": true,
+            "messages": [{"role": "user", "content": "one two three four five six"}]});
+        let (text, done, last) = stream_answer(&gateway, request).await;
+        assert_eq!(
+            text, "You said: one two three four five six",
+            "{primary}: partial + continuation read as one answer"
+        );
+        assert_eq!(done, 1);
+        assert_eq!(last["provider"], "backup");
+        let attempts = last["service"]["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 2, "{last}");
+        assert_eq!(attempts[0]["outcome"], outcome, "{primary}");
+        assert_eq!(attempts[1]["outcome"], "success");
+        // Both attempts consumed tokens and are billed, once each.
+        let costs: Vec<i64> = attempts
+            .iter()
+            .map(|a| nanos(a["cost_usd"].as_str().unwrap()))
+            .collect();
+        assert!(costs.iter().all(|c| *c > 0), "{attempts:?}");
+        let cost = nanos(last["service"]["cost_usd"].as_str().unwrap());
+        assert_eq!(costs.iter().sum::<i64>(), cost);
+        assert_eq!((last["usage"]["cost"].as_f64().unwrap() * 1e9).round() as i64, cost);
+        assert_eq!(
+            before - nanos(gateway.wallet()["posted_usd"].as_str().unwrap()),
+            cost,
+            "{primary}"
+        );
+    }
+    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+}
+
+#[tokio::test]
+async fn continuation_can_be_turned_off_and_never_resumes_a_tool_call() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    let request = json!({"model": "primary/cutter", "models": ["backup/small"], "stream": true, "continuation": false,
+        "messages": [{"role": "user", "content": "one two three four five six"}]});
+    let (text, done, last) = stream_answer(&gateway, request).await;
+    assert_eq!(text, "You said: one");
+    assert_eq!(done, 1);
+    assert_eq!(last["choices"][0]["finish_reason"], "error", "{last}");
+    assert_eq!(last["service"]["attempts"].as_array().unwrap().len(), 1);
+
+    let calls = mock_chat_requests(mock).await;
+    let request = json!({"model": "primary/cutter", "models": ["backup/small"], "stream": true,
+        "messages": [{"role": "user", "content": "look it up"}],
+        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object",
+            "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query", "limit"]}}}]});
+    let (code, frames) = gateway.chat_stream(request).await;
+    assert_eq!(code, 200);
+    let last: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(
+        last["choices"][0]["finish_reason"], "error",
+        "a half-sent tool call ends the stream: {last}"
+    );
+    assert_eq!(last["service"]["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        mock_chat_requests(mock).await,
+        calls + 1,
+        "no second candidate was asked to resume a tool call"
     );
 }

@@ -54,6 +54,8 @@ impl Faults {
         } else if let ModelFault::Cut(n) = by_name {
             // `cut-<n>` counts content chunks: the role chunk comes first.
             StreamFault::CutAfter(n.saturating_add(1))
+        } else if let ModelFault::RateLimitAfter(n) = by_name {
+            StreamFault::ErrorAfter(n.saturating_add(1))
         } else {
             StreamFault::None
         };
@@ -72,6 +74,8 @@ enum ModelFault {
     None,
     Fail(u16),
     Cut(usize),
+    /// `ratelimit-<n>`: n content chunks, then a rate-limit error frame.
+    RateLimitAfter(usize),
     Slow(u64),
 }
 
@@ -81,6 +85,8 @@ impl ModelFault {
             rest.parse().ok().filter(|s| *s >= 400).map(Self::Fail)
         } else if let Some(rest) = model.strip_prefix("cut-") {
             rest.parse().ok().map(Self::Cut)
+        } else if let Some(rest) = model.strip_prefix("ratelimit-") {
+            rest.parse().ok().map(Self::RateLimitAfter)
         } else if let Some(rest) = model.strip_prefix("slow-") {
             rest.parse().ok().map(Self::Slow)
         } else {
@@ -99,6 +105,7 @@ mod tests {
         assert_eq!(ModelFault::parse("fail-429"), ModelFault::Fail(429));
         assert_eq!(ModelFault::parse("cut-3"), ModelFault::Cut(3));
         assert_eq!(ModelFault::parse("slow-20"), ModelFault::Slow(20));
+        assert_eq!(ModelFault::parse("ratelimit-5"), ModelFault::RateLimitAfter(5));
         assert_eq!(ModelFault::parse("small"), ModelFault::None);
         assert_eq!(ModelFault::parse("fail-x"), ModelFault::None);
     }

@@ -54,7 +54,12 @@
 //!
 //! Model names script faults too, so fallback candidates can differ:
 //! `fail-<status>` always answers that status, `cut-<n>` streams the role chunk
-//! and n content chunks then drops the connection, `slow-<ms>` delays the head.
+//! and n content chunks then drops the connection, `ratelimit-<n>` streams n
+//! content chunks then a rate-limit error frame, `slow-<ms>` delays the head.
+//!
+//! A request whose last message is an `assistant` message holding the start of
+//! the reply the mock would give is a continuation: the mock answers only the
+//! rest, so the partial answer and the continuation read as one reply.
 //! For non-streaming requests a cut sends the head and aborts the body.
 //! [`MockOptions::latency_ms`] is added to every request's delay.
 

@@ -38,6 +38,24 @@ pub fn prepare_request(
     Ok(obj.to_vec())
 }
 
+/// Appends `{"role": "assistant", "content": partial}` to `messages`: the
+/// OpenAI-compatible way to ask a model to continue an answer another upstream
+/// started (see `CallContext::continuation`).
+pub fn append_continuation(obj: &mut RawObject<'_>, partial: &str) -> Result<(), AdapterError> {
+    let internal = |e: serde_json::Error| AdapterError::internal(e.to_string());
+    let mut messages: Vec<Box<RawValue>> = match obj.get("messages") {
+        Some(raw) => {
+            serde_json::from_str(raw.get()).map_err(|_| AdapterError::invalid_request("'messages' must be an array"))?
+        }
+        None => Vec::new(),
+    };
+    let message = serde_json::json!({ "role": "assistant", "content": partial });
+    messages.push(serde_json::value::to_raw_value(&message).map_err(internal)?);
+    let raw = serde_json::value::to_raw_value(&messages).map_err(internal)?;
+    obj.insert_raw("messages", Cow::Owned(raw));
+    Ok(())
+}
+
 /// [`prepare_request`] on an already parsed object, for adapters that edit it
 /// further before serializing.
 pub fn prepare_object(
@@ -558,5 +576,18 @@ mod tests {
         }
         let out: Value = serde_json::from_slice(&prepare_request(bare, "m", false, None).unwrap()).unwrap();
         assert!(out.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn continuation_appends_an_assistant_message() {
+        let body = br#"{"model":"a/b","messages":[{"role":"user","content":"hi"}],"temperature":0.5}"#;
+        let mut obj = RawObject::parse_slice(body).unwrap();
+        append_continuation(&mut obj, "Hello the").unwrap();
+        let out: Value = serde_json::from_slice(&obj.to_vec()).unwrap();
+        assert_eq!(
+            out["messages"],
+            serde_json::json!([{"role":"user","content":"hi"},{"role":"assistant","content":"Hello the"}])
+        );
+        assert_eq!(out["temperature"], 0.5);
     }
 }

@@ -22,7 +22,7 @@ use super::Routes;
 use super::billing::{Bill, Demand};
 use super::envelope::ChatEnvelope;
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
-use super::stream;
+use super::stream::{self, Failover};
 use super::upstream::response_head;
 use crate::catalog::ModelRoute;
 use crate::error::ApiError;
@@ -96,6 +96,7 @@ async fn handle(
             stream: envelope.stream,
             attempt: attempt as u32,
             max_output_tokens: injected_cap,
+            continuation: None,
         };
         bill.calling(route);
         let started_exchange = exchange.start(&ctx, &body).await;
@@ -109,6 +110,13 @@ async fn handle(
                     upstream,
                     bill,
                     trail,
+                    Failover {
+                        remaining: candidates[attempt + 1..].iter().cloned().collect(),
+                        body: body.clone(),
+                        injected_cap,
+                        enabled: envelope.continuation,
+                        attempt: attempt as u32,
+                    },
                     request_id.clone(),
                     started,
                 ));
@@ -196,59 +204,12 @@ struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    /// Opens the adapter session and sends the request; a non-2xx answer is
-    /// classified by the adapter. Errors carry the upstream status, if any.
     async fn start(
         &self,
         ctx: &CallContext,
         body: &[u8],
     ) -> Result<(Session, reqwest::Response), (ApiError, Option<u16>)> {
-        let provider = &self.route.provider;
-        if !provider.is_available() {
-            let hint = provider
-                .api_key_env
-                .as_deref()
-                .map(|env| format!(" (set {env})"))
-                .unwrap_or_default();
-            let error = ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "provider_not_configured",
-                format!("provider '{}' has no API key configured{hint}", provider.id),
-            );
-            return Err((error, None));
-        }
-        let adapter = self.gateway.adapters.get(&provider.adapter).ok_or_else(|| {
-            let message = format!(
-                "provider '{}' uses adapter '{}', which is not loaded",
-                provider.id, provider.adapter
-            );
-            (ApiError::internal(message), None)
-        })?;
-        let mut session = adapter
-            .open(ctx, body)
-            .map_err(|fault| (ApiError::adapter_fault(&fault), None))?;
-        let outbound = session.request().map_err(|e| (exchange_error(self.route, e), None))?;
-        let response = self
-            .gateway
-            .upstream
-            .send(provider, outbound)
-            .await
-            .map_err(|e| (e, None))?;
-        if response.status().is_success() {
-            return Ok((session, response));
-        }
-        let head = response_head(&response);
-        let body = self
-            .gateway
-            .upstream
-            .read_body(provider, response, 64 << 10)
-            .await
-            .unwrap_or_default();
-        let classified = session
-            .classify_error(&head, &body)
-            .map_err(|fault| (ApiError::adapter_fault(&fault), Some(head.status)))?;
-        Err((ApiError::from_upstream(&provider.id, &classified), Some(head.status)))
+        start_exchange(self.gateway, self.route, ctx, body).await
     }
 
     /// Reads and translates a whole response, settles, and answers.
@@ -327,6 +288,56 @@ impl Exchange<'_> {
             metered,
         }
     }
+}
+
+/// Opens the adapter session for `route` and sends the request; a non-2xx
+/// answer is classified by the adapter. Errors carry the upstream status, if any.
+pub async fn start_exchange(
+    gateway: &Gateway,
+    route: &Arc<ModelRoute>,
+    ctx: &CallContext,
+    body: &[u8],
+) -> Result<(Session, reqwest::Response), (ApiError, Option<u16>)> {
+    let provider = &route.provider;
+    if !provider.is_available() {
+        let hint = provider
+            .api_key_env
+            .as_deref()
+            .map(|env| format!(" (set {env})"))
+            .unwrap_or_default();
+        let error = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "provider_not_configured",
+            format!("provider '{}' has no API key configured{hint}", provider.id),
+        );
+        return Err((error, None));
+    }
+    let adapter = gateway.adapters.get(&provider.adapter).ok_or_else(|| {
+        let message = format!(
+            "provider '{}' uses adapter '{}', which is not loaded",
+            provider.id, provider.adapter
+        );
+        (ApiError::internal(message), None)
+    })?;
+    let mut session = adapter
+        .open(ctx, body)
+        .map_err(|fault| (ApiError::adapter_fault(&fault), None))?;
+    let outbound = session.request().map_err(|e| (exchange_error(route, e), None))?;
+    let response = gateway.upstream.send(provider, outbound).await.map_err(|e| (e, None))?;
+    if response.status().is_success() {
+        return Ok((session, response));
+    }
+    let head = response_head(&response);
+    let body = gateway
+        .upstream
+        .read_body(provider, response, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let classified = session
+        .classify_error(&head, &body)
+        .map_err(|fault| (ApiError::adapter_fault(&fault), Some(head.status)))?;
+    Err((ApiError::from_upstream(&provider.id, &classified), Some(head.status)))
 }
 
 /// An adapter failure, or an error the adapter reported about the upstream.

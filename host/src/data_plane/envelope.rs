@@ -17,6 +17,9 @@ pub struct ChatEnvelope<'a> {
     pub max_output_tokens: Option<u64>,
     /// Candidates after `model`, from `models` (or its alias `fallbacks`).
     pub fallbacks: Vec<Cow<'a, str>>,
+    /// Whether a stream may continue on the next candidate after content was
+    /// sent (`"continuation": false` turns it off).
+    pub continuation: bool,
 }
 
 /// Most candidates a request may list, `model` included.
@@ -38,6 +41,8 @@ struct Raw<'a> {
     models: Option<Vec<Cow<'a, str>>>,
     #[serde(borrow, default)]
     fallbacks: Option<Vec<Cow<'a, str>>>,
+    #[serde(default)]
+    continuation: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +100,7 @@ impl<'a> ChatEnvelope<'a> {
             messages: messages.len(),
             max_output_tokens,
             fallbacks,
+            continuation: raw.continuation.unwrap_or(true),
         })
     }
 }

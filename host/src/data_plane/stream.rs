@@ -4,6 +4,7 @@
 //! chunk before `data: [DONE]` carries `usage` (with `cost`) and `service`; a
 //! stream that breaks ends with one error chunk (`finish_reason: "error"`).
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,17 +15,69 @@ use axum::response::Response;
 use bytes::{BufMut, BytesMut};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::billing::Bill;
-use super::chat::exchange_error;
+use super::chat::{exchange_error, start_exchange};
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
 use super::upstream::error_chain;
 use crate::catalog::ModelRoute;
 use crate::error::ApiError;
-use crate::plugins::{Event, Session};
+use crate::plugins::{CallContext, Event, Session};
 use crate::server::{Gateway, RequestId};
+
+/// What a stream needs to continue on another candidate after a mid-stream failure.
+pub struct Failover {
+    /// The candidates after the one answering, in order.
+    pub remaining: VecDeque<Arc<ModelRoute>>,
+    /// The caller's request body, for the next adapter.
+    pub body: Bytes,
+    pub injected_cap: Option<u32>,
+    /// The request's `continuation` (default true).
+    pub enabled: bool,
+    /// The attempt number of the answering candidate.
+    pub attempt: u32,
+}
+
+/// The answer text relayed so far, and whether a tool call is under way.
+#[derive(Default)]
+struct PartialAnswer {
+    text: String,
+    in_tool_call: bool,
+}
+
+impl PartialAnswer {
+    fn observe(&mut self, chunk: &[u8]) {
+        #[derive(Deserialize)]
+        struct Chunk<'a> {
+            #[serde(borrow, default)]
+            choices: Vec<Choice<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct Choice<'a> {
+            #[serde(borrow, default)]
+            delta: Option<Delta<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct Delta<'a> {
+            #[serde(borrow, default)]
+            content: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default)]
+            tool_calls: Option<serde::de::IgnoredAny>,
+        }
+        let Ok(chunk) = serde_json::from_slice::<Chunk<'_>>(chunk) else {
+            return;
+        };
+        for delta in chunk.choices.into_iter().filter_map(|c| c.delta) {
+            if let Some(content) = delta.content {
+                self.text.push_str(&content);
+            }
+            self.in_tool_call |= delta.tool_calls.is_some();
+        }
+    }
+}
 
 /// Most events the adapter gets in one call.
 const MAX_BATCH: usize = 64;
@@ -36,6 +89,7 @@ pub fn respond(
     upstream: reqwest::Response,
     bill: Bill,
     trail: Trail,
+    failover: Failover,
     request_id: RequestId,
     started: Instant,
 ) -> Response {
@@ -47,6 +101,8 @@ pub fn respond(
         session,
         bill,
         trail,
+        failover,
+        answer: PartialAnswer::default(),
         chunks_sent: 0,
         request_id: request_id.clone(),
         started,
@@ -66,9 +122,14 @@ struct Pump {
     route: Arc<ModelRoute>,
     session: Session,
     bill: Bill,
-    /// Attempts before this one (failed before the answer started).
+    /// Attempts so far, this one excluded until it ends.
     trail: Trail,
-    /// Chunks relayed so far: the local token count when the upstream reports no usage.
+    /// The candidates left if this upstream fails mid-stream.
+    failover: Failover,
+    /// What the caller has received, tracked only while a failover is possible.
+    answer: PartialAnswer,
+    /// Chunks relayed in this attempt: the local token count when the upstream
+    /// reports no usage.
     chunks_sent: u64,
     request_id: RequestId,
     started: Instant,
@@ -83,21 +144,89 @@ enum Stop {
 }
 
 impl Pump {
-    async fn run(mut self, upstream: reqwest::Response) {
-        let outcome = self.relay(upstream).await;
-        let usage = self.session.usage().ok().flatten();
-        let metered = self.bill.meter(&self.route, usage, self.chunks_sent);
-        match outcome {
-            Ok(last_chunks) => self.finish_ok(last_chunks, metered).await,
-            Err(Stop::Failed(error)) => self.finish_error(error, metered).await,
-            Err(Stop::ClientGone) => {
-                tracing::info!(request_id = %self.request_id.0, "client went away mid-stream");
-                self.record(metered, "client_disconnected");
-                self.bill
-                    .close(Some(&self.route), &self.trail, "client_disconnected", Some(self.status))
-                    .await;
+    async fn run(mut self, mut upstream: reqwest::Response) {
+        loop {
+            let outcome = self.relay(upstream).await;
+            let usage = self.session.usage().ok().flatten();
+            let metered = self.bill.meter(&self.route, usage, self.chunks_sent);
+            match outcome {
+                Ok(last_chunks) => return self.finish_ok(last_chunks, metered).await,
+                Err(Stop::ClientGone) => {
+                    tracing::info!(request_id = %self.request_id.0, "client went away mid-stream");
+                    self.record(metered, "client_disconnected");
+                    let route = self.route.clone();
+                    self.bill
+                        .close(Some(&route), &self.trail, "client_disconnected", Some(self.status))
+                        .await;
+                    return;
+                }
+                Err(Stop::Failed(error)) if self.can_continue(&error) => {
+                    self.record(metered, error.code);
+                    match self.next_candidate(error).await {
+                        Ok(next) => upstream = next,
+                        Err(error) => return self.finish_error(error, None).await,
+                    }
+                }
+                Err(Stop::Failed(error)) => return self.finish_error(error, Some(metered)).await,
             }
         }
+    }
+
+    /// A mid-stream failure can move to the next candidate when the upstream (not
+    /// the request) failed, continuation is allowed, a candidate is left, and no
+    /// tool call is half-sent (it cannot be resumed without garbling it).
+    fn can_continue(&self, error: &ApiError) -> bool {
+        error.is_retryable()
+            && self.failover.enabled
+            && !self.failover.remaining.is_empty()
+            && !self.answer.in_tool_call
+    }
+
+    /// Starts the next candidates in turn, asking each to continue the partial
+    /// answer, until one answers. Failed starts go to the trail.
+    async fn next_candidate(&mut self, mut error: ApiError) -> Result<reqwest::Response, ApiError> {
+        while let Some(route) = self.failover.remaining.pop_front() {
+            let started = Instant::now();
+            self.failover.attempt += 1;
+            let ctx = CallContext {
+                request_id: self.request_id.0.to_string(),
+                upstream_model: route.upstream_model.clone(),
+                base_url: route.provider.base_url.clone(),
+                stream: true,
+                attempt: self.failover.attempt,
+                max_output_tokens: self.failover.injected_cap,
+                continuation: (!self.answer.text.is_empty()).then(|| self.answer.text.clone()),
+            };
+            self.bill.calling(&route);
+            let result = start_exchange(&self.gateway, &route, &ctx, &self.failover.body).await;
+            self.bill.landed();
+            match result {
+                Ok((session, upstream)) => {
+                    tracing::info!(request_id = %self.request_id.0, provider = %route.provider.id, "continuing the stream on the next candidate");
+                    self.session = session;
+                    self.route = route;
+                    self.status = upstream.status().as_u16();
+                    self.started = started;
+                    self.chunks_sent = 0;
+                    return Ok(upstream);
+                }
+                Err((failure, status)) => {
+                    self.trail.push(Attempt {
+                        route,
+                        outcome: failure.code.to_string(),
+                        status,
+                        latency: started.elapsed(),
+                        metered: Metered::NOTHING,
+                    });
+                    let retryable = failure.is_retryable();
+                    error = failure;
+                    if !retryable {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(error)
     }
 
     /// Adds this attempt to the trail.
@@ -154,6 +283,11 @@ impl Pump {
                     .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))?;
                 if !chunks.is_empty() {
                     self.chunks_sent += chunks.len() as u64;
+                    if self.failover.enabled && !self.failover.remaining.is_empty() {
+                        for chunk in &chunks {
+                            self.answer.observe(chunk);
+                        }
+                    }
                     let mut frame = BytesMut::new();
                     for chunk in &chunks {
                         write_chunk(&mut frame, &provider, chunk);
@@ -180,13 +314,15 @@ impl Pump {
             Some(Ok(object)) => object,
             _ => self.empty_chunk(),
         };
-        let rendered = self.settle(&mut closing, metered, "success").await;
+        let rendered = self.settle(&mut closing, Some(metered), "success").await;
         write_data(&mut frame, &rendered);
         frame.put_slice(b"data: [DONE]\n\n");
         let _ = self.send(frame.freeze()).await;
     }
 
-    async fn finish_error(mut self, error: ApiError, metered: Metered) {
+    /// Ends the stream with one error chunk. `metered` is this attempt's usage,
+    /// or `None` when the attempt is already in the trail.
+    async fn finish_error(mut self, error: ApiError, metered: Option<Metered>) {
         tracing::warn!(request_id = %self.request_id.0, code = error.code, "stream failed: {}", error.message);
         let mut chunk = self.empty_chunk();
         chunk.insert(
@@ -203,8 +339,15 @@ impl Pump {
 
     /// Settles the bill (before the caller sees the cost), then annotates and
     /// renders the closing chunk with what was billed.
-    async fn settle(&mut self, closing: &mut Map<String, Value>, metered: Metered, outcome: &'static str) -> Vec<u8> {
-        self.record(metered, outcome);
+    async fn settle(
+        &mut self,
+        closing: &mut Map<String, Value>,
+        metered: Option<Metered>,
+        outcome: &'static str,
+    ) -> Vec<u8> {
+        if let Some(metered) = metered {
+            self.record(metered, outcome);
+        }
         let billed = self
             .bill
             .close(Some(&self.route), &self.trail, outcome, Some(self.status))

@@ -34,13 +34,20 @@ impl Answer {
                 arguments,
             });
         }
-        let reply = directives.reply_text().unwrap_or_else(|| match last {
+        let mut reply = directives.reply_text().unwrap_or_else(|| match last {
             Some(m) if after_tool_result => format!("Tool result: {}", m.text()),
             _ => {
                 let user = req.messages.iter().rev().find(|m| m.role == "user");
                 format!("You said: {}", user.map(|m| m.text()).unwrap_or_default())
             }
         });
+        // A trailing assistant message is a partial answer to continue (as a
+        // gateway sends after a mid-stream failover): answer only the rest.
+        if let Some(partial) = last.filter(|m| m.role == "assistant").map(|m| m.text())
+            && let Some(rest) = reply.strip_prefix(&*partial)
+        {
+            reply = rest.to_string();
+        }
         let content = match req.response_format.as_ref().map(|f| f.kind.as_str()) {
             Some("json_object") => serde_json::json!({ "reply": reply }).to_string(),
             Some("json_schema") => {

@@ -91,7 +91,18 @@ impl Adapter for OpenAiCompatible {
 
     fn request(&mut self) -> Result<OutboundRequest, AdapterError> {
         let stream = self.ctx.stream;
-        let body = openai::prepare_request(&self.body, &self.ctx.upstream_model, stream, self.ctx.max_output_tokens)?;
+        let mut object = RawObject::parse_slice(&self.body)
+            .map_err(|e| AdapterError::invalid_request(format!("request body must be a JSON object: {e}")))?;
+        openai::prepare_object(
+            &mut object,
+            &self.ctx.upstream_model,
+            stream,
+            self.ctx.max_output_tokens,
+        )?;
+        if let Some(partial) = &self.ctx.continuation {
+            openai::append_continuation(&mut object, partial)?;
+        }
+        let body = object.to_vec();
         let accept = if stream {
             "text/event-stream"
         } else {

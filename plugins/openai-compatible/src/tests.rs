@@ -11,6 +11,7 @@ fn ctx(stream: bool, base_url: &str) -> CallContext {
         stream,
         attempt: 0,
         max_output_tokens: None,
+        continuation: None,
     }
 }
 
