@@ -31,6 +31,8 @@ pub struct Config {
     pub timeouts: Timeouts,
     pub plugins: PluginLimits,
     pub ledger: crate::ledger::LedgerConfig,
+    /// Per-provider circuit breakers.
+    pub breaker: crate::health::BreakerConfig,
 }
 
 impl Default for Config {
@@ -46,6 +48,7 @@ impl Default for Config {
             timeouts: Timeouts::default(),
             plugins: PluginLimits::default(),
             ledger: crate::ledger::LedgerConfig::default(),
+            breaker: crate::health::BreakerConfig::default(),
         }
     }
 }

@@ -19,6 +19,8 @@ pub struct ApiError {
     pub request_id: Option<String>,
     /// `service.attempts`, when upstream attempts were made.
     pub attempts: Option<serde_json::Value>,
+    /// The upstream's `Retry-After`, in seconds, when it rate-limited us.
+    pub retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -31,6 +33,7 @@ impl ApiError {
             param: None,
             request_id: None,
             attempts: None,
+            retry_after: None,
         }
     }
 
@@ -58,6 +61,20 @@ impl ApiError {
                 | "invalid_upstream_response"
                 | "adapter_failed"
                 | "provider_not_configured"
+                | "provider_circuit_open"
+        )
+    }
+
+    /// Whether this failure counts against the provider's health (its
+    /// upstream failed, as opposed to our adapter, config or breaker).
+    pub fn is_provider_failure(&self) -> bool {
+        matches!(
+            self.code,
+            "upstream_error"
+                | "upstream_rate_limited"
+                | "upstream_overloaded"
+                | "upstream_unreachable"
+                | "upstream_timeout"
         )
     }
 
@@ -143,6 +160,14 @@ impl ApiError {
     /// caller's request keep a 4xx; everything else is the gateway's upstream
     /// failing, so 502.
     pub fn from_upstream(provider: &str, error: &AdapterError) -> Self {
+        let mut mapped = Self::map_upstream(provider, error);
+        if let ErrorClass::RateLimited(retry_after) = error.class {
+            mapped.retry_after = retry_after;
+        }
+        mapped
+    }
+
+    fn map_upstream(provider: &str, error: &AdapterError) -> Self {
         let detail = &error.message;
         match error.class {
             ErrorClass::InvalidRequest => Self::new(

@@ -8,6 +8,7 @@ pub mod config;
 pub mod data_plane;
 pub mod db;
 pub mod error;
+pub mod health;
 pub mod ledger;
 pub mod money;
 pub mod plugins;

@@ -17,9 +17,10 @@ use axum::serve::ListenerExt;
 use crate::auth::{KeyResolver, Principal};
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::data_plane::{self, ModelListing, Routes, upstream::Upstream};
+use crate::data_plane::{self, Routes, upstream::Upstream};
 use crate::db::Database;
 use crate::error::ApiError;
+use crate::health::Health;
 use crate::ledger::Ledger;
 use crate::plugins::Adapters;
 
@@ -32,6 +33,7 @@ pub struct Gateway {
     pub adapters: Adapters,
     pub keys: KeyResolver,
     pub upstream: Upstream,
+    pub health: Health,
     routes: RwLock<Arc<Routes>>,
 }
 
@@ -58,6 +60,7 @@ impl Gateway {
             ledger,
             adapters,
             upstream,
+            health: Health::new(config.breaker.clone()),
             routes: RwLock::new(Arc::new(routes)),
             config,
         }))
@@ -87,12 +90,7 @@ async fn build_routes(database: &Database, adapters: &Adapters, config: &Config)
         );
     }
     let snapshot_id = crate::snapshots::register(database, &catalog).await?;
-    let models = ModelListing::render(&catalog);
-    Ok(Routes {
-        catalog,
-        snapshot_id,
-        models,
-    })
+    Ok(Routes { catalog, snapshot_id })
 }
 
 pub fn router(gateway: Arc<Gateway>) -> Router {

@@ -94,6 +94,8 @@ async fn upstream_failures_are_502_or_504_never_a_hang() {
 [timeouts]
 first_byte_ms = 1000
 idle_ms = 1000
+[breaker]
+failure_threshold = 0
 [providers.dead]
 base_url = "http://127.0.0.1:{dead_port}/v1"
 api_key = "sk-x"

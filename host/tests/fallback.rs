@@ -271,3 +271,59 @@ async fn continuation_can_be_turned_off_and_never_resumes_a_tool_call() {
         "no second candidate was asked to resume a tool call"
     );
 }
+
+#[tokio::test]
+async fn the_circuit_breaker_skips_a_failing_provider_then_retries_after_the_cooldown() {
+    let mock = start_mock(Default::default()).await;
+    let extra = "[breaker]\nfailure_threshold = 3\ncooldown_ms = 1000\n";
+    let gateway = Gateway::start(&format!("{}{extra}", config(mock))).await;
+    for _ in 0..3 {
+        let (code, _, body) = gateway.chat(ask("primary/broken", &[])).await;
+        assert_eq!(code, 502, "{body}");
+    }
+    let calls = mock_chat_requests(mock).await;
+    let (code, _, body) = gateway.chat(ask("primary/broken", &["backup/small"])).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body["service"]["attempts"][0]["outcome"], "provider_circuit_open",
+        "{body}"
+    );
+    assert_eq!(
+        mock_chat_requests(mock).await,
+        calls + 1,
+        "the open provider was skipped without a call"
+    );
+    let listed: Value = gateway
+        .get("/v1/models/primary/broken")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["service"]["available"], false, "{listed}");
+    let (code, _, body) = gateway.chat(ask("primary/broken", &[])).await;
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["error"]["code"], "provider_circuit_open");
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let calls = mock_chat_requests(mock).await;
+    let (code, _, _) = gateway.chat(ask("primary/broken", &[])).await;
+    assert_eq!(code, 502, "after the cooldown one trial request reaches the provider");
+    assert_eq!(mock_chat_requests(mock).await, calls + 1);
+}
+
+#[tokio::test]
+async fn retry_after_from_a_429_opens_the_breaker_at_once() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    let mut request = ask("backup/small", &[]);
+    request["mock"] = json!({"status": 429, "retry_after": 30});
+    let (code, _, _) = gateway.chat(request).await;
+    assert_eq!(code, 502);
+    let calls = mock_chat_requests(mock).await;
+    let (code, _, body) = gateway.chat(ask("backup/small", &[])).await;
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["error"]["code"], "provider_circuit_open");
+    assert_eq!(mock_chat_requests(mock).await, calls);
+}

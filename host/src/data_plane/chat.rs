@@ -298,6 +298,36 @@ pub async fn start_exchange(
     ctx: &CallContext,
     body: &[u8],
 ) -> Result<(Session, reqwest::Response), (ApiError, Option<u16>)> {
+    let provider = &route.provider.id;
+    if !gateway.health.admit(provider) {
+        let error = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "provider_circuit_open",
+            format!("provider '{provider}' is skipped after repeated failures; it is retried after a cooldown"),
+        );
+        return Err((error, None));
+    }
+    let started = send_to_upstream(gateway, route, ctx, body).await;
+    match &started {
+        Ok(_) => gateway.health.success(provider),
+        Err((error, _)) if error.is_provider_failure() => {
+            let retry_after = error
+                .retry_after
+                .map(|secs| std::time::Duration::from_secs(u64::from(secs)));
+            gateway.health.failure(provider, retry_after);
+        }
+        Err(_) => {}
+    }
+    started
+}
+
+async fn send_to_upstream(
+    gateway: &Gateway,
+    route: &Arc<ModelRoute>,
+    ctx: &CallContext,
+    body: &[u8],
+) -> Result<(Session, reqwest::Response), (ApiError, Option<u16>)> {
     let provider = &route.provider;
     if !provider.is_available() {
         let hint = provider

@@ -13,17 +13,14 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
-pub use models::ModelListing;
-
 use crate::catalog::Catalog;
 
-/// The routing table requests read: the catalog, the pricing snapshot its
-/// prices were frozen as, and the rendered model list. Replaced whole on reload;
-/// a request keeps the table it started with.
+/// The routing table requests read: the catalog and the pricing snapshot its
+/// prices were frozen as. Replaced whole on reload; a request keeps the table it
+/// started with.
 pub struct Routes {
     pub catalog: Catalog,
     pub snapshot_id: i64,
-    pub models: ModelListing,
 }
 
 use crate::server::Gateway;

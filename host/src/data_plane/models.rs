@@ -1,32 +1,20 @@
-//! `GET /v1/models` and `GET /v1/models/{id}`: the catalog with availability and
-//! exact prices. The catalog is fixed for the life of the process, so the listing
-//! is rendered once.
+//! `GET /v1/models` and `GET /v1/models/{id}`: the catalog with exact prices and
+//! live availability (a provider needs its key, and is unavailable while its
+//! circuit breaker is open).
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::catalog::{Catalog, ModelRoute};
+use crate::catalog::ModelRoute;
 use crate::error::ApiError;
+use crate::health::Health;
 use crate::server::{Caller, Gateway, RequestId};
 
-pub struct ModelListing {
-    all: Bytes,
-}
-
-impl ModelListing {
-    pub fn render(catalog: &Catalog) -> Self {
-        let data: Vec<Value> = catalog.routes().map(|route| entry(route)).collect();
-        let all = serde_json::to_vec(&json!({ "object": "list", "data": data })).unwrap_or_default();
-        Self { all: Bytes::from(all) }
-    }
-}
-
-fn entry(route: &ModelRoute) -> Value {
+fn entry(route: &ModelRoute, health: &Health) -> Value {
+    let available = route.provider.is_available() && !health.is_open(&route.provider.id);
     json!({
         "id": route.id,
         "object": "model",
@@ -41,16 +29,18 @@ fn entry(route: &ModelRoute) -> Value {
             "output_per_mtok": route.price.output.usd_per_mtok(),
             "currency": "USD",
         },
-        "service": { "available": route.provider.is_available() },
+        "service": { "available": available },
     })
 }
 
 pub async fn list_models(State(gateway): State<Arc<Gateway>>, _caller: Caller) -> Response {
-    (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        gateway.routes().models.all.clone(),
-    )
-        .into_response()
+    let routes = gateway.routes();
+    let data: Vec<Value> = routes
+        .catalog
+        .routes()
+        .map(|route| entry(route, &gateway.health))
+        .collect();
+    axum::Json(json!({ "object": "list", "data": data })).into_response()
 }
 
 pub async fn get_model(
@@ -60,7 +50,7 @@ pub async fn get_model(
     Path(id): Path<String>,
 ) -> Response {
     match gateway.routes().catalog.resolve(&id) {
-        Some(route) => axum::Json(entry(route)).into_response(),
+        Some(route) => axum::Json(entry(route, &gateway.health)).into_response(),
         None => ApiError::model_not_found(&id)
             .with_request_id(&request_id.0)
             .into_response(),

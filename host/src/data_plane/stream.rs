@@ -160,14 +160,20 @@ impl Pump {
                         .await;
                     return;
                 }
-                Err(Stop::Failed(error)) if self.can_continue(&error) => {
-                    self.record(metered, error.code);
-                    match self.next_candidate(error).await {
-                        Ok(next) => upstream = next,
-                        Err(error) => return self.finish_error(error, None).await,
+                Err(Stop::Failed(error)) => {
+                    if error.is_provider_failure() {
+                        self.gateway.health.failure(&self.route.provider.id, None);
+                    }
+                    if self.can_continue(&error) {
+                        self.record(metered, error.code);
+                        match self.next_candidate(error).await {
+                            Ok(next) => upstream = next,
+                            Err(error) => return self.finish_error(error, None).await,
+                        }
+                    } else {
+                        return self.finish_error(error, Some(metered)).await;
                     }
                 }
-                Err(Stop::Failed(error)) => return self.finish_error(error, Some(metered)).await,
             }
         }
     }
