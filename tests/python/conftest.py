@@ -64,6 +64,13 @@ id = "small"
 input_price_per_mtok = "0.50"
 output_price_per_mtok = "1.50"
 context_length = 128000
+[providers.primary]
+base_url = "{self.mock_url}/v1"
+api_key = "sk-primary"
+models = [
+  {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "cutter", upstream = "cut-3", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+]
 """
         )
         out = subprocess.run(
