@@ -3,7 +3,9 @@
 //!
 //! The hold covers the worst case: every byte of the request body counted as an
 //! input token, plus the output-token cap (the request's own, or the gateway's
-//! default, which is then sent upstream). So the cost can never exceed it.
+//! default, which is then sent upstream), for the dearest candidate, or summed
+//! over the candidates when a stream may continue on them. So the cost can never
+//! exceed it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,6 +44,8 @@ pub struct Demand<'a> {
     pub body_bytes: usize,
     pub messages: usize,
     pub max_output_tokens: u64,
+    /// A stream that may continue on later candidates after content was sent.
+    pub may_continue: bool,
 }
 
 impl Bill {
@@ -55,17 +59,21 @@ impl Bill {
         demand: Demand<'_>,
     ) -> Result<Self, ApiError> {
         let input_bound = demand.body_bytes as u64 + TOKENS_PER_MESSAGE * demand.messages as u64;
-        let worst_case = candidates
-            .iter()
-            .map(|route| {
-                let input = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
-                route.price.cost(TokenCounts {
-                    input,
-                    output: demand.max_output_tokens,
-                })
+        let per_candidate = candidates.iter().map(|route| {
+            let input = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
+            route.price.cost(TokenCounts {
+                input,
+                output: demand.max_output_tokens,
             })
-            .max()
-            .unwrap_or(Nanos::ZERO);
+        });
+        // Failed starts cost nothing, so one paid attempt is the worst case,
+        // unless a stream may continue on later candidates: then each candidate
+        // can be paid once.
+        let worst_case = if demand.may_continue {
+            per_candidate.fold(Nanos::ZERO, |sum, cost| Nanos(sum.0.saturating_add(cost.0)))
+        } else {
+            per_candidate.max().unwrap_or(Nanos::ZERO)
+        };
         let primary = &candidates[0];
         let log = RequestLogRow {
             request_id: demand.request_id.to_string(),

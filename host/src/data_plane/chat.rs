@@ -69,6 +69,7 @@ async fn handle(
         body_bytes: body.len(),
         messages: envelope.messages,
         max_output_tokens: envelope.max_output_tokens.unwrap_or(u64::from(default_cap)),
+        may_continue: envelope.stream && envelope.continuation && candidates.len() > 1,
     };
     let mut bill = Bill::open(
         gateway.ledger.as_ref(),
