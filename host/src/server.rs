@@ -133,10 +133,10 @@ async fn assign_request_id(mut request: Request, next: Next) -> Response {
     let id = RequestId(Arc::from(format!("req_{}", uuid::Uuid::now_v7().simple())));
     request.extensions_mut().insert(id.clone());
     let mut response = next.run(request).await;
-    if !response.headers().contains_key("x-request-id") {
-        if let Ok(value) = HeaderValue::from_str(&id.0) {
-            response.headers_mut().insert("x-request-id", value);
-        }
+    if !response.headers().contains_key("x-request-id")
+        && let Ok(value) = HeaderValue::from_str(&id.0)
+    {
+        response.headers_mut().insert("x-request-id", value);
     }
     response
 }

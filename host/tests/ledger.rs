@@ -292,6 +292,7 @@ async fn credit_and_verify(postgres: bool) {
             gateway.dir.path().join("data").join("tollgate.db").display()
         ),
     };
+    sqlx::any::install_default_drivers();
     let pool = sqlx::AnyPool::connect(&url).await.unwrap();
     sqlx::query("UPDATE wallets SET balance_nano = balance_nano + 1")
         .execute(&pool)

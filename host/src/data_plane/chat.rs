@@ -22,7 +22,7 @@ use super::Routes;
 use super::billing::{Bill, Demand};
 use super::envelope::ChatEnvelope;
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
-use super::stream::{self, Failover};
+use super::stream::{self, Answering, Failover};
 use super::upstream::response_head;
 use crate::catalog::ModelRoute;
 use crate::error::ApiError;
@@ -104,22 +104,26 @@ async fn handle(
         bill.landed();
         match started_exchange {
             Ok((session, upstream)) if envelope.stream => {
-                return Ok(stream::respond(
-                    gateway.clone(),
-                    route.clone(),
+                let answering = Answering {
+                    route: route.clone(),
                     session,
                     upstream,
+                    started,
+                };
+                let failover = Failover {
+                    remaining: candidates[attempt + 1..].iter().cloned().collect(),
+                    body: body.clone(),
+                    injected_cap,
+                    enabled: envelope.continuation,
+                    attempt: attempt as u32,
+                };
+                return Ok(stream::respond(
+                    gateway.clone(),
+                    answering,
                     bill,
                     trail,
-                    Failover {
-                        remaining: candidates[attempt + 1..].iter().cloned().collect(),
-                        body: body.clone(),
-                        injected_cap,
-                        enabled: envelope.continuation,
-                        attempt: attempt as u32,
-                    },
+                    failover,
                     request_id.clone(),
-                    started,
                 ));
             }
             Ok((session, upstream)) => return exchange.whole(session, upstream, bill, trail).await,

@@ -82,17 +82,28 @@ impl PartialAnswer {
 /// Most events the adapter gets in one call.
 const MAX_BATCH: usize = 64;
 
+/// The candidate whose stream is about to be relayed.
+pub struct Answering {
+    pub route: Arc<ModelRoute>,
+    pub session: Session,
+    pub upstream: reqwest::Response,
+    pub started: Instant,
+}
+
 pub fn respond(
     gateway: Arc<Gateway>,
-    route: Arc<ModelRoute>,
-    session: Session,
-    upstream: reqwest::Response,
+    answering: Answering,
     bill: Bill,
     trail: Trail,
     failover: Failover,
     request_id: RequestId,
-    started: Instant,
 ) -> Response {
+    let Answering {
+        route,
+        session,
+        upstream,
+        started,
+    } = answering;
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     let status = upstream.status().as_u16();
     let pump = Pump {

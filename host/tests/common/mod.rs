@@ -202,10 +202,10 @@ impl Gateway {
     async fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
-            if let Ok(r) = self.http.get(format!("{}/healthz", self.url)).send().await {
-                if r.status().is_success() {
-                    return;
-                }
+            if let Ok(r) = self.http.get(format!("{}/healthz", self.url)).send().await
+                && r.status().is_success()
+            {
+                return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
