@@ -50,19 +50,15 @@ impl ApiError {
     /// Whether another candidate should be tried after this failure: the
     /// upstream or its adapter failed, not the caller's request.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self.code,
-            "upstream_error"
-                | "upstream_rate_limited"
-                | "upstream_overloaded"
-                | "upstream_unreachable"
-                | "upstream_timeout"
-                | "upstream_auth_failed"
-                | "invalid_upstream_response"
-                | "adapter_failed"
-                | "provider_not_configured"
-                | "provider_circuit_open"
-        )
+        self.is_provider_failure()
+            || matches!(
+                self.code,
+                "upstream_auth_failed"
+                    | "invalid_upstream_response"
+                    | "adapter_failed"
+                    | "provider_not_configured"
+                    | "provider_circuit_open"
+            )
     }
 
     /// Whether this failure counts against the provider's health (its

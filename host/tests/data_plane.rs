@@ -181,13 +181,6 @@ async fn models_list_shows_ids_owners_availability_and_prices() {
     assert_eq!(openai["service"]["available"], false);
     assert!(data.iter().all(|m| m["id"].as_str().unwrap().contains('/')));
 
-    let one: Value = gateway
-        .get("/v1/models/mock/small")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let one: Value = gateway.model("mock/small").await;
     assert_eq!(one["id"], "mock/small");
 }

@@ -293,14 +293,7 @@ async fn the_circuit_breaker_skips_a_failing_provider_then_retries_after_the_coo
         calls + 1,
         "the open provider was skipped without a call"
     );
-    let listed: Value = gateway
-        .get("/v1/models/primary/broken")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = gateway.model("primary/broken").await;
     assert_eq!(listed["service"]["available"], false, "{listed}");
     let (code, _, body) = gateway.chat(ask("primary/broken", &[])).await;
     assert_eq!(code, 503, "{body}");

@@ -128,14 +128,7 @@ async fn price_change_mid_flight(postgres: bool) {
     let mut listed = Value::Null;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        listed = gateway
-            .get("/v1/models/mock/small")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        listed = gateway.model("mock/small").await;
         if listed["pricing"]["input_per_mtok"] == "5.000000" {
             break;
         }

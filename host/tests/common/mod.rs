@@ -194,6 +194,17 @@ impl Gateway {
         admin(&self.config_path, args)
     }
 
+    /// `GET /v1/models/{id}` as JSON.
+    pub async fn model(&self, id: &str) -> Value {
+        self.get(&format!("/v1/models/{id}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// `admin wallet --json` for this gateway's workspace.
     pub fn wallet(&self) -> Value {
         serde_json::from_str(&self.admin(&["wallet", "--workspace", &self.workspace_id, "--json"])).unwrap()
