@@ -138,10 +138,6 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn adapter_name(&self) -> &Arc<str> {
-        &self.adapter
-    }
-
     pub fn request(&mut self) -> Result<OutboundRequest, ExchangeError> {
         let this = self.exchange();
         self.call(|b, s| b.tollgate_provider_adapter().exchange().call_request(s, this))?

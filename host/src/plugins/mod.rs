@@ -26,9 +26,9 @@ mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_adapters.rs"));
 }
 
-/// Loaded adapters by name.
+/// Loaded adapters by name. The engine lives as long as any adapter compiled
+/// with it (each `InstancePre` holds it), and so does its epoch ticker.
 pub struct Adapters {
-    engine: Arc<PluginEngine>,
     by_name: HashMap<String, Arc<LoadedAdapter>>,
 }
 
@@ -36,7 +36,7 @@ impl Adapters {
     /// Loads the built-in adapters plus `files` (name → component path). Compiled
     /// code is cached in `cache_dir`, keyed by component digest and engine.
     pub fn load(limits: &PluginLimits, cache_dir: &Path, files: &[(String, &Path)]) -> anyhow::Result<Self> {
-        let engine = Arc::new(PluginEngine::new(limits)?);
+        let engine = PluginEngine::new(limits)?;
         std::fs::create_dir_all(cache_dir)
             .with_context(|| format!("cannot create cache dir {}", cache_dir.display()))?;
         let mut by_name = HashMap::new();
@@ -52,14 +52,10 @@ impl Adapters {
                 .with_context(|| format!("adapter '{name}' from {}", path.display()))?;
             by_name.insert(name.clone(), Arc::new(adapter));
         }
-        Ok(Self { engine, by_name })
+        Ok(Self { by_name })
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<LoadedAdapter>> {
         self.by_name.get(name)
-    }
-
-    pub fn engine(&self) -> &Arc<PluginEngine> {
-        &self.engine
     }
 }
