@@ -1,6 +1,10 @@
 //! Builds the built-in provider adapters (and the test-only misbehaving adapter) for
 //! `wasm32-wasip2`, so that one `cargo build` of the host yields a working server.
 //!
+//! Every folder `plugins/<name>/` is a built-in adapter: its package must be named
+//! `tollgate-plugin-<name>`, and the host serves it as adapter `<name>`. Adding an
+//! adapter therefore needs no edit here (the workspace lists `plugins/*` too).
+//!
 //! The inner cargo gets its own `--target-dir`: the outer build holds the lock on the
 //! main one, so sharing it would deadlock. Variables cargo sets for build scripts are
 //! cleared so the inner build targets wasm with its own profile and flags.
@@ -8,10 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const GUEST_PACKAGES: &[&str] = &["tollgate-plugin-openai-compatible", "tollgate-test-misbehaving"];
-/// Built-in adapters embedded in the binary: (adapter name, wasm artifact stem).
-const EMBEDDED: &[(&str, &str)] = &[("openai-compatible", "tollgate_plugin_openai_compatible")];
-const TEST_ONLY: &[&str] = &["tollgate_test_misbehaving"];
+/// Guest packages built for tests only, not embedded: (package, wasm artifact stem).
+const TEST_ONLY: &[(&str, &str)] = &[("tollgate-test-misbehaving", "tollgate_test_misbehaving")];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -27,15 +29,22 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 
+    let embedded = builtin_adapters(&root);
+    let packages: Vec<String> = embedded
+        .iter()
+        .map(|name| format!("tollgate-plugin-{name}"))
+        .chain(TEST_ONLY.iter().map(|(package, _)| package.to_string()))
+        .collect();
     let target_dir = root.join("target").join("plugins");
-    build_guests(&root, &target_dir);
+    build_guests(&root, &target_dir, &packages);
 
     let artifacts = target_dir.join("wasm32-wasip2").join("plugin");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let mut registry = String::from(
         "/// Built-in adapters compiled into this binary: (name, component bytes).\npub const BUILTIN_ADAPTERS: &[(&str, &[u8])] = &[\n",
     );
-    for (name, stem) in EMBEDDED {
+    for name in &embedded {
+        let stem = format!("tollgate_plugin_{}", name.replace('-', "_"));
         let src = artifacts.join(format!("{stem}.wasm"));
         let dst = out_dir.join(format!("{stem}.wasm"));
         std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
@@ -45,7 +54,8 @@ fn main() {
     }
     registry.push_str("];\n");
     std::fs::write(out_dir.join("builtin_adapters.rs"), registry).unwrap();
-    for stem in TEST_ONLY {
+    embed_catalog(&manifest_dir, &out_dir);
+    for (_, stem) in TEST_ONLY {
         let env_name = stem.to_uppercase().replace("TOLLGATE_", "TG_");
         println!(
             "cargo:rustc-env={env_name}_WASM={}",
@@ -54,7 +64,56 @@ fn main() {
     }
 }
 
-fn build_guests(root: &Path, target_dir: &Path) {
+/// Every `host/catalog/*.toml` file, embedded in name order, so providers can be
+/// added in files of their own (one per native adapter, say) without editing a
+/// shared one.
+fn embed_catalog(manifest_dir: &Path, out_dir: &Path) {
+    let dir = manifest_dir.join("catalog");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .collect();
+    files.sort();
+    let mut code = String::from(
+        "/// The built-in provider catalog: (file name, TOML text), in name order.\npub const BUILTIN_CATALOG: &[(&str, &str)] = &[\n",
+    );
+    for path in files {
+        println!("cargo:rerun-if-changed={}", path.display());
+        let name = path.file_name().unwrap().to_string_lossy();
+        code.push_str(&format!("    ({name:?}, include_str!({:?})),\n", path.display().to_string()));
+    }
+    code.push_str("];\n");
+    std::fs::write(out_dir.join("builtin_catalog.rs"), code).unwrap();
+}
+
+/// Adapter names, from the folders under `plugins/`, sorted for a stable build.
+/// Each folder's package must be `tollgate-plugin-<folder>`.
+fn builtin_adapters(root: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let plugins = root.join("plugins");
+    for entry in std::fs::read_dir(&plugins).unwrap_or_else(|e| panic!("read {}: {e}", plugins.display())) {
+        let path = entry.unwrap().path();
+        let manifest = path.join("Cargo.toml");
+        if !manifest.exists() {
+            continue;
+        }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let expected = format!("name = \"tollgate-plugin-{name}\"");
+        assert!(
+            text.lines().any(|line| line.trim() == expected),
+            "{} must declare `{expected}`: the folder name is the adapter name",
+            manifest.display()
+        );
+        names.push(name);
+    }
+    names.sort();
+    names
+}
+
+fn build_guests(root: &Path, target_dir: &Path, packages: &[String]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root)
@@ -69,7 +128,7 @@ fn build_guests(root: &Path, target_dir: &Path) {
         .arg(target_dir)
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"));
-    for package in GUEST_PACKAGES {
+    for package in packages {
         cmd.args(["-p", package]);
     }
     for (key, _) in std::env::vars_os() {

@@ -9,6 +9,13 @@ root=$(pwd)
 echo "== toolchain"
 rustup target add wasm32-wasip2
 
+echo "== python venv (pinned clients; Rust tests use moto from it too)"
+venv="$root/target/venv"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
 echo "== build (host + wasm plugins)"
 cargo build --locked -p tollgate
 
@@ -20,9 +27,4 @@ else
 fi
 
 echo "== python client tests"
-venv="$root/target/venv"
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 TOLLGATE_BIN="$root/target/debug/tollgate" "$venv/bin/python" -m pytest -q tests/python

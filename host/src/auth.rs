@@ -9,6 +9,7 @@ use rand::Rng;
 use rand::distr::Alphanumeric;
 use sha2::{Digest, Sha256};
 
+use crate::control::permissions::Role;
 use crate::db::Db;
 
 pub const KEY_PREFIX: &str = "tg_live_";
@@ -17,11 +18,15 @@ const KEY_MIN_RANDOM_CHARS: usize = 32;
 
 pub type KeyHash = [u8; 32];
 
-/// Who is calling: resolved from a key.
+/// Who is calling: resolved from a key. A key acts as its user, with the user's
+/// role in the key's workspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
     pub key_id: String,
     pub workspace_id: String,
+    /// `None` for keys made before users existed; they act as the workspace owner.
+    pub user_id: Option<String>,
+    pub role: Role,
 }
 
 /// A freshly minted key. `secret` must be shown once and then forgotten.
@@ -58,8 +63,10 @@ pub fn is_well_formed(secret: &str) -> bool {
     })
 }
 
-/// Resolves keys to principals, caching hits. Revocation (a later control-plane
-/// operation) must call [`KeyResolver::forget`].
+/// Resolves keys to principals, caching hits. Anything that changes what a key
+/// may do (revocation, a role change, removal from a workspace) must call
+/// [`KeyResolver::forget`] or [`KeyResolver::forget_where`], so the next request
+/// sees the change.
 pub struct KeyResolver {
     db: Db,
     cache: RwLock<HashMap<KeyHash, Arc<Principal>>>,
@@ -81,15 +88,32 @@ impl KeyResolver {
         if let Some(hit) = self.cache.read().expect("key cache poisoned").get(&hash) {
             return Ok(Some(hit.clone()));
         }
-        let row: Option<(String, String)> =
-            sqlx::query_as("SELECT id, workspace_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL")
-                .bind(hash.to_vec())
-                .fetch_optional(&self.db)
-                .await?;
-        let Some((key_id, workspace_id)) = row else {
+        // A key whose user has left the workspace resolves to nothing.
+        let row: Option<(String, String, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT k.id, k.workspace_id, k.user_id, m.role FROM api_keys k \
+             LEFT JOIN memberships m ON m.workspace_id = k.workspace_id AND m.user_id = k.user_id \
+             WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
+        )
+        .bind(hash.to_vec())
+        .fetch_optional(&self.db)
+        .await?;
+        let Some((key_id, workspace_id, user_id, role)) = row else {
             return Ok(None);
         };
-        let principal = Arc::new(Principal { key_id, workspace_id });
+        let role = match (&user_id, role) {
+            (None, _) => Role::Owner,
+            (Some(_), Some(role)) => match Role::parse(&role) {
+                Some(role) => role,
+                None => return Ok(None),
+            },
+            (Some(_), None) => return Ok(None),
+        };
+        let principal = Arc::new(Principal {
+            key_id,
+            workspace_id,
+            user_id,
+            role,
+        });
         self.cache
             .write()
             .expect("key cache poisoned")
@@ -99,6 +123,15 @@ impl KeyResolver {
 
     pub fn forget(&self, hash: &KeyHash) {
         self.cache.write().expect("key cache poisoned").remove(hash);
+    }
+
+    /// Drops every cached principal matching `stale` (e.g. all keys of a user
+    /// whose role just changed).
+    pub fn forget_where(&self, stale: impl Fn(&Principal) -> bool) {
+        self.cache
+            .write()
+            .expect("key cache poisoned")
+            .retain(|_, principal| !stale(principal));
     }
 }
 

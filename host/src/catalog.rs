@@ -11,7 +11,9 @@ use serde::Deserialize;
 use crate::config::{ModelConfig, ProviderConfig};
 use crate::money::{PicoPerToken, Price};
 
-const BUILTIN_CATALOG: &str = include_str!("../catalog/providers.toml");
+mod builtin {
+    include!(concat!(env!("OUT_DIR"), "/builtin_catalog.rs"));
+}
 
 /// How the host attaches the provider credential; the adapter names the slot.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -30,19 +32,44 @@ struct CatalogFile {
     provider: Vec<CatalogProvider>,
 }
 
-#[derive(Debug, Deserialize)]
+/// What a provider supports, as listed in `/v1/models` and filterable there.
+/// A catalog entry naming anything else is rejected at start.
+pub const CAPABILITIES: [&str; 6] = [
+    "streaming",
+    "tools",
+    "json_mode",
+    "structured_outputs",
+    "vision",
+    "reasoning",
+];
+
+/// One `[[provider]]` entry of a built-in catalog file, as written.
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CatalogProvider {
-    id: String,
-    name: String,
-    adapter: String,
-    base_url: String,
-    auth: AuthStyle,
-    api_key_env: Option<String>,
+pub struct CatalogProvider {
+    pub id: String,
+    pub name: String,
+    pub adapter: String,
+    /// May hold `{ENV_VAR}` placeholders, filled from the environment at start.
+    pub base_url: String,
+    pub auth: AuthStyle,
+    pub api_key_env: Option<String>,
     #[serde(default)]
-    capabilities: Vec<String>,
+    pub capabilities: Vec<String>,
     #[serde(default)]
-    models: Vec<ModelConfig>,
+    pub models: Vec<ModelConfig>,
+}
+
+/// Every built-in provider entry, in catalog-file order, with the file it
+/// came from. Fails on a file that does not parse.
+pub fn builtin_entries() -> anyhow::Result<Vec<(&'static str, CatalogProvider)>> {
+    let mut entries = Vec::new();
+    for (file, text) in builtin::BUILTIN_CATALOG {
+        let parsed: CatalogFile =
+            toml::from_str(text).with_context(|| format!("built-in catalog file {file} is malformed"))?;
+        entries.extend(parsed.provider.into_iter().map(|p| (*file, p)));
+    }
+    Ok(entries)
 }
 
 #[derive(Debug)]
@@ -55,12 +82,38 @@ pub struct Provider {
     pub api_key_env: Option<String>,
     /// The resolved secret, if any. Never sent to adapters.
     pub credential: Option<String>,
+    /// Flags from [`CAPABILITIES`]; empty for a provider added only in config.
+    pub capabilities: Vec<String>,
+    /// `{ENV_VAR}` placeholders of `base_url` whose variable is not set.
+    pub unresolved: Vec<String>,
 }
 
 impl Provider {
-    /// A provider that needs a key but has none cannot serve requests.
+    /// A provider that needs a key but has none, or whose URL still has a
+    /// placeholder, cannot serve requests.
     pub fn is_available(&self) -> bool {
-        self.auth == AuthStyle::None || self.credential.is_some()
+        self.unavailable_reason().is_none()
+    }
+
+    /// Why the provider cannot serve requests, in words a user can act on.
+    pub fn unavailable_reason(&self) -> Option<String> {
+        if self.auth != AuthStyle::None && self.credential.is_none() {
+            return Some(match &self.api_key_env {
+                Some(env) => format!("no API key: set {env} or providers.{}.api_key", self.id),
+                None => format!("no API key: set providers.{}.api_key", self.id),
+            });
+        }
+        if let Some(name) = self.unresolved.first() {
+            return Some(format!(
+                "base_url needs {name}: set it, or set providers.{}.base_url",
+                self.id
+            ));
+        }
+        None
+    }
+
+    pub fn has_capability(&self, flag: &str) -> bool {
+        self.capabilities.iter().any(|c| c == flag)
     }
 }
 
@@ -70,8 +123,24 @@ pub struct ModelRoute {
     pub id: String,
     pub provider: Arc<Provider>,
     pub upstream_model: String,
+    /// Zero for an unpriced model (see [`ModelRoute::priced`]).
     pub price: Price,
+    /// False when the catalog or config gives no price: such a model cannot be
+    /// billed, so it is not served while the wallet ledger is on.
+    pub priced: bool,
     pub context_length: Option<u64>,
+}
+
+impl ModelRoute {
+    /// Why this model cannot be served from a wallet: it has no price.
+    pub fn unpriced_reason(&self) -> Option<String> {
+        (!self.priced).then(|| {
+            format!(
+                "no price configured: set input_price_per_mtok and output_price_per_mtok for model '{}' under [providers.{}] in tollgate.toml",
+                self.upstream_model, self.provider.id
+            )
+        })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -89,12 +158,12 @@ impl Catalog {
         configured: &BTreeMap<String, ProviderConfig>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
-        let builtin: CatalogFile = toml::from_str(BUILTIN_CATALOG).context("built-in catalog is malformed")?;
         let mut providers: BTreeMap<String, CatalogProvider> = BTreeMap::new();
-        for provider in builtin.provider {
+        for (file, provider) in builtin_entries()? {
             if providers.contains_key(&provider.id) {
-                bail!("built-in catalog lists provider '{}' twice", provider.id);
+                bail!("built-in catalog lists provider '{}' twice ({file})", provider.id);
             }
+            validate_capabilities(&provider.id, &provider.capabilities)?;
             providers.insert(provider.id.clone(), provider);
         }
         for (id, config) in configured {
@@ -145,17 +214,23 @@ impl Catalog {
             let api_key = configured.get(&id).and_then(|c| c.api_key.clone());
             let credential = api_key
                 .or_else(|| entry.api_key_env.as_deref().and_then(env))
-                .filter(|k| !k.is_empty());
+                .filter(|k| !k.is_empty())
+                .or_else(|| match entry.auth {
+                    AuthStyle::AwsSigv4 => crate::data_plane::sigv4::credential_from_env(env),
+                    _ => None,
+                });
+            let (base_url, unresolved) = fill_placeholders(&entry.base_url, env);
             let provider = Arc::new(Provider {
                 id: entry.id,
                 name: entry.name,
                 adapter: entry.adapter,
-                base_url: entry.base_url,
+                base_url,
                 auth: entry.auth,
                 api_key_env: entry.api_key_env,
                 credential,
+                capabilities: entry.capabilities,
+                unresolved,
             });
-            let _ = entry.capabilities;
             for model in entry.models {
                 let route = resolve_model(&provider, &model)?;
                 if catalog.routes.contains_key(&route.id) {
@@ -182,7 +257,44 @@ impl Catalog {
     }
 }
 
-fn validate_provider_id(id: &str) -> anyhow::Result<()> {
+/// Replaces each `{NAME}` in `template` whose variable is set; returns the
+/// result and the names left unresolved (kept as written, so the URL shows what
+/// is missing).
+pub fn fill_placeholders(template: &str, env: &dyn Fn(&str) -> Option<String>) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(template.len());
+    let mut unresolved = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        let name = &rest[open + 1..close];
+        match env(name).filter(|v| !v.is_empty()) {
+            Some(value) => out.push_str(&value),
+            None => {
+                out.push_str(&rest[open..=close]);
+                unresolved.push(name.to_string());
+            }
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    (out, unresolved)
+}
+
+fn validate_capabilities(provider: &str, flags: &[String]) -> anyhow::Result<()> {
+    for flag in flags {
+        anyhow::ensure!(
+            CAPABILITIES.contains(&flag.as_str()),
+            "provider '{provider}' lists unknown capability '{flag}' (known: {})",
+            CAPABILITIES.join(", ")
+        );
+    }
+    Ok(())
+}
+
+pub fn validate_provider_id(id: &str) -> anyhow::Result<()> {
     let ok = !id.is_empty()
         && id
             .bytes()
@@ -200,14 +312,33 @@ fn resolve_model(provider: &Arc<Provider>, model: &ModelConfig) -> anyhow::Resul
     let price = |text: &str, what: &str| {
         PicoPerToken::from_usd_per_mtok(text).with_context(|| format!("model '{}/{}': {what}", provider.id, model.id))
     };
+    let (price, priced) = match (&model.input_price_per_mtok, &model.output_price_per_mtok) {
+        (Some(input), Some(output)) => (
+            Price {
+                input: price(input, "input_price_per_mtok")?,
+                output: price(output, "output_price_per_mtok")?,
+            },
+            true,
+        ),
+        (None, None) => (
+            Price {
+                input: PicoPerToken(0),
+                output: PicoPerToken(0),
+            },
+            false,
+        ),
+        _ => anyhow::bail!(
+            "model '{}/{}': set both input_price_per_mtok and output_price_per_mtok, or neither",
+            provider.id,
+            model.id
+        ),
+    };
     Ok(ModelRoute {
         id: format!("{}/{}", provider.id, model.id),
         provider: provider.clone(),
         upstream_model: model.upstream.clone().unwrap_or_else(|| model.id.clone()),
-        price: Price {
-            input: price(&model.input_price_per_mtok, "input_price_per_mtok")?,
-            output: price(&model.output_price_per_mtok, "output_price_per_mtok")?,
-        },
+        price,
+        priced,
         context_length: model.context_length,
     })
 }
@@ -244,8 +375,8 @@ mod tests {
                 models: vec![ModelConfig {
                     id: "small".into(),
                     upstream: None,
-                    input_price_per_mtok: "0.50".into(),
-                    output_price_per_mtok: "1.50".into(),
+                    input_price_per_mtok: Some("0.50".into()),
+                    output_price_per_mtok: Some("1.50".into()),
                     context_length: Some(1000),
                 }],
                 ..Default::default()
@@ -267,6 +398,48 @@ mod tests {
             catalog.resolve("openai/gpt-4o").unwrap().provider.base_url,
             "http://127.0.0.1:8/v1"
         );
+    }
+
+    #[test]
+    fn placeholders_fill_from_env_or_make_the_provider_unavailable() {
+        let env = |name: &str| (name == "A").then(|| "x".to_string());
+        assert_eq!(
+            fill_placeholders("https://{A}.io/{B}/v1", &env),
+            ("https://x.io/{B}/v1".to_string(), vec!["B".to_string()])
+        );
+        assert_eq!(
+            fill_placeholders("http://h/v1", &env),
+            ("http://h/v1".to_string(), vec![])
+        );
+        let mut configured = BTreeMap::new();
+        configured.insert(
+            "tmpl".to_string(),
+            ProviderConfig {
+                base_url: Some("https://{TG_TEST_UNSET_ACCOUNT}.example/v1".into()),
+                api_key: Some("k".into()),
+                models: vec![ModelConfig {
+                    id: "m".into(),
+                    upstream: None,
+                    input_price_per_mtok: Some("0".into()),
+                    output_price_per_mtok: Some("0".into()),
+                    context_length: None,
+                }],
+                ..Default::default()
+            },
+        );
+        let catalog = Catalog::build(&configured, &no_env).unwrap();
+        let provider = &catalog.resolve("tmpl/m").unwrap().provider;
+        assert!(!provider.is_available());
+        assert!(provider.unavailable_reason().unwrap().contains("TG_TEST_UNSET_ACCOUNT"));
+        let openai = &catalog.resolve("openai/gpt-4o").unwrap().provider;
+        assert!(openai.unavailable_reason().unwrap().contains("OPENAI_API_KEY"));
+        assert!(openai.has_capability("tools") && !openai.has_capability("teleport"));
+    }
+
+    #[test]
+    fn unknown_capabilities_are_rejected() {
+        assert!(validate_capabilities("p", &["tools".into(), "vision".into()]).is_ok());
+        assert!(validate_capabilities("p", &["telepathy".into()]).is_err());
     }
 
     #[test]

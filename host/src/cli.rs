@@ -1,5 +1,9 @@
-//! The `tollgate` command line: serve the gateway, operate accounts, and run the
-//! built-in mock upstream.
+//! The `tollgate` command line: serve the gateway, operate accounts, drive the
+//! control plane over HTTP (`client.rs`), and run the built-in mock upstream.
+
+mod client;
+mod packages;
+mod output;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -29,6 +33,10 @@ enum Command {
     Admin(AdminCommand),
     /// Run a fake OpenAI-compatible provider for tests, benchmarks and offline demos.
     MockUpstream(MockArgs),
+    #[command(flatten)]
+    Client(client::ClientCommand),
+    #[command(flatten)]
+    Packages(packages::PackagesCommand),
 }
 
 #[derive(Args, Debug)]
@@ -116,6 +124,9 @@ struct CreateAccountArgs {
     /// Account name.
     #[arg(long)]
     name: String,
+    /// The account user's e-mail (lets owners add them with `members add`).
+    #[arg(long)]
+    email: Option<String>,
     /// Opening wallet credit in USD, e.g. 10 or 0.50 (up to 9 decimals).
     #[arg(long, value_name = "AMOUNT", default_value = "0")]
     credit_usd: String,
@@ -141,7 +152,10 @@ pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     crate::telemetry::init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(run(cli.command))
+    let result = runtime.block_on(run(cli.command));
+    drop(runtime);
+    crate::telemetry::shutdown();
+    result
 }
 
 async fn run(command: Command) -> anyhow::Result<()> {
@@ -155,7 +169,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::CreateAccount(args)) => {
             let credit = Nanos::from_usd(&args.credit_usd).map_err(|e| anyhow::anyhow!("--credit-usd: {e}"))?;
             let database = open_database(&args.config).await?;
-            let created = crate::accounts::create_account(&database, &args.name, credit).await?;
+            let created = crate::accounts::signup(&database, &args.name, args.email.as_deref(), credit).await?;
             if args.json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
@@ -219,6 +233,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 None => anyhow::bail!("no request '{}' in the request log", args.request_id),
             }
         }
+        Command::Client(command) => client::run(command).await,
+        Command::Packages(command) => packages::run(command).await,
         Command::MockUpstream(args) => {
             let listener = tokio::net::TcpListener::bind(args.listen).await?;
             eprintln!("mock upstream listening on http://{}", listener.local_addr()?);

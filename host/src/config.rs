@@ -33,6 +33,14 @@ pub struct Config {
     pub ledger: crate::ledger::LedgerConfig,
     /// Per-provider circuit breakers.
     pub breaker: crate::health::BreakerConfig,
+    /// Usage events (CloudEvents) and their sinks.
+    pub metering: crate::metering::MeteringConfig,
+    /// Logging options; OTLP export is configured by the standard `OTEL_*` variables.
+    pub telemetry: crate::telemetry::TelemetryConfig,
+    /// The A2A control plane (`/a2a`).
+    pub control_plane: crate::control::ControlPlaneConfig,
+    /// The package registry: blob storage and who may install adapters.
+    pub registry: crate::packages::RegistryConfig,
 }
 
 impl Default for Config {
@@ -49,6 +57,10 @@ impl Default for Config {
             plugins: PluginLimits::default(),
             ledger: crate::ledger::LedgerConfig::default(),
             breaker: crate::health::BreakerConfig::default(),
+            metering: crate::metering::MeteringConfig::default(),
+            telemetry: crate::telemetry::TelemetryConfig::default(),
+            control_plane: crate::control::ControlPlaneConfig::default(),
+            registry: crate::packages::RegistryConfig::default(),
         }
     }
 }
@@ -73,10 +85,14 @@ pub struct ModelConfig {
     pub id: String,
     /// The provider's own model name, when it differs from `id`.
     pub upstream: Option<String>,
-    /// USD per million input tokens, as a decimal string.
-    pub input_price_per_mtok: String,
+    /// USD per million input tokens, as a decimal string. Omit both prices to
+    /// list a model whose price is not known: it cannot be served while the
+    /// wallet ledger is on, because nothing could be billed for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_price_per_mtok: Option<String>,
     /// USD per million output tokens, as a decimal string.
-    pub output_price_per_mtok: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_price_per_mtok: Option<String>,
     pub context_length: Option<u64>,
 }
 

@@ -22,6 +22,7 @@ use crate::db::Database;
 use crate::error::ApiError;
 use crate::health::Health;
 use crate::ledger::Ledger;
+use crate::metering::Metering;
 use crate::plugins::Adapters;
 
 /// Everything a request handler needs, built once at start.
@@ -30,10 +31,16 @@ pub struct Gateway {
     pub database: Database,
     /// `None` when `ledger.enabled = false`.
     pub ledger: Option<Ledger>,
+    /// `None` when metering (or the ledger it rides on) is off.
+    pub metering: Option<Metering>,
     pub adapters: Adapters,
     pub keys: KeyResolver,
     pub upstream: Upstream,
     pub health: Health,
+    pub control: crate::control::ControlState,
+    /// The package registry (blobs + index) and the adapters installed from it.
+    pub registry: tollgate_registry::Registry,
+    pub installs: crate::packages::Installs,
     routes: RwLock<Arc<Routes>>,
 }
 
@@ -48,22 +55,52 @@ impl Gateway {
             .map(|(name, file)| (name.clone(), file.path.as_path()))
             .collect();
         let adapters = Adapters::load(&config.plugins, &config.cache_dir(), &files)?;
-        let routes = build_routes(&database, &adapters, &config).await?;
-        let ledger = config
-            .ledger
-            .enabled
-            .then(|| Ledger::start(database.clone(), &config.ledger));
+        let registry = crate::packages::open(&config.registry, &config.data_dir, database.pool.clone())?;
+        crate::packages::seed_builtins(&registry).await?;
+        let installs = crate::packages::Installs::load(
+            &database,
+            &registry,
+            &adapters,
+            &config.providers,
+            &config.registry.operator_workspaces,
+        )
+        .await?;
+        crate::packages::installs::load_references(&registry, &adapters, &config.providers).await?;
+        let routes = build_routes(&database, &adapters, &installs.overlay(None)).await?;
+        // Usage events ride on ledger settlements, so metering needs the ledger.
+        let metering = match config.ledger.enabled {
+            true => Metering::new(&config.metering, &config.data_dir, &config.listen)?,
+            false => None,
+        };
+        if let Some(metering) = &metering {
+            metering.start(&database);
+            crate::telemetry::watch_outbox_backlog(metering.backlog_gauge());
+        }
+        let ledger = config.ledger.enabled.then(|| {
+            Ledger::start(
+                database.clone(),
+                &config.ledger,
+                metering.as_ref().map(Metering::recorder),
+            )
+        });
         let upstream = Upstream::new(&config.timeouts)?;
-        Ok(Arc::new(Self {
+        let poll = std::time::Duration::from_millis(config.registry.install_poll_ms);
+        let gateway = Arc::new(Self {
             keys: KeyResolver::new(database.pool.clone()),
             database,
             ledger,
+            metering,
             adapters,
             upstream,
             health: Health::new(config.breaker.clone()),
+            control: crate::control::ControlState::new(&config.control_plane),
+            registry,
+            installs,
             routes: RwLock::new(Arc::new(routes)),
             config,
-        }))
+        });
+        crate::packages::installs::follow(&gateway, poll);
+        Ok(gateway)
     }
 
     /// The routing table for a new request.
@@ -74,15 +111,31 @@ impl Gateway {
     /// Rebuilds the catalog from `config` (providers, prices, keys) and freezes
     /// its prices as a pricing snapshot. Requests already running keep theirs.
     pub async fn reload(&self, config: &Config) -> anyhow::Result<i64> {
-        let routes = build_routes(&self.database, &self.adapters, config).await?;
+        crate::packages::installs::load_references(&self.registry, &self.adapters, &config.providers).await?;
+        self.installs.set_operators(&config.registry.operator_workspaces);
+        let providers = self.installs.overlay(Some(&config.providers));
+        let routes = build_routes(&self.database, &self.adapters, &providers).await?;
+        let snapshot_id = routes.snapshot_id;
+        *self.routes.write().expect("routes lock poisoned") = Arc::new(routes);
+        Ok(snapshot_id)
+    }
+
+    /// Rebuilds the routes from the last configuration with the current
+    /// installs applied (after an install). Requests already running keep theirs.
+    pub async fn rebuild_routes(&self) -> anyhow::Result<i64> {
+        let routes = build_routes(&self.database, &self.adapters, &self.installs.overlay(None)).await?;
         let snapshot_id = routes.snapshot_id;
         *self.routes.write().expect("routes lock poisoned") = Arc::new(routes);
         Ok(snapshot_id)
     }
 }
 
-async fn build_routes(database: &Database, adapters: &Adapters, config: &Config) -> anyhow::Result<Routes> {
-    let catalog = Catalog::build(&config.providers, &|name| std::env::var(name).ok())?;
+async fn build_routes(
+    database: &Database,
+    adapters: &Adapters,
+    providers: &std::collections::BTreeMap<String, crate::config::ProviderConfig>,
+) -> anyhow::Result<Routes> {
+    let catalog = Catalog::build(providers, &|name| std::env::var(name).ok())?;
     for name in catalog.adapter_names() {
         anyhow::ensure!(
             adapters.get(name).is_some(),
@@ -97,12 +150,20 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
     let body_limit = gateway.config.limits.max_body_bytes;
     Router::new()
         .merge(data_plane::routes())
+        .merge(crate::control::routes(&gateway.config.control_plane))
+        .merge(crate::packages::api::routes())
         .route("/healthz", get(|| async { "ok" }))
+        .route(crate::metering::SCHEMA_PATH, get(usage_schema))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn(assign_request_id))
         .with_state(gateway)
+}
+
+/// The JSON Schema that usage events name as their `dataschema`.
+async fn usage_schema() -> Response {
+    ([(header::CONTENT_TYPE, "application/schema+json")], crate::metering::SCHEMA).into_response()
 }
 
 pub async fn serve(
@@ -115,7 +176,8 @@ pub async fn serve(
         .with_context(|| format!("cannot listen on {listen}"))?;
     let address = listener.local_addr()?;
     tracing::info!("tollgate listening on http://{address}");
-    eprintln!("tollgate listening on http://{address}");
+    // The banner goes to stdout: stderr carries only log lines (JSON when piped).
+    println!("tollgate listening on http://{address}");
     let listener = listener.tap_io(|socket| {
         let _ = socket.set_nodelay(true);
     });
@@ -132,7 +194,14 @@ pub struct RequestId(pub Arc<str>);
 async fn assign_request_id(mut request: Request, next: Next) -> Response {
     let id = RequestId(Arc::from(format!("req_{}", uuid::Uuid::now_v7().simple())));
     request.extensions_mut().insert(id.clone());
-    let mut response = next.run(request).await;
+    let span = crate::telemetry::server_span(
+        request.method().as_str(),
+        request.uri().path(),
+        &id.0,
+        request.headers(),
+    );
+    let mut response = tracing::Instrument::instrument(next.run(request), span.clone()).await;
+    span.record("http.response.status_code", i64::from(response.status().as_u16()));
     if !response.headers().contains_key("x-request-id")
         && let Ok(value) = HeaderValue::from_str(&id.0)
     {
@@ -176,6 +245,16 @@ impl FromRequestParts<Arc<Gateway>> for Caller {
             .map(str::trim)
             .ok_or_else(|| reject("The Authorization header must be 'Bearer <API key>'."))?;
         match gateway.keys.resolve(secret).await {
+            // The same role table as the control plane: viewers may not call the data plane.
+            Ok(Some(principal)) if !principal.role.allows(crate::control::permissions::Permission::Inference) => {
+                Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "permission_error",
+                    "permission_denied",
+                    format!("This key's role '{}' may not call the data plane.", principal.role.as_str()),
+                )
+                .with_request_id(&request_id.0))
+            }
             Ok(Some(principal)) => Ok(Caller(principal)),
             Ok(None) => Err(reject("Invalid API key.")),
             Err(e) => {

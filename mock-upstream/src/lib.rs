@@ -7,6 +7,8 @@
 //! # Endpoints
 //! - `POST /v1/chat/completions` (also `/chat/completions`)
 //! - `GET /v1/models` (also `/models`): `small`, `medium`, `large`
+//! - `POST /openai/deployments/{deployment}/chat/completions?api-version=…`:
+//!   Azure OpenAI; the deployment is the model, the key goes in `api-key`
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
 //!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
 //!   `DELETE /__mock/requests` clears them
@@ -63,6 +65,7 @@
 //! For non-streaming requests a cut sends the head and aborts the body.
 //! [`MockOptions::latency_ms`] is added to every request's delay.
 
+mod azure;
 mod directives;
 mod faults;
 mod generate;
@@ -147,6 +150,10 @@ pub fn router(opts: MockOptions) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/chat/completions", post(openai::chat_completions))
+        .route(
+            "/openai/deployments/{deployment}/chat/completions",
+            post(azure::chat_completions),
+        )
         .route("/v1/models", get(openai::models))
         .route("/models", get(openai::models))
         .route("/__mock/requests", get(recorder::list).delete(recorder::clear))

@@ -1,6 +1,20 @@
-//! The package model of the Tollgate component registry: what a package is
-//! called, what kind it is, and how its content is addressed. Storage, the index
-//! and the HTTP API build on these types.
+//! The Tollgate component registry: what a package is called, what kind it is
+//! and how its content is addressed (this file); the manifest (`manifest`), the
+//! component world check (`component`), content-addressed blob storage
+//! (`blobs`), the SQL index (`index`) and the [`Registry`] that ties them
+//! together with the immutability rules (`registry`). The HTTP API lives in the
+//! host.
+
+pub mod blobs;
+pub mod component;
+pub mod index;
+pub mod manifest;
+mod registry;
+
+pub use blobs::{BlobStore, StorageConfig};
+pub use index::{Index, PackageSummary, VersionRecord};
+pub use manifest::{Content, Manifest, ManifestError, Metadata};
+pub use registry::{Published, Registry, RegistryError};
 
 use std::fmt;
 use std::str::FromStr;
@@ -27,8 +41,60 @@ impl PackageKind {
     pub fn wit_world(self) -> Option<&'static str> {
         match self {
             PackageKind::ProviderAdapter => Some("tollgate:provider/provider-adapter@0.1.0"),
-            _ => None,
+            PackageKind::ToolServer => Some("tollgate:tool/tool-server@0.1.0"),
+            PackageKind::Skill => Some("tollgate:skill/skill@0.1.0"),
+            PackageKind::Actor | PackageKind::PromptTemplate | PackageKind::Graph => None,
         }
+    }
+
+    /// The interface a component of this kind must export: how its world shows
+    /// in the component binary.
+    pub fn required_export(self) -> Option<&'static str> {
+        match self {
+            PackageKind::ProviderAdapter => Some("tollgate:provider/adapter@0.1.0"),
+            PackageKind::ToolServer => Some("tollgate:tool/tools@0.1.0"),
+            PackageKind::Skill => Some("tollgate:skill/skill@0.1.0"),
+            PackageKind::Actor | PackageKind::PromptTemplate | PackageKind::Graph => None,
+        }
+    }
+
+    pub const ALL: [PackageKind; 6] = [
+        PackageKind::ProviderAdapter,
+        PackageKind::ToolServer,
+        PackageKind::Skill,
+        PackageKind::Actor,
+        PackageKind::PromptTemplate,
+        PackageKind::Graph,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageKind::Actor => "actor",
+            PackageKind::Skill => "skill",
+            PackageKind::ToolServer => "tool-server",
+            PackageKind::PromptTemplate => "prompt-template",
+            PackageKind::Graph => "graph",
+            PackageKind::ProviderAdapter => "provider-adapter",
+        }
+    }
+}
+
+impl fmt::Display for PackageKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for PackageKind {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        PackageKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == text)
+            .ok_or_else(|| {
+                let known: Vec<&str> = PackageKind::ALL.iter().map(|k| k.as_str()).collect();
+                format!("unknown package kind '{text}' (one of: {})", known.join(", "))
+            })
     }
 }
 
@@ -194,6 +260,10 @@ mod tests {
             serde_json::to_string(&PackageKind::ProviderAdapter).unwrap(),
             "\"provider-adapter\""
         );
-        assert_eq!(PackageKind::ToolServer.wit_world(), None);
+        assert_eq!(PackageKind::Graph.wit_world(), None);
+        for kind in PackageKind::ALL {
+            assert_eq!(kind.to_string().parse::<PackageKind>().unwrap(), kind);
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{kind}\""));
+        }
     }
 }

@@ -64,6 +64,9 @@ id = "small"
 input_price_per_mtok = "0.50"
 output_price_per_mtok = "1.50"
 context_length = 128000
+[providers.azure-openai]
+base_url = "{self.mock_url}?api-version=2024-10-21"
+api_key = "test-key"
 [providers.primary]
 base_url = "{self.mock_url}/v1"
 api_key = "sk-primary"

@@ -8,7 +8,7 @@
 //! exceed it.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::http::StatusCode;
 
@@ -34,6 +34,10 @@ pub struct Bill {
     /// The route an upstream call is waiting on, billed by estimate if the
     /// bill is dropped mid-call.
     in_flight: Option<Arc<ModelRoute>>,
+    /// The request's trace context, for the attempt spans recorded at close.
+    trace_parent: opentelemetry::Context,
+    /// From the answering attempt's start to its first relayed chunk.
+    time_to_first_chunk: Option<Duration>,
 }
 
 /// What the request asks of the wallet.
@@ -93,6 +97,7 @@ impl Bill {
             reserved: worst_case,
             snapshot_id: Some(snapshot_id),
             attempts: "[]".into(),
+            attempt_count: 0,
             started_at_ms: now_ms(),
             duration_ms: 0,
         };
@@ -104,9 +109,14 @@ impl Bill {
             input_bytes: demand.body_bytes as u64,
             started: Instant::now(),
             in_flight: None,
+            trace_parent: crate::telemetry::current_context(),
+            time_to_first_chunk: None,
         };
         let Some(ledger) = ledger else { return Ok(bill) };
-        match ledger.reserve(&caller.workspace_id, worst_case, snapshot_id).await {
+        let reserving = Instant::now();
+        let reserved = ledger.reserve(&caller.workspace_id, worst_case, snapshot_id).await;
+        crate::telemetry::record_reserve_latency(reserving.elapsed());
+        match reserved {
             Ok(hold) => {
                 bill.hold = Some(hold);
                 Ok(bill)
@@ -143,6 +153,12 @@ impl Bill {
 
     pub fn landed(&mut self) {
         self.in_flight = None;
+    }
+
+    /// Notes that the answer's first chunk went out, for the attempt that
+    /// started at `attempt_started` (the first call counts).
+    pub fn first_chunk_sent(&mut self, attempt_started: Instant) {
+        self.time_to_first_chunk.get_or_insert_with(|| attempt_started.elapsed());
     }
 
     pub fn snapshot_id(&self) -> i64 {
@@ -194,6 +210,7 @@ impl Bill {
             metered.cost = metered.cost.min(hold.amount);
         }
         let Some(ledger) = self.ledger.take() else {
+            self.report(trail, outcome, status, metered.cost);
             return metered;
         };
         let usage = metered.usage;
@@ -208,9 +225,11 @@ impl Bill {
         self.log.cached_tokens = usage.and_then(|u| u.cache_read);
         self.log.reasoning_tokens = usage.and_then(|u| u.reasoning);
         self.log.attempts = trail.to_json().to_string();
+        self.log.attempt_count = trail.0.len() as u32;
         self.log.duration_ms = self.started.elapsed().as_millis() as i64;
         let request_id = self.log.request_id.clone();
-        match ledger.settle(self.hold.take(), metered.cost, self.log.clone()).await {
+        let settled = ledger.settle(self.hold.take(), metered.cost, self.log.clone()).await;
+        let billed = match settled {
             Ok(Settled::Posted | Settled::NoHold) => metered,
             Ok(Settled::HoldGone) => {
                 tracing::warn!(%request_id, "reservation expired before settlement; request not billed");
@@ -226,7 +245,51 @@ impl Bill {
                     cost: Nanos::ZERO,
                 }
             }
+        };
+        self.report(trail, outcome, status, billed.cost);
+        billed
+    }
+
+    /// Exports the request's attempt spans and metrics (when exporting), with
+    /// each attempt's own start and end times.
+    fn report(&self, trail: &Trail, outcome: &str, status: Option<u16>, billed: Nanos) {
+        if !crate::telemetry::exporting() {
+            return;
         }
+        let (wall_now, now) = (SystemTime::now(), Instant::now());
+        let last = trail.0.len().saturating_sub(1);
+        let attempts = trail
+            .0
+            .iter()
+            .enumerate()
+            .map(|(index, attempt)| {
+                let ago = trail.ended_at(index).map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+                let ended = wall_now.checked_sub(ago).unwrap_or(wall_now);
+                let usage = attempt.metered.usage;
+                let succeeded = attempt.outcome == "success";
+                crate::telemetry::AttemptRecord {
+                    provider: &attempt.route.provider.id,
+                    response_model: &attempt.route.upstream_model,
+                    started: ended.checked_sub(attempt.latency).unwrap_or(ended),
+                    ended,
+                    error_type: (!succeeded).then_some(attempt.outcome.as_str()),
+                    status: attempt.status,
+                    input_tokens: usage.map(|u| u.input),
+                    output_tokens: usage.map(|u| u.output),
+                    cost_nano: attempt.metered.cost.0,
+                    time_to_first_chunk: self.time_to_first_chunk.filter(|_| index == last && succeeded),
+                }
+            })
+            .collect();
+        crate::telemetry::record(crate::telemetry::RequestRecord {
+            parent: &self.trace_parent,
+            request_id: &self.log.request_id,
+            requested_model: &self.log.model,
+            outcome,
+            status,
+            cost_nano: billed.0,
+            attempts,
+        });
     }
 }
 
@@ -250,6 +313,8 @@ impl Drop for Bill {
             input_bytes: self.input_bytes,
             started: self.started,
             in_flight: None,
+            trace_parent: self.trace_parent.clone(),
+            time_to_first_chunk: self.time_to_first_chunk,
         };
         let in_flight = self.in_flight.take();
         runtime.spawn(async move {

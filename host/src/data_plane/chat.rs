@@ -54,9 +54,12 @@ async fn handle(
             ApiError::invalid_request(format!("Could not read the request body: {rejection}"))
         }
     })?;
+    if gateway.config.telemetry.log_prompts {
+        tracing::info!(body = %String::from_utf8_lossy(&body), "chat request body (telemetry.log_prompts is on)");
+    }
     let envelope = ChatEnvelope::parse(&body)?;
     let routes = gateway.routes();
-    let candidates = resolve_candidates(&routes, &envelope)?;
+    let candidates = resolve_candidates(&routes, &envelope, gateway.ledger.is_some())?;
 
     // Without a caller-set cap the gateway injects its own, so the cost cannot
     // outgrow the reservation.
@@ -171,14 +174,28 @@ async fn handle(
 }
 
 /// `model` followed by the fallbacks, each resolved in the catalog (404 for an
-/// unknown one, before anything is reserved). Duplicates are tried once.
-fn resolve_candidates(routes: &Routes, envelope: &ChatEnvelope<'_>) -> Result<Vec<Arc<ModelRoute>>, ApiError> {
+/// unknown one, before anything is reserved). Duplicates are tried once. With
+/// the wallet ledger on, a model without a price cannot be billed and is refused.
+fn resolve_candidates(
+    routes: &Routes,
+    envelope: &ChatEnvelope<'_>,
+    billing: bool,
+) -> Result<Vec<Arc<ModelRoute>>, ApiError> {
     let mut candidates: Vec<Arc<ModelRoute>> = Vec::with_capacity(1 + envelope.fallbacks.len());
     for (index, name) in std::iter::once(&envelope.model).chain(&envelope.fallbacks).enumerate() {
-        let route = routes.catalog.resolve(name).ok_or_else(|| {
-            let error = ApiError::model_not_found(name);
-            if index == 0 { error } else { error.with_param("models") }
-        })?;
+        let param = |error: ApiError| if index == 0 { error } else { error.with_param("models") };
+        let route = routes
+            .catalog
+            .resolve(name)
+            .ok_or_else(|| param(ApiError::model_not_found(name)))?;
+        if billing && let Some(reason) = route.unpriced_reason() {
+            return Err(param(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "model_unpriced",
+                format!("Model '{name}' cannot be billed: {reason}."),
+            )));
+        }
         if !candidates.iter().any(|c| Arc::ptr_eq(c, route)) {
             candidates.push(route.clone());
         }
@@ -233,9 +250,12 @@ impl Exchange<'_> {
                 .upstream
                 .read_body(provider, response, self.gateway.config.limits.max_upstream_body_bytes)
                 .await?;
-            let translated = session
-                .response(&head, &body)
-                .map_err(|e| exchange_error(self.route, e))?;
+            let translated = {
+                let _span = crate::telemetry::adapter_span(&provider.adapter, "response").entered();
+                session
+                    .response(&head, &body)
+                    .map_err(|e| exchange_error(self.route, e))?
+            };
             let object: Map<String, Value> = serde_json::from_slice(&translated).map_err(|e| {
                 ApiError::from_upstream(
                     &provider.id,
@@ -334,17 +354,12 @@ async fn send_to_upstream(
     body: &[u8],
 ) -> Result<(Session, reqwest::Response), (ApiError, Option<u16>)> {
     let provider = &route.provider;
-    if !provider.is_available() {
-        let hint = provider
-            .api_key_env
-            .as_deref()
-            .map(|env| format!(" (set {env})"))
-            .unwrap_or_default();
+    if let Some(reason) = provider.unavailable_reason() {
         let error = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "api_error",
             "provider_not_configured",
-            format!("provider '{}' has no API key configured{hint}", provider.id),
+            format!("provider '{}' is not configured: {reason}", provider.id),
         );
         return Err((error, None));
     }
@@ -358,7 +373,10 @@ async fn send_to_upstream(
     let mut session = adapter
         .open(ctx, body)
         .map_err(|fault| (ApiError::adapter_fault(&fault), None))?;
-    let outbound = session.request().map_err(|e| (exchange_error(route, e), None))?;
+    let outbound = {
+        let _span = crate::telemetry::adapter_span(&provider.adapter, "request").entered();
+        session.request().map_err(|e| (exchange_error(route, e), None))?
+    };
     let response = gateway.upstream.send(provider, outbound).await.map_err(|e| (e, None))?;
     if response.status().is_success() {
         return Ok((session, response));

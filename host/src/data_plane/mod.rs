@@ -3,8 +3,10 @@
 mod billing;
 mod chat;
 mod envelope;
+mod framing;
 mod models;
 mod provenance;
+pub mod sigv4;
 mod stream;
 pub mod upstream;
 

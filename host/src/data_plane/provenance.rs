@@ -3,7 +3,7 @@
 //! the streamed paths so both report the same facts the same way.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -64,12 +64,19 @@ pub struct Attempt {
 }
 
 /// Every attempt of a request, in order: `service.attempts` and the request log.
+/// The second field stamps when each attempt was pushed (it ended), for its span.
 #[derive(Clone, Debug, Default)]
-pub struct Trail(pub Vec<Attempt>);
+pub struct Trail(pub Vec<Attempt>, Vec<Instant>);
 
 impl Trail {
     pub fn push(&mut self, attempt: Attempt) {
         self.0.push(attempt);
+        self.1.push(Instant::now());
+    }
+
+    /// When attempt `index` ended (was pushed).
+    pub fn ended_at(&self, index: usize) -> Option<Instant> {
+        self.1.get(index).copied()
     }
 
     /// Usage and cost over all attempts.
@@ -87,6 +94,7 @@ impl Trail {
                     json!({
                         "provider": attempt.route.provider.id,
                         "model": attempt.route.upstream_model,
+                        "adapter": attempt.route.provider.adapter,
                         "outcome": attempt.outcome,
                         "status": attempt.status,
                         "latency_ms": attempt.latency.as_millis() as u64,

@@ -13,7 +13,6 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::{BufMut, BytesMut};
-use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -25,7 +24,7 @@ use super::provenance::{Attempt, Metered, Provenance, Trail, render};
 use super::upstream::error_chain;
 use crate::catalog::ModelRoute;
 use crate::error::ApiError;
-use crate::plugins::{CallContext, Event, Session};
+use crate::plugins::{CallContext, Session};
 use crate::server::{Gateway, RequestId};
 
 /// What a stream needs to continue on another candidate after a mid-stream failure.
@@ -262,7 +261,7 @@ impl Pump {
     async fn relay(&mut self, upstream: reqwest::Response) -> Result<Vec<Vec<u8>>, Stop> {
         let provider = self.route.provider.id.clone();
         let idle = self.gateway.upstream.idle_timeout();
-        let mut events = upstream.bytes_stream().eventsource().ready_chunks(MAX_BATCH);
+        let mut events = super::framing::events(upstream).ready_chunks(MAX_BATCH);
         let mut batch = Vec::with_capacity(MAX_BATCH);
         loop {
             let next = tokio::time::timeout(idle, events.next()).await;
@@ -280,10 +279,7 @@ impl Pump {
             let mut broken = None;
             for item in received {
                 match item {
-                    Ok(event) => batch.push(Event {
-                        name: (event.event != "message").then_some(event.event),
-                        data: event.data.into_bytes(),
-                    }),
+                    Ok(event) => batch.push(event),
                     Err(e) => {
                         broken = Some(ApiError::upstream_unreachable(
                             &provider,
@@ -310,6 +306,7 @@ impl Pump {
                         write_chunk(&mut frame, &provider, chunk);
                     }
                     self.send(frame.freeze()).await?;
+                    self.bill.first_chunk_sent(self.started);
                 }
             }
             if let Some(error) = broken {

@@ -123,15 +123,15 @@ impl Upstream {
             (AuthSlot::Query(param), Some(key)) => {
                 url.query_pairs_mut().append_pair(param, key);
             }
-            (AuthSlot::AwsSigv4(_), Some(_)) => {
-                return Err(bad(
-                    "the adapter asked for AWS SigV4 signing, which this build does not provide yet".into(),
-                ));
-            }
+            // Signed below, once the request is final.
+            (AuthSlot::AwsSigv4(_), Some(_)) => {}
         }
         let mut request = reqwest::Request::new(method, url);
         *request.headers_mut() = headers;
         *request.body_mut() = Some(outbound.body.into());
+        if let (AuthSlot::AwsSigv4(service), Some(key)) = (&outbound.auth, secret) {
+            super::sigv4::sign_request(&mut request, service, key, std::time::SystemTime::now()).map_err(bad)?;
+        }
         Ok(request)
     }
 }

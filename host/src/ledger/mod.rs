@@ -92,10 +92,12 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Starts the writer and the expiry sweeper on the current runtime.
-    pub fn start(database: Database, config: &LedgerConfig) -> Self {
+    /// Starts the writer and the expiry sweeper on the current runtime. With
+    /// `metering`, every settlement also writes its usage event to the outbox,
+    /// in the same transaction.
+    pub fn start(database: Database, config: &LedgerConfig, metering: Option<crate::metering::Recorder>) -> Self {
         let (commands, receiver) = mpsc::channel(4096);
-        tokio::spawn(writer::run(database.clone(), receiver, config.max_batch.max(1)));
+        tokio::spawn(writer::run(database.clone(), receiver, config.max_batch.max(1), metering));
         tokio::spawn(sweeper::run(
             database,
             Duration::from_millis(config.sweep_interval_ms.max(10)),

@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{Hold, ReserveError, Settled};
 use crate::db::{Database, now_ms};
+use crate::metering::Recorder;
 use crate::money::Nanos;
 
 type Tx = Transaction<'static, Any>;
@@ -48,6 +49,8 @@ pub struct RequestLogRow {
     pub snapshot_id: Option<i64>,
     /// JSON array, as in `service.attempts`.
     pub attempts: String,
+    /// How many upstream attempts `attempts` lists.
+    pub attempt_count: u32,
     pub started_at_ms: i64,
     pub duration_ms: i64,
 }
@@ -57,7 +60,12 @@ enum Outcome {
     Settle(Settled),
 }
 
-pub async fn run(database: Database, mut receiver: mpsc::Receiver<Command>, max_batch: usize) {
+pub async fn run(
+    database: Database,
+    mut receiver: mpsc::Receiver<Command>,
+    max_batch: usize,
+    metering: Option<Recorder>,
+) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = receiver.recv().await {
         batch.push(first);
@@ -67,14 +75,14 @@ pub async fn run(database: Database, mut receiver: mpsc::Receiver<Command>, max_
                 Err(_) => break,
             }
         }
-        match commit(&database, &batch).await {
-            Ok(outcomes) => reply_all(batch.drain(..), outcomes),
+        match commit(&database, &batch, metering.as_ref()).await {
+            Ok(outcomes) => reply_all(batch.drain(..), outcomes, metering.as_ref()),
             Err(error) if batch.len() == 1 => fail(batch.pop().expect("one command"), &error),
             Err(error) => {
                 tracing::warn!(%error, size = batch.len(), "ledger batch failed; retrying its commands one by one");
                 for command in batch.drain(..) {
-                    match commit(&database, std::slice::from_ref(&command)).await {
-                        Ok(outcomes) => reply_all(std::iter::once(command), outcomes),
+                    match commit(&database, std::slice::from_ref(&command), metering.as_ref()).await {
+                        Ok(outcomes) => reply_all(std::iter::once(command), outcomes, metering.as_ref()),
                         Err(error) => fail(command, &error),
                     }
                 }
@@ -83,7 +91,7 @@ pub async fn run(database: Database, mut receiver: mpsc::Receiver<Command>, max_
     }
 }
 
-async fn commit(database: &Database, commands: &[Command]) -> sqlx::Result<Vec<Outcome>> {
+async fn commit(database: &Database, commands: &[Command], metering: Option<&Recorder>) -> sqlx::Result<Vec<Outcome>> {
     let mut tx = database.begin_write().await?;
     let mut outcomes = Vec::with_capacity(commands.len());
     for command in commands {
@@ -92,7 +100,7 @@ async fn commit(database: &Database, commands: &[Command]) -> sqlx::Result<Vec<O
                 hold, expires_at_ms, ..
             } => Outcome::Reserve(reserve(&mut tx, hold, *expires_at_ms).await?),
             Command::Settle { hold, amount, log, .. } => {
-                Outcome::Settle(settle(&mut tx, hold.as_ref(), *amount, log).await?)
+                Outcome::Settle(settle(&mut tx, hold.as_ref(), *amount, log, metering).await?)
             }
         });
     }
@@ -100,7 +108,12 @@ async fn commit(database: &Database, commands: &[Command]) -> sqlx::Result<Vec<O
     Ok(outcomes)
 }
 
-fn reply_all(commands: impl Iterator<Item = Command>, outcomes: Vec<Outcome>) {
+fn reply_all(commands: impl Iterator<Item = Command>, outcomes: Vec<Outcome>, metering: Option<&Recorder>) {
+    if let Some(metering) = metering
+        && outcomes.iter().any(|o| matches!(o, Outcome::Settle(_)))
+    {
+        metering.wake();
+    }
     for (command, outcome) in commands.zip(outcomes) {
         match (command, outcome) {
             (Command::Reserve { reply, .. }, Outcome::Reserve(result)) => {
@@ -174,7 +187,13 @@ async fn reserve(tx: &mut Tx, hold: &Hold, expires_at_ms: i64) -> sqlx::Result<R
     Ok(Ok(()))
 }
 
-async fn settle(tx: &mut Tx, hold: Option<&Hold>, amount: Nanos, log: &RequestLogRow) -> sqlx::Result<Settled> {
+async fn settle(
+    tx: &mut Tx,
+    hold: Option<&Hold>,
+    amount: Nanos,
+    log: &RequestLogRow,
+    metering: Option<&Recorder>,
+) -> sqlx::Result<Settled> {
     let now = now_ms();
     let settled = match hold {
         None => Settled::NoHold,
@@ -240,6 +259,9 @@ async fn settle(tx: &mut Tx, hold: Option<&Hold>, amount: Nanos, log: &RequestLo
         ),
     };
     write_log(tx, log, billed, &outcome, hold.map(|h| h.id.as_str())).await?;
+    if let Some(metering) = metering {
+        metering.record(tx, log, billed, &outcome, now).await?;
+    }
     Ok(settled)
 }
 

@@ -9,10 +9,11 @@ mod cache;
 mod engine;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use arc_swap::ArcSwap;
 
 pub use adapter::{
     AdapterError, AdapterFault, AuthSlot, CallContext, ErrorClass, Event, ExchangeError, LoadedAdapter,
@@ -26,10 +27,21 @@ mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_adapters.rs"));
 }
 
-/// Loaded adapters by name. The engine lives as long as any adapter compiled
-/// with it (each `InstancePre` holds it), and so does its epoch ticker.
+/// Every built-in adapter component: (name, bytes), compiled into the binary.
+pub fn builtin_components() -> &'static [(&'static str, &'static [u8])] {
+    builtin::BUILTIN_ADAPTERS
+}
+
+/// Loaded adapters by name: built-ins and configured files by their plain name,
+/// registry installs by `namespace/name@version`. New adapters are added
+/// without a restart by swapping in a new map; nothing is ever removed, so a
+/// request that resolved a name keeps finding the same adapter. A lookup is
+/// one atomic load. The engine lives as long as any adapter compiled with it
+/// (each `InstancePre` holds it), and so does its epoch ticker.
 pub struct Adapters {
-    by_name: HashMap<String, Arc<LoadedAdapter>>,
+    by_name: ArcSwap<HashMap<String, Arc<LoadedAdapter>>>,
+    engine: PluginEngine,
+    cache_dir: PathBuf,
 }
 
 impl Adapters {
@@ -52,10 +64,31 @@ impl Adapters {
                 .with_context(|| format!("adapter '{name}' from {}", path.display()))?;
             by_name.insert(name.clone(), Arc::new(adapter));
         }
-        Ok(Self { by_name })
+        Ok(Self {
+            by_name: ArcSwap::from_pointee(by_name),
+            engine,
+            cache_dir: cache_dir.to_path_buf(),
+        })
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<LoadedAdapter>> {
-        self.by_name.get(name)
+    pub fn get(&self, name: &str) -> Option<Arc<LoadedAdapter>> {
+        self.by_name.load().get(name).cloned()
+    }
+
+    /// Compiles (or takes from the cache) `bytes` and makes it available as
+    /// `name` for new lookups. A name already loaded is kept as it is: names of
+    /// registry installs carry their version, and versions are immutable.
+    /// Blocking (compiling takes a while): call it off the async workers.
+    pub fn add(&self, name: &str, bytes: &[u8]) -> anyhow::Result<Arc<LoadedAdapter>> {
+        if let Some(loaded) = self.get(name) {
+            return Ok(loaded);
+        }
+        let adapter = Arc::new(LoadedAdapter::load(&self.engine, name, bytes, &self.cache_dir)?);
+        self.by_name.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            next.entry(name.to_string()).or_insert_with(|| adapter.clone());
+            next
+        });
+        Ok(self.get(name).expect("just added"))
     }
 }

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes, to_bytes};
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -24,7 +25,7 @@ use crate::faults::{Faults, StreamFault};
 use crate::sse::{Playback, abort_after_flush};
 
 /// Large enough for long conversations with big tool schemas.
-const MAX_BODY: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
 
 const MODELS: &str = r#"{"object":"list","data":[{"id":"small","object":"model","created":0,"owned_by":"mock"},{"id":"medium","object":"model","created":0,"owned_by":"mock"},{"id":"large","object":"model","created":0,"owned_by":"mock"}]}"#;
 
@@ -40,10 +41,17 @@ pub async fn chat_completions(State(app): State<Shared>, request: Request) -> Re
             None,
         );
     };
-    // The recorder takes the request head by value: no header copies.
     let authorized = app.authorized(&parts.headers);
+    chat(app, parts, body.clone(), body, authorized).await
+}
+
+/// The chat handler once the body is read: `recorded` is the body as received,
+/// `body` the one answered (Azure's deployment routes add `model` from the
+/// URL), `authorized` the route's own credential check.
+pub(crate) async fn chat(app: Shared, parts: Parts, recorded: Bytes, body: Bytes, authorized: bool) -> Response {
+    // The recorder takes the request head by value: no header copies.
     app.count_chat_request();
-    app.recorder.record(parts, body.clone());
+    app.recorder.record(parts, recorded);
     sleep(app.latency()).await;
     if !authorized {
         return error::invalid_api_key();

@@ -1,0 +1,130 @@
+//! The one role → permission table. Both planes ask it: the data plane before a
+//! chat request (`Inference`), the control plane before every operation. The table
+//! is documented in docs/control-plane.md; keep the two in step.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Owner,
+    Admin,
+    Developer,
+    Viewer,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    /// Call the data plane (`/v1/chat/completions`, `/v1/models`).
+    Inference,
+    WorkspaceRead,
+    WorkspaceRename,
+    WorkspaceDelete,
+    NamespaceRead,
+    NamespaceWrite,
+    MemberRead,
+    MemberWrite,
+    KeyRead,
+    KeyWrite,
+    BillingRead,
+    UsageRead,
+}
+
+impl Permission {
+    pub const ALL: [Permission; 12] = [
+        Permission::Inference,
+        Permission::WorkspaceRead,
+        Permission::WorkspaceRename,
+        Permission::WorkspaceDelete,
+        Permission::NamespaceRead,
+        Permission::NamespaceWrite,
+        Permission::MemberRead,
+        Permission::MemberWrite,
+        Permission::KeyRead,
+        Permission::KeyWrite,
+        Permission::BillingRead,
+        Permission::UsageRead,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Inference => "inference",
+            Permission::WorkspaceRead => "workspace.read",
+            Permission::WorkspaceRename => "workspace.rename",
+            Permission::WorkspaceDelete => "workspace.delete",
+            Permission::NamespaceRead => "namespace.read",
+            Permission::NamespaceWrite => "namespace.write",
+            Permission::MemberRead => "member.read",
+            Permission::MemberWrite => "member.write",
+            Permission::KeyRead => "key.read",
+            Permission::KeyWrite => "key.write",
+            Permission::BillingRead => "billing.read",
+            Permission::UsageRead => "usage.read",
+        }
+    }
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Owner, Role::Admin, Role::Developer, Role::Viewer];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Owner => "owner",
+            Role::Admin => "admin",
+            Role::Developer => "developer",
+            Role::Viewer => "viewer",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+
+    /// The table. Owners may do everything; admins everything but deleting the
+    /// workspace; developers use the gateway and manage keys and namespaces;
+    /// viewers only read.
+    pub fn allows(self, permission: Permission) -> bool {
+        use Permission::*;
+        match self {
+            Role::Owner => true,
+            Role::Admin => permission != WorkspaceDelete,
+            Role::Developer => matches!(
+                permission,
+                Inference
+                    | WorkspaceRead
+                    | NamespaceRead
+                    | NamespaceWrite
+                    | MemberRead
+                    | KeyRead
+                    | KeyWrite
+                    | BillingRead
+                    | UsageRead
+            ),
+            Role::Viewer => matches!(
+                permission,
+                WorkspaceRead | NamespaceRead | MemberRead | KeyRead | BillingRead | UsageRead
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_are_ordered_by_what_they_allow() {
+        for permission in Permission::ALL {
+            let allowed: Vec<bool> = Role::ALL.iter().map(|r| r.allows(permission)).collect();
+            // Each role allows a subset of the one above it.
+            for pair in allowed.windows(2) {
+                assert!(pair[0] || !pair[1], "{permission:?}: {allowed:?}");
+            }
+        }
+        assert!(!Role::Viewer.allows(Permission::Inference));
+        assert!(!Role::Admin.allows(Permission::WorkspaceDelete));
+        assert!(Role::Developer.allows(Permission::KeyWrite));
+        assert!(!Role::Developer.allows(Permission::MemberWrite));
+    }
+}

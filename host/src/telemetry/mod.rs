@@ -1,0 +1,207 @@
+//! Logs, traces and metrics.
+//!
+//! - **Logs** go to stderr, as JSON lines when stderr is not a terminal (text
+//!   when it is; `TOLLGATE_LOG_FORMAT=json|text` overrides). Lines logged while
+//!   serving a request carry its `request_id` through the server span. `RUST_LOG`
+//!   selects levels (default `info`). Prompts are never logged unless
+//!   `telemetry.log_prompts` is on.
+//! - **Traces and metrics** are exported over OTLP/HTTP (protobuf) when the
+//!   standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal
+//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `…_METRICS_ENDPOINT`) is set; the
+//!   exporter reads the other `OTEL_*` variables itself. With none set nothing
+//!   is built, and the request path skips all span and metric work
+//!   ([`exporting`]). Inbound `traceparent` headers are honoured.
+//!
+//! Per request: a server span (`server_span`), an `adapter <name>` span around
+//! the request translation, and, when the request settles, one `chat <model>`
+//! client span per upstream attempt plus the GenAI metrics ([`record`]).
+
+mod record;
+pub mod semconv;
+
+use std::io::IsTerminal;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use opentelemetry::global;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use serde::{Deserialize, Serialize};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{EnvFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+pub use record::{AttemptRecord, RequestRecord, record, record_reserve_latency, watch_outbox_backlog};
+
+/// `[telemetry]` configuration; OTLP itself is configured by `OTEL_*` variables.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// Log each chat request body (prompts!) at info level. Off by default:
+    /// prompts are customer data.
+    pub log_prompts: bool,
+}
+
+/// The span target of everything exported; logs do not repeat these spans.
+pub const SPAN_TARGET: &str = "tollgate::otel";
+
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+static PROVIDERS: OnceLock<(Option<SdkTracerProvider>, Option<SdkMeterProvider>)> = OnceLock::new();
+
+/// Whether traces or metrics are being exported; when not, callers skip
+/// building spans and attributes.
+pub fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
+
+/// Sets up logging and, when configured, OTLP export. Call once, before the
+/// async runtime starts (the exporters' HTTP clients are blocking ones, run on
+/// their own threads).
+pub fn init() {
+    let tracer_provider = otlp_configured("TRACES").then(build_tracer_provider).flatten();
+    let meter_provider = otlp_configured("METRICS").then(build_meter_provider).flatten();
+    global::set_text_map_propagator(TraceContextPropagator::new());
+    if let Some(provider) = &tracer_provider {
+        global::set_tracer_provider(provider.clone());
+    }
+    if let Some(provider) = &meter_provider {
+        global::set_meter_provider(provider.clone());
+    }
+    EXPORTING.store(tracer_provider.is_some() || meter_provider.is_some(), Ordering::Relaxed);
+
+    let filter = || {
+        EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,wasmtime=warn,cranelift=warn"))
+    };
+    // Exported spans are for the collector, not the log.
+    let not_exported = || tracing_subscriber::filter::filter_fn(|meta| meta.target() != SPAN_TARGET);
+    let json = match std::env::var("TOLLGATE_LOG_FORMAT").as_deref() {
+        Ok("json") => true,
+        Ok("text") => false,
+        _ => !std::io::stderr().is_terminal(),
+    };
+    let log_layer = if json {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .with_filter(filter())
+            .with_filter(not_exported())
+            .boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(filter())
+            .with_filter(not_exported())
+            .boxed()
+    };
+    let otel_layer = tracer_provider.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("tollgate"))
+            .with_filter(Targets::new().with_target("tollgate", tracing::Level::INFO))
+    });
+    let _ = tracing_subscriber::registry().with(log_layer).with(otel_layer).try_init();
+    let _ = PROVIDERS.set((tracer_provider, meter_provider));
+}
+
+/// Flushes and stops the exporters. Call after the runtime has stopped.
+pub fn shutdown() {
+    if let Some((traces, metrics)) = PROVIDERS.get() {
+        if let Some(provider) = traces {
+            let _ = provider.shutdown();
+        }
+        if let Some(provider) = metrics {
+            let _ = provider.shutdown();
+        }
+    }
+}
+
+/// The span a request is served in. Its parent is the caller's `traceparent`,
+/// if any.
+pub fn server_span(method: &str, path: &str, request_id: &str, headers: &http::HeaderMap) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: "tollgate::http",
+        "request",
+        otel.name = %format_args!("{method} {path}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        url.path = %path,
+        request_id = %request_id,
+        http.response.status_code = tracing::field::Empty,
+    );
+    if exporting() {
+        let parent = global::get_text_map_propagator(|propagator| {
+            propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
+        });
+        let _ = span.set_parent(parent);
+    }
+    span
+}
+
+/// The span around one adapter call.
+pub fn adapter_span(adapter: &str, call: &'static str) -> tracing::Span {
+    if !exporting() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "adapter",
+        otel.name = %format_args!("adapter {adapter} {call}"),
+        otel.kind = "internal",
+        tollgate.adapter = %adapter,
+    )
+}
+
+/// The current span's OpenTelemetry context, to parent spans recorded later.
+pub fn current_context() -> opentelemetry::Context {
+    if !exporting() {
+        return opentelemetry::Context::new();
+    }
+    tracing::Span::current().context()
+}
+
+/// True when `OTEL_EXPORTER_OTLP_ENDPOINT` or the signal's own endpoint is set
+/// and the SDK is not disabled.
+fn otlp_configured(signal: &str) -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    let disabled = std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")))
+}
+
+fn resource() -> Resource {
+    Resource::builder().with_service_name("tollgate").build()
+}
+
+fn build_tracer_provider() -> Option<SdkTracerProvider> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+        .map_err(|e| eprintln!("warning: OTLP trace export disabled: {e}"))
+        .ok()?;
+    Some(
+        SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource())
+            .build(),
+    )
+}
+
+fn build_meter_provider() -> Option<SdkMeterProvider> {
+    let exporter = opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .build()
+        .map_err(|e| eprintln!("warning: OTLP metric export disabled: {e}"))
+        .ok()?;
+    Some(
+        SdkMeterProvider::builder()
+            .with_periodic_exporter(exporter)
+            .with_resource(resource())
+            .build(),
+    )
+}

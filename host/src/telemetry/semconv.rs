@@ -1,0 +1,32 @@
+//! Attribute and metric names. The GenAI ones follow the OpenTelemetry GenAI
+//! semantic conventions; they are defined here because the upstream constants
+//! are deprecated while the conventions are in development.
+
+pub const GEN_AI_OPERATION_NAME: &str = "gen_ai.operation.name";
+pub const GEN_AI_PROVIDER_NAME: &str = "gen_ai.provider.name";
+pub const GEN_AI_REQUEST_MODEL: &str = "gen_ai.request.model";
+pub const GEN_AI_RESPONSE_MODEL: &str = "gen_ai.response.model";
+pub const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+pub const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+pub const GEN_AI_TOKEN_TYPE: &str = "gen_ai.token.type";
+/// Seconds from the attempt's start to its first streamed chunk.
+pub const GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: &str = "gen_ai.response.time_to_first_chunk";
+pub const ERROR_TYPE: &str = "error.type";
+pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
+
+/// The operation every chat-completions attempt reports.
+pub const OPERATION_CHAT: &str = "chat";
+
+pub const TOLLGATE_REQUEST_ID: &str = "tollgate.request.id";
+pub const TOLLGATE_OUTCOME: &str = "tollgate.outcome";
+pub const TOLLGATE_ATTEMPT: &str = "tollgate.attempt";
+pub const TOLLGATE_COST_NANO_USD: &str = "tollgate.cost.nano_usd";
+pub const TOLLGATE_ADAPTER: &str = "tollgate.adapter";
+
+pub const METRIC_TOKEN_USAGE: &str = "gen_ai.client.token.usage";
+pub const METRIC_OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
+pub const METRIC_TIME_TO_FIRST_CHUNK: &str = "gen_ai.client.operation.time_to_first_chunk";
+pub const METRIC_REQUESTS: &str = "tollgate.requests";
+pub const METRIC_COST: &str = "tollgate.cost";
+pub const METRIC_RESERVE_DURATION: &str = "tollgate.ledger.reserve.duration";
+pub const METRIC_OUTBOX_BACKLOG: &str = "tollgate.metering.outbox.backlog";

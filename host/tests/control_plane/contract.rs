@@ -1,0 +1,217 @@
+//! The contract: every op gives the same result through SendMessage and through
+//! its extension method (on SQLite and Postgres).
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::common::{Gateway, standard_config, start_mock};
+use super::helpers::*;
+
+fn normalize(value: &Value, seen: &mut HashMap<String, usize>, world: &str) -> Value {
+    match value {
+        Value::String(s) => {
+            let generated = s.starts_with("tg_live_")
+                || s.split_once('_').is_some_and(|(prefix, rest)| {
+                    !prefix.is_empty()
+                        && prefix.bytes().all(|b| b.is_ascii_lowercase())
+                        && rest.len() == 32
+                        && rest.bytes().all(|b| b.is_ascii_hexdigit())
+                });
+            if generated {
+                let next = seen.len();
+                json!(format!("<id {}>", seen.entry(s.clone()).or_insert(next)))
+            } else if s.contains('\'') {
+                // Ids quoted inside an error message.
+                let pieces: Vec<String> = s
+                    .split('\'')
+                    .map(|piece| match normalize(&json!(piece), seen, world) {
+                        Value::String(p) => p,
+                        _ => unreachable!(),
+                    })
+                    .collect();
+                json!(pieces.join("'"))
+            } else {
+                json!(s.replace(world, "<world>"))
+            }
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| normalize(v, seen, world)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let timing = k.ends_with("_at") || k.ends_with("_ms");
+                    let v = if timing && !v.is_null() {
+                        json!("<time>")
+                    } else {
+                        normalize(v, seen, world)
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Runs the whole op script in a fresh world through one path; returns the
+/// normalized outcomes in order.
+async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, Value)> {
+    let run = |key: Option<String>, op: &'static str, params: Value| {
+        let key = key.clone();
+        async move {
+            if via_send {
+                send(gateway, key.as_deref(), op, params).await
+            } else {
+                method(gateway, key.as_deref(), op, params).await
+            }
+        }
+    };
+    let mut log: Vec<(String, OpResult)> = Vec::new();
+    let email = format!("owner-{world}@example.com");
+    let account = run(None, "accounts.signup", json!({"name": "Owner", "email": email})).await;
+    log.push(("accounts.signup".into(), account.clone()));
+    let account = account.unwrap();
+    let key = Some(account["api_key"].as_str().unwrap().to_string());
+    let helper = signup(gateway, &format!("helper-{world}@example.com")).await;
+    gateway.admin(&[
+        "credit",
+        "--workspace",
+        account["workspace_id"].as_str().unwrap(),
+        "--usd",
+        "5",
+    ]);
+    let (status, _, chat) = chat_with(gateway, key.as_deref().unwrap()).await;
+    assert_eq!(status, 200, "{chat}");
+    let request_id = chat["service"]["request_id"].clone();
+
+    let second = run(key.clone(), "workspaces.create", json!({"name": "second"})).await;
+    let second_id = second.as_ref().unwrap()["workspace_id"].clone();
+    log.push(("workspaces.create".into(), second));
+    let steps: Vec<(&'static str, Value)> = vec![
+        ("workspaces.list", json!({})),
+        ("workspaces.get", json!({})),
+        (
+            "workspaces.rename",
+            json!({"workspace_id": second_id, "name": "renamed"}),
+        ),
+        ("namespaces.create", json!({"name": "team"})),
+        ("namespaces.create", json!({"name": "team"})),
+        ("namespaces.create", json!({"name": "Bad Name"})),
+        ("namespaces.list", json!({})),
+        (
+            "members.add",
+            json!({"email": format!("helper-{world}@example.com"), "role": "developer"}),
+        ),
+        ("members.list", json!({})),
+        ("members.set-role", json!({"user_id": helper.user_id, "role": "viewer"})),
+        ("members.remove", json!({"user_id": helper.user_id})),
+        ("members.remove", json!({"user_id": account["user_id"]})),
+        ("keys.create", json!({"name": "ci"})),
+        ("keys.list", json!({})),
+        ("wallet.get", json!({})),
+        ("usage.list", json!({"limit": 10})),
+        ("requests.get", json!({"request_id": request_id})),
+        ("requests.get", json!({"request_id": "req_missing"})),
+        // Registry namespaces are global: each world publishes in its own.
+        ("namespaces.create", json!({"name": format!("pkg-{world}")})),
+        ("packages.search", json!({"kind": "provider-adapter", "q": "openai-compatible"})),
+        ("packages.get", json!({"name": "tollgate/openai-compatible"})),
+        ("packages.get", json!({"name": format!("pkg-{world}/nothing")})),
+        ("packages.yank", json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0"})),
+        ("packages.unyank", json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0"})),
+        (
+            "packages.deprecate",
+            json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0", "message": "old"}),
+        ),
+        ("installs.list", json!({})),
+        ("installs.create", json!({"provider": "mock", "package": "tollgate/openai-compatible", "version": "9.9.9"})),
+        ("namespaces.delete", json!({"name": "team"})),
+        ("workspaces.get", json!({"workspace_id": helper.workspace_id})),
+        ("workspaces.delete", json!({"workspace_id": second_id})),
+        ("workspaces.get", json!({"workspace_id": second_id})),
+    ];
+    let mut created_key = None;
+    for (op, params) in steps {
+        let outcome = run(key.clone(), op, params).await;
+        if op == "keys.create" {
+            created_key = outcome.as_ref().ok().map(|k| k["key_id"].clone());
+        }
+        log.push((op.into(), outcome));
+    }
+    let revoked = run(key.clone(), "keys.revoke", json!({"key_id": created_key.unwrap()})).await;
+    log.push(("keys.revoke".into(), revoked));
+    let mut seen = HashMap::new();
+    log.into_iter()
+        .map(|(op, outcome)| {
+            let value = match outcome {
+                Ok(v) => json!({"ok": v}),
+                Err((reason, message)) => json!({"error": reason, "message": message}),
+            };
+            (op, normalize(&value, &mut seen, world))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_op_answers_the_same_through_send_message_and_its_extension_method() {
+    contract(gateway().await).await;
+}
+
+#[tokio::test]
+async fn the_contract_holds_on_postgres() {
+    let Some(schema) = super::common::PgSchema::create().await else {
+        return;
+    };
+    let mock = start_mock(Default::default()).await;
+    let config = format!("database_url = \"{}\"\n{}", schema.url, standard_config(mock, EXTRA));
+    contract(Gateway::start(&config).await).await;
+}
+
+async fn contract(gateway: Gateway) {
+    let by_send = script(&gateway, "alpha", true).await;
+    let by_method = script(&gateway, "beta", false).await;
+    assert_eq!(by_send.len(), by_method.len());
+    for ((op, a), (_, b)) in by_send.iter().zip(&by_method) {
+        assert_eq!(a, b, "{op} differs between SendMessage and its extension method");
+    }
+    // Every registered op ran, and the script exercised successes and errors.
+    let card: Value = reqwest::get(format!("{}/.well-known/agent-card.json", gateway.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ops = card["capabilities"]["extensions"][0]["params"]["operations"]
+        .as_array()
+        .unwrap();
+    for op in ops {
+        let name = op["op"].as_str().unwrap();
+        assert!(
+            by_send.iter().any(|(o, _)| o == name),
+            "the contract script misses {name}"
+        );
+    }
+    let outcome = |op: &str, n: usize| by_send.iter().filter(|(o, _)| o == op).nth(n).unwrap().1.clone();
+    assert_eq!(outcome("namespaces.create", 1)["error"], "ALREADY_EXISTS");
+    assert_eq!(outcome("namespaces.create", 2)["error"], "INVALID_PARAMS");
+    assert_eq!(outcome("members.remove", 1)["error"], "FAILED_PRECONDITION");
+    assert_eq!(outcome("requests.get", 1)["error"], "NOT_FOUND");
+    assert_eq!(
+        outcome("workspaces.get", 1)["error"],
+        "NOT_FOUND",
+        "another user's workspace is hidden"
+    );
+    assert_eq!(
+        outcome("workspaces.get", 2)["error"],
+        "NOT_FOUND",
+        "a deleted workspace is gone"
+    );
+    let trace = &outcome("requests.get", 0)["ok"];
+    assert_eq!(trace["outcome"], "success", "{trace}");
+    assert!(trace["attempts"].is_array(), "{trace}");
+    assert_eq!(outcome("usage.list", 0)["ok"]["entries"].as_array().unwrap().len(), 1);
+    assert_eq!(outcome("wallet.get", 0)["ok"]["plan"], "free");
+    assert_eq!(outcome("packages.get", 0)["ok"]["name"], "tollgate/openai-compatible");
+    assert_eq!(outcome("packages.yank", 0)["error"], "NOT_FOUND");
+    assert_eq!(outcome("installs.create", 0)["error"], "PERMISSION_DENIED", "only operators install");
+}

@@ -1,0 +1,206 @@
+//! The permission matrix and key lifecycle as the data plane sees it.
+
+use serde_json::{Value, json};
+
+use super::helpers::*;
+
+/// Expected outcome of each workspace op for owner, admin, developer, viewer
+/// (the table in docs/control-plane.md, written out independently).
+const MATRIX: &[(&str, [bool; 4])] = &[
+    ("workspaces.get", [true, true, true, true]),
+    ("workspaces.rename", [true, true, false, false]),
+    ("namespaces.create", [true, true, true, false]),
+    ("namespaces.list", [true, true, true, true]),
+    // Registry writes need namespace.write in a workspace owning the namespace.
+    ("packages.yank", [true, true, true, false]),
+    ("packages.unyank", [true, true, true, false]),
+    ("packages.deprecate", [true, true, true, false]),
+    ("namespaces.delete", [true, true, true, false]),
+    ("members.add", [true, true, false, false]),
+    ("members.list", [true, true, true, true]),
+    ("members.set-role", [true, true, false, false]),
+    ("members.remove", [true, true, false, false]),
+    ("keys.create", [true, true, true, false]),
+    ("keys.list", [true, true, true, true]),
+    ("keys.revoke", [true, true, true, false]),
+    ("wallet.get", [true, true, true, true]),
+    ("usage.list", [true, true, true, true]),
+    ("requests.get", [true, true, true, true]),
+    // Last: only the owner may, and then the workspace is gone.
+    ("workspaces.delete", [true, false, false, false]),
+];
+
+fn matrix_params(op: &str, role: &str, workspace_id: &str) -> Value {
+    let mut params = match op {
+        "workspaces.rename" => json!({"name": format!("by-{role}")}),
+        "namespaces.create" => json!({"name": format!("ns-{role}")}),
+        "namespaces.delete" => json!({"name": "missing"}),
+        "members.add" => json!({"email": "nobody@example.com", "role": "viewer"}),
+        "members.set-role" => json!({"user_id": "user_missing", "role": "viewer"}),
+        "members.remove" => json!({"user_id": "user_missing"}),
+        "keys.create" => json!({"name": format!("by-{role}")}),
+        "keys.revoke" => json!({"key_id": "key_missing"}),
+        "requests.get" => json!({"request_id": "req_missing"}),
+        // ns-developer exists by now (namespaces.create ran for each role).
+        "packages.yank" | "packages.unyank" => json!({"name": "ns-developer/nothing", "version": "1.0.0"}),
+        "packages.deprecate" => json!({"name": "ns-developer/nothing", "version": "1.0.0", "message": "old"}),
+        _ => json!({}),
+    };
+    params["workspace_id"] = json!(workspace_id);
+    params
+}
+
+#[tokio::test]
+async fn permission_matrix_every_op_every_role_own_and_other_workspace() {
+    let gateway = gateway().await;
+    let owner = signup(&gateway, "owner@matrix.test").await;
+    let workspace = owner.workspace_id.clone();
+    let mut callers = vec![("owner", owner.key.clone())];
+    for role in ["admin", "developer", "viewer"] {
+        let user = signup(&gateway, &format!("{role}@matrix.test")).await;
+        method(
+            &gateway,
+            Some(&owner.key),
+            "members.add",
+            json!({"email": format!("{role}@matrix.test"), "role": role}),
+        )
+        .await
+        .unwrap();
+        callers.push((role, user.key));
+    }
+    let stranger = signup(&gateway, "stranger@matrix.test").await;
+
+    for (op, allowed) in MATRIX {
+        // Owner last, so the owner's workspaces.delete ends the run.
+        for (index, (role, key)) in callers.iter().enumerate().rev() {
+            let outcome = method(&gateway, Some(key), op, matrix_params(op, role, &workspace)).await;
+            match (allowed[index], &outcome) {
+                (true, Ok(_)) => {}
+                (true, Err((reason, message))) => assert!(
+                    reason == "NOT_FOUND" && !message.contains("workspace"),
+                    "{op} as {role}: expected success or a missing object, got {reason}: {message}"
+                ),
+                (false, Err((reason, _))) => assert_eq!(reason, "PERMISSION_DENIED", "{op} as {role}"),
+                (false, Ok(result)) => panic!("{op} as {role} should be denied, got {result}"),
+            }
+        }
+        // A key from another workspace learns nothing, whatever the op.
+        let hidden = method(
+            &gateway,
+            Some(&stranger.key),
+            op,
+            matrix_params(op, "stranger", &workspace),
+        )
+        .await;
+        let (reason, message) = hidden.expect_err(op);
+        assert_eq!(reason, "NOT_FOUND", "{op} from another workspace");
+        assert!(message.contains(&workspace), "{op}: {message}");
+    }
+
+    // Deleting the workspace revoked the keys that lived in it.
+    let (status, _) = post(
+        &gateway,
+        Some(&owner.key),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "workspaces/list"}),
+    )
+    .await;
+    assert_eq!(status, 401);
+    // Ops that need a key but no workspace role, and the one that needs neither.
+    for (role, key) in &callers[1..] {
+        let list = method(&gateway, Some(key), "workspaces.list", json!({})).await.unwrap();
+        assert!(list["workspaces"].is_array(), "{role}");
+        method(&gateway, Some(key), "workspaces.create", json!({"name": "mine"}))
+            .await
+            .unwrap();
+    }
+    for op in ["workspaces.list", "workspaces.create", "keys.list", "wallet.get"] {
+        let params = if op == "workspaces.create" {
+            json!({"name": "x"})
+        } else {
+            json!({})
+        };
+        let (reason, _) = method(&gateway, None, op, params).await.unwrap_err();
+        assert_eq!(reason, "UNAUTHENTICATED", "{op}");
+    }
+}
+
+#[tokio::test]
+async fn control_plane_keys_work_at_once_and_die_at_once() {
+    let gateway = gateway().await;
+    let owner = signup(&gateway, "keys-owner@example.com").await;
+    gateway.admin(&["credit", "--workspace", &owner.workspace_id, "--usd", "5"]);
+    let created = method(&gateway, Some(&owner.key), "keys.create", json!({"name": "ci"}))
+        .await
+        .unwrap();
+    let secret = created["api_key"].as_str().unwrap();
+    assert!(created["hint"].as_str().unwrap().ends_with(&secret[secret.len() - 4..]));
+    let (status, _, body) = chat_with(&gateway, secret).await;
+    assert_eq!(status, 200, "{body}");
+    let listed = method(&gateway, Some(&owner.key), "keys.list", json!({}))
+        .await
+        .unwrap();
+    assert!(
+        !listed.to_string().contains(secret),
+        "keys.list must never show a secret"
+    );
+
+    method(
+        &gateway,
+        Some(&owner.key),
+        "keys.revoke",
+        json!({"key_id": created["key_id"]}),
+    )
+    .await
+    .unwrap();
+    let (status, _, body) = chat_with(&gateway, secret).await;
+    assert_eq!(status, 401, "{body}");
+
+    // A role change reaches the data plane at once too: a viewer may not infer.
+    let dev = signup(&gateway, "keys-dev@example.com").await;
+    method(
+        &gateway,
+        Some(&owner.key),
+        "members.add",
+        json!({"email": "keys-dev@example.com", "role": "developer"}),
+    )
+    .await
+    .unwrap();
+    let dev_key = method(
+        &gateway,
+        Some(&dev.key),
+        "keys.create",
+        json!({"workspace_id": owner.workspace_id}),
+    )
+    .await
+    .unwrap();
+    let dev_secret = dev_key["api_key"].as_str().unwrap();
+    assert_eq!(chat_with(&gateway, dev_secret).await.0, 200);
+    method(
+        &gateway,
+        Some(&owner.key),
+        "members.set-role",
+        json!({"user_id": dev.user_id, "role": "viewer"}),
+    )
+    .await
+    .unwrap();
+    let (status, _, body) = chat_with(&gateway, dev_secret).await;
+    assert_eq!(status, 403, "{body}");
+    method(
+        &gateway,
+        Some(&owner.key),
+        "members.remove",
+        json!({"user_id": dev.user_id}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(chat_with(&gateway, dev_secret).await.0, 401);
+    // A revoked or unknown key on the control plane is refused as a whole.
+    let (status, body) = post(
+        &gateway,
+        Some(secret),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "keys/list"}),
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(rpc_error(&body["error"]).0, "UNAUTHENTICATED");
+}

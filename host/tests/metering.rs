@@ -1,0 +1,282 @@
+//! Usage events through the transactional outbox, against the real binary: a
+//! sink outage loses nothing, a kill -9 loses nothing, events reconcile with the
+//! ledger, NATS JetStream receives one event per request, and the default file
+//! sink writes JSON lines.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use common::{Gateway, PgSchema, nanos, standard_config, start_mock};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// A CloudEvents HTTP sink that can be switched off (503) and on.
+#[derive(Default)]
+struct TestSink {
+    up: AtomicBool,
+    refused: AtomicUsize,
+    received: Mutex<Vec<Value>>,
+}
+
+impl TestSink {
+    async fn start(up: bool) -> (Arc<TestSink>, SocketAddr) {
+        let sink = Arc::new(TestSink::default());
+        sink.up.store(up, Ordering::SeqCst);
+        let app = axum::Router::new()
+            .route("/events", post(receive))
+            .with_state(sink.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (sink, address)
+    }
+
+    fn events(&self) -> Vec<Value> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Waits until events for all of `ids` arrived; returns them by id.
+    async fn wait_for(&self, ids: &BTreeSet<String>, within: Duration) -> BTreeMap<String, Vec<Value>> {
+        let deadline = Instant::now() + within;
+        loop {
+            let mut by_id: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+            for event in self.events() {
+                by_id
+                    .entry(event["id"].as_str().unwrap().to_string())
+                    .or_default()
+                    .push(event);
+            }
+            if ids.iter().all(|id| by_id.contains_key(id)) || Instant::now() > deadline {
+                return by_id;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn receive(State(sink): State<Arc<TestSink>>, headers: HeaderMap, body: String) -> StatusCode {
+    if !sink.up.load(Ordering::SeqCst) {
+        sink.refused.fetch_add(1, Ordering::SeqCst);
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    assert_eq!(headers["content-type"], "application/cloudevents+json");
+    let event: Value = serde_json::from_str(&body).unwrap();
+    sink.received.lock().unwrap().push(event);
+    StatusCode::ACCEPTED
+}
+
+fn metering_config(sinks: &str) -> String {
+    format!(
+        r#"
+[metering]
+retry_base_ms = 100
+retry_max_ms = 400
+lease_ms = 1000
+linger_ms = 5
+poll_interval_ms = 200
+{sinks}
+"#
+    )
+}
+
+fn http_sink(sink: SocketAddr) -> String {
+    format!("[[metering.sinks]]\nkind = \"http\"\nurl = \"http://{sink}/events\"\nmode = \"structured\"\n")
+}
+
+/// Sends `count` requests, `concurrency` at a time; returns the request ids.
+async fn send_requests(gateway: &Gateway, count: usize, concurrency: usize) -> BTreeSet<String> {
+    let requests = (0..count).map(|i| {
+        gateway
+            .post("/v1/chat/completions")
+            .json(&json!({"model": "mock/small", "messages": [{"role": "user", "content": format!("request {i}")}]}))
+            .send()
+    });
+    let responses: Vec<_> = futures_util::stream::iter(requests)
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    responses
+        .into_iter()
+        .map(|response| {
+            let response = response.unwrap();
+            assert_eq!(response.status(), 200);
+            response.headers()["x-request-id"].to_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+fn spent(gateway: &Gateway) -> i64 {
+    100_000_000_000 - nanos(gateway.wallet()["posted_usd"].as_str().unwrap())
+}
+
+fn cost_nano(event: &Value) -> i64 {
+    let data = &event["data"];
+    assert_eq!(nanos(data["cost"].as_str().unwrap()), data["cost_nano"].as_i64().unwrap());
+    data["cost_nano"].as_i64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sink_outage_loses_nothing_and_events_reconcile_with_the_ledger() {
+    let mock = start_mock(Default::default()).await;
+    let (sink, address) = TestSink::start(false).await;
+    let gateway = Gateway::start(&standard_config(mock, &metering_config(&http_sink(address)))).await;
+
+    let ids = send_requests(&gateway, 500, 16).await;
+    assert_eq!(ids.len(), 500);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(sink.events().is_empty(), "the sink was down");
+    assert!(sink.refused.load(Ordering::SeqCst) > 0, "delivery was attempted during the outage");
+
+    sink.up.store(true, Ordering::SeqCst);
+    let by_id = sink.wait_for(&ids, Duration::from_secs(60)).await;
+    let missing: Vec<_> = ids.iter().filter(|id| !by_id.contains_key(*id)).collect();
+    assert!(missing.is_empty(), "{} events never arrived, e.g. {:?}", missing.len(), missing.first());
+    assert_eq!(by_id.len(), 500, "only events of this run's requests");
+    for (id, copies) in &by_id {
+        assert!(copies.iter().all(|c| c == &copies[0]), "redeliveries of {id} differ");
+        let event = &copies[0];
+        assert_eq!(event["type"], "dev.tollgate.usage.v1");
+        assert_eq!(event["subject"], gateway.workspace_id.as_str());
+        assert_eq!(event["data"]["request_id"], id.as_str());
+        assert_eq!(event["data"]["provider"], "mock");
+        assert_eq!(event["data"]["outcome"], "success");
+    }
+    let event_total: i64 = by_id.values().map(|copies| cost_nano(&copies[0])).sum();
+    assert!(event_total > 0);
+    assert_eq!(event_total, spent(&gateway), "Σ event costs = Σ ledger posts");
+    let verified = gateway.admin(&["ledger-verify"]);
+    assert!(verified.contains("verified"), "{verified}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_survive_a_gateway_crash() {
+    let mock = start_mock(Default::default()).await;
+    let (sink, address) = TestSink::start(false).await;
+    let mut gateway = Gateway::start(&standard_config(mock, &metering_config(&http_sink(address)))).await;
+    let ids = send_requests(&gateway, 60, 8).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(sink.events().is_empty());
+    gateway.kill();
+
+    sink.up.store(true, Ordering::SeqCst);
+    let restarted = gateway.another().await;
+    let by_id = sink.wait_for(&ids, Duration::from_secs(30)).await;
+    assert_eq!(by_id.keys().cloned().collect::<BTreeSet<_>>(), ids, "every event after the restart");
+    let event_total: i64 = by_id.values().map(|copies| cost_nano(&copies[0])).sum();
+    assert_eq!(event_total, spent(&restarted));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_gateways_share_a_postgres_outbox() {
+    let Some(schema) = PgSchema::create().await else {
+        return;
+    };
+    let mock = start_mock(Default::default()).await;
+    let (sink, address) = TestSink::start(true).await;
+    let config = format!(
+        "database_url = \"{}\"\n{}",
+        schema.url,
+        standard_config(mock, &metering_config(&http_sink(address)))
+    );
+    let first = Gateway::start(&config).await;
+    let second = first.another().await;
+    let mut ids = send_requests(&first, 40, 8).await;
+    ids.extend(send_requests(&second, 40, 8).await);
+    let by_id = sink.wait_for(&ids, Duration::from_secs(30)).await;
+    assert_eq!(by_id.keys().cloned().collect::<BTreeSet<_>>(), ids);
+    let event_total: i64 = by_id.values().map(|copies| cost_nano(&copies[0])).sum();
+    assert_eq!(event_total, spent(&first));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nats_jetstream_receives_one_event_per_request() {
+    let url = std::env::var("TG_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let client = match async_nats::connect(&url).await {
+        Ok(client) => client,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: no NATS at {url} ({e}); CI runs this test against a real server");
+            return;
+        }
+        Err(e) => panic!("NATS at {url} is required in CI: {e}"),
+    };
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let subject = format!("tollgate.test.{run}");
+    let stream = format!("TGTEST_{run}");
+    let mock = start_mock(Default::default()).await;
+    let sinks = format!("[[metering.sinks]]\nkind = \"nats\"\nurl = \"{url}\"\nsubject = \"{subject}\"\nstream = \"{stream}\"\n");
+    let gateway = Gateway::start(&standard_config(mock, &metering_config(&sinks))).await;
+    let ids = send_requests(&gateway, 25, 5).await;
+
+    let jetstream = async_nats::jetstream::new(client);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let js_stream = loop {
+        match jetstream.get_stream(&stream).await {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("stream {stream} never appeared: {e}"),
+        }
+    };
+    let consumer = js_stream
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < ids.len() && Instant::now() < deadline {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(100)
+            .expires(Duration::from_millis(500))
+            .messages()
+            .await
+            .unwrap();
+        while let Some(message) = batch.next().await {
+            let message = message.unwrap();
+            let event: Value = serde_json::from_slice(&message.payload).unwrap();
+            assert_eq!(message.headers.as_ref().unwrap().get("Nats-Msg-Id").unwrap().as_str(), event["id"].as_str().unwrap());
+            seen.push(event["id"].as_str().unwrap().to_string());
+            message.ack().await.unwrap();
+        }
+    }
+    assert_eq!(seen.len(), ids.len(), "one message per request");
+    assert_eq!(seen.into_iter().collect::<BTreeSet<_>>(), ids);
+    let _ = jetstream.delete_stream(&stream).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_default_sink_writes_json_lines_and_the_schema_is_served() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "[metering]\nlinger_ms = 5\n")).await;
+    let ids = send_requests(&gateway, 5, 5).await;
+    let path = gateway.dir.path().join("data").join("events").join("usage.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut lines = Vec::new();
+    while Instant::now() < deadline {
+        lines = std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect();
+        if lines.len() >= ids.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen: BTreeSet<String> = lines.iter().map(|e| e["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(seen, ids);
+    let schema_url = lines[0]["dataschema"].as_str().unwrap();
+    assert!(schema_url.ends_with("/schemas/usage.v1.json"), "{schema_url}");
+    let schema: Value = gateway.http.get(schema_url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(schema["title"].as_str().unwrap(), "Tollgate usage event data (dev.tollgate.usage.v1)");
+
+}

@@ -1,0 +1,123 @@
+//! The Azure OpenAI adapter: the OpenAI-compatible one with Azure's URL,
+//! auth header and error conventions.
+
+use tollgate_plugin_sdk::json::{RawObject, is_empty_array};
+use tollgate_plugin_sdk::stream::{EventData, event_data};
+use tollgate_plugin_sdk::{
+    Adapter, AdapterError, AuthSlot, CallContext, ErrorClass, Event, OutboundRequest, ResponseHead, Usage, openai,
+};
+
+use crate::openai_compatible::OpenAiCompatible;
+
+/// Used when `base_url` carries no `?api-version=`: the latest GA version of
+/// the Azure OpenAI data-plane API that supports tools, `json_schema` and
+/// streamed usage.
+pub const DEFAULT_API_VERSION: &str = "2024-10-21";
+
+pub struct AzureOpenAi {
+    inner: OpenAiCompatible,
+}
+
+impl AzureOpenAi {
+    /// `{resource}/openai/deployments/{deployment}/chat/completions?api-version=…`,
+    /// keeping any other query parameters of `base_url`.
+    pub fn url(&self) -> Result<String, AdapterError> {
+        let ctx = self.inner.context();
+        let deployment = &ctx.upstream_model;
+        let valid = !deployment.is_empty()
+            && deployment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !valid {
+            return Err(AdapterError::invalid_request(format!(
+                "'{deployment}' is not an Azure deployment name (letters, digits, '-', '_', '.')"
+            )));
+        }
+        let (base, query) = ctx.base_url.split_once('?').unwrap_or((&ctx.base_url, ""));
+        // Accept the resource URL with or without the `/openai` path users copy
+        // from the Azure portal.
+        let base = base.trim_end_matches('/');
+        let base = base.strip_suffix("/openai").unwrap_or(base);
+        let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+        if !params.iter().any(|p| p.starts_with("api-version=")) {
+            params.insert(0, "api-version=");
+        }
+        let query: Vec<String> = params
+            .into_iter()
+            .map(|p| match p {
+                "api-version=" => format!("api-version={DEFAULT_API_VERSION}"),
+                other => other.to_owned(),
+            })
+            .collect();
+        Ok(format!(
+            "{base}/openai/deployments/{deployment}/chat/completions?{}",
+            query.join("&")
+        ))
+    }
+}
+
+/// Azure's first stream chunk reports only the prompt's content-filter
+/// results, with an empty `id` and `model` and no choices; OpenAI never sends
+/// one, so it is dropped.
+fn is_prompt_filter_chunk(event: &Event) -> bool {
+    let Ok(EventData::Json(text)) = event_data(&event.data) else {
+        return false;
+    };
+    if !text.contains("\"prompt_filter_results\"") {
+        return false;
+    }
+    RawObject::parse(text)
+        .is_ok_and(|chunk| chunk.get("choices").is_some_and(is_empty_array) && chunk.get_non_null("usage").is_none())
+}
+
+impl Adapter for AzureOpenAi {
+    fn new(ctx: CallContext, openai_body: Vec<u8>) -> Self {
+        AzureOpenAi {
+            inner: OpenAiCompatible::new(ctx, openai_body),
+        }
+    }
+
+    fn request(&mut self) -> Result<OutboundRequest, AdapterError> {
+        let url = self.url()?;
+        let mut request = self.inner.request()?;
+        let mut body = RawObject::parse_slice(&request.body)
+            .map_err(|e| AdapterError::internal(format!("prepared body is not a JSON object: {e}")))?;
+        // The deployment in the URL picks the model.
+        body.remove("model");
+        request.body = body.to_vec();
+        request.url = url;
+        request.auth = AuthSlot::Header("api-key".to_owned());
+        Ok(request)
+    }
+
+    fn response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<Vec<u8>, AdapterError> {
+        self.inner.response(head, body)
+    }
+
+    fn on_events(&mut self, mut events: Vec<Event>) -> Result<Vec<Vec<u8>>, AdapterError> {
+        events.retain(|event| !is_prompt_filter_chunk(event));
+        self.inner.on_events(events)
+    }
+
+    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+        self.inner.finish()
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.inner.usage()
+    }
+
+    fn classify_error(&mut self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
+        let detail = openai::ErrorDetail::from_body(&body);
+        let mut error = openai::classify_status(head.status, openai::retry_after(&head.headers), &detail);
+        // A content-filter refusal is about this prompt: not retryable, and the
+        // caller should know why.
+        if detail.code.as_deref() == Some("content_filter") {
+            error = AdapterError::new(
+                ErrorClass::InvalidRequest,
+                format!("Azure content filter rejected the request: {}", error.message),
+            );
+        }
+        error
+    }
+}

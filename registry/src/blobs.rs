@@ -1,0 +1,203 @@
+//! Content-addressed blob storage through `object_store`: a local directory by
+//! default, any S3-compatible service by configuration. A blob is stored under
+//! its SHA-256 and checked against it both when written and when read, so a
+//! blob altered at rest is refused rather than served.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutPayload};
+use serde::{Deserialize, Serialize};
+
+use crate::Digest;
+
+/// Where blobs live. `s3` needs a bucket; endpoint and credentials default to
+/// the usual `AWS_*` environment when not given.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "backend", rename_all = "lowercase", deny_unknown_fields)]
+pub enum StorageConfig {
+    /// `<data_dir>/registry/blobs` unless `path` is set.
+    #[default]
+    #[serde(alias = "filesystem")]
+    Local,
+    S3 {
+        bucket: String,
+        #[serde(default)]
+        endpoint: Option<String>,
+        #[serde(default = "default_region")]
+        region: String,
+        #[serde(default)]
+        access_key_id: Option<String>,
+        #[serde(default)]
+        secret_access_key: Option<String>,
+        /// Key prefix inside the bucket.
+        #[serde(default)]
+        prefix: Option<String>,
+    },
+}
+
+fn default_region() -> String {
+    "us-east-1".into()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("blob {0} not found")]
+    NotFound(Digest),
+    #[error("content does not match its digest: expected {expected}, got {actual}")]
+    DigestMismatch { expected: Digest, actual: Digest },
+    #[error("blob storage failed: {0}")]
+    Storage(String),
+}
+
+#[derive(Clone)]
+pub struct BlobStore {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    description: String,
+}
+
+impl BlobStore {
+    /// Opens the configured store; `local_root` is the directory used by the
+    /// local backend.
+    pub fn open(config: &StorageConfig, local_root: &Path) -> Result<Self, BlobError> {
+        let storage = |e: object_store::Error| BlobError::Storage(e.to_string());
+        match config {
+            StorageConfig::Local => {
+                std::fs::create_dir_all(local_root)
+                    .map_err(|e| BlobError::Storage(format!("cannot create {}: {e}", local_root.display())))?;
+                let store = LocalFileSystem::new_with_prefix(local_root).map_err(storage)?;
+                Ok(Self {
+                    store: Arc::new(store),
+                    prefix: String::new(),
+                    description: format!("local directory {}", local_root.display()),
+                })
+            }
+            StorageConfig::S3 {
+                bucket,
+                endpoint,
+                region,
+                access_key_id,
+                secret_access_key,
+                prefix,
+            } => {
+                let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket).with_region(region);
+                if let Some(endpoint) = endpoint {
+                    // Self-hosted S3-compatible services usually want path-style
+                    // addressing and may be plain HTTP.
+                    builder = builder
+                        .with_endpoint(endpoint)
+                        .with_allow_http(endpoint.starts_with("http://"))
+                        .with_virtual_hosted_style_request(false);
+                }
+                if let Some(key) = access_key_id {
+                    builder = builder.with_access_key_id(key);
+                }
+                if let Some(secret) = secret_access_key {
+                    builder = builder.with_secret_access_key(secret);
+                }
+                let store = builder.build().map_err(storage)?;
+                let prefix = prefix.as_deref().unwrap_or("").trim_matches('/');
+                Ok(Self {
+                    store: Arc::new(store),
+                    prefix: if prefix.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{prefix}/")
+                    },
+                    description: format!("s3 bucket {bucket}"),
+                })
+            }
+        }
+    }
+
+    /// Where the blobs are, for logs.
+    pub fn describe(&self) -> &str {
+        &self.description
+    }
+
+    fn path(&self, digest: &Digest) -> ObjectPath {
+        ObjectPath::from(format!("{}blobs/sha256/{}", self.prefix, digest.hex()))
+    }
+
+    /// Stores `content` if it hashes to `expected`. Storing the same content
+    /// twice is harmless: the address is the content.
+    pub async fn put(&self, expected: &Digest, content: Bytes) -> Result<(), BlobError> {
+        let actual = Digest::of(&content);
+        if &actual != expected {
+            return Err(BlobError::DigestMismatch {
+                expected: expected.clone(),
+                actual,
+            });
+        }
+        self.store
+            .put(&self.path(expected), PutPayload::from_bytes(content))
+            .await
+            .map_err(|e| BlobError::Storage(e.to_string()))?;
+        Ok(())
+    }
+
+    /// The blob with this digest, verified.
+    pub async fn get(&self, digest: &Digest) -> Result<Bytes, BlobError> {
+        let result = match self.store.get(&self.path(digest)).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Err(BlobError::NotFound(digest.clone())),
+            Err(e) => return Err(BlobError::Storage(e.to_string())),
+        };
+        let content = result.bytes().await.map_err(|e| BlobError::Storage(e.to_string()))?;
+        let actual = Digest::of(&content);
+        if &actual != digest {
+            return Err(BlobError::DigestMismatch {
+                expected: digest.clone(),
+                actual,
+            });
+        }
+        Ok(content)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn verifies_on_write_and_on_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::open(&StorageConfig::Local, dir.path()).unwrap();
+        let content = Bytes::from_static(b"component bytes");
+        let digest = Digest::of(&content);
+
+        let wrong = Digest::of(b"something else");
+        assert!(matches!(
+            store.put(&wrong, content.clone()).await,
+            Err(BlobError::DigestMismatch { .. })
+        ));
+        assert!(matches!(store.get(&digest).await, Err(BlobError::NotFound(_))));
+
+        store.put(&digest, content.clone()).await.unwrap();
+        assert_eq!(store.get(&digest).await.unwrap(), content);
+
+        // Altered at rest: refused on read.
+        let file = dir.path().join("blobs/sha256").join(digest.hex());
+        std::fs::write(&file, b"tampered").unwrap();
+        assert!(matches!(
+            store.get(&digest).await,
+            Err(BlobError::DigestMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn storage_config_parses() {
+        let s3: StorageConfig = serde_json::from_value(serde_json::json!({
+            "backend": "s3", "bucket": "b", "endpoint": "http://127.0.0.1:5000"
+        }))
+        .unwrap();
+        assert!(matches!(s3, StorageConfig::S3 { ref region, .. } if region == "us-east-1"));
+        let local: StorageConfig = serde_json::from_value(serde_json::json!({"backend": "local"})).unwrap();
+        assert_eq!(local, StorageConfig::Local);
+    }
+}

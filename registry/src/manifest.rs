@@ -1,0 +1,319 @@
+//! The package manifest: one JSON shape for every kind, with kind-specific
+//! metadata. [`Manifest::validate`] is the single place that decides whether a
+//! manifest may be published; the index and the HTTP API trust a validated one.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Digest, PackageKind, PackageName};
+
+/// The manifest format this registry writes and accepts.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Media type of WebAssembly components.
+pub const WASM_MEDIA_TYPE: &str = "application/wasm";
+/// Largest blob the registry accepts (components and documents alike).
+pub const MAX_CONTENT_BYTES: u64 = 64 << 20;
+/// Document kinds may carry one of these.
+const DOCUMENT_MEDIA_TYPES: [&str; 4] = ["application/json", "application/yaml", "text/yaml", "text/plain"];
+/// The only capability a tool server may declare: outbound HTTP to `allowed_hosts`.
+pub const CAPABILITY_HTTP: &str = "http";
+/// Capabilities a skill may declare: calls to models and tools through the host.
+const SKILL_CAPABILITIES: [&str; 2] = ["models", "tools"];
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub kind: PackageKind,
+    pub name: PackageName,
+    pub version: semver::Version,
+    #[serde(default)]
+    pub description: String,
+    pub license: String,
+    pub content: Content,
+    /// Other packages this one needs, by name, with a semver requirement.
+    #[serde(default)]
+    pub dependencies: BTreeMap<PackageName, semver::VersionReq>,
+    #[serde(default)]
+    pub metadata: Metadata,
+}
+
+/// What the blob is: its address, size and media type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Content {
+    pub digest: Digest,
+    pub size: u64,
+    pub media_type: String,
+}
+
+/// Kind-specific metadata. Components name their WIT world and the
+/// capabilities they need; tool servers list the hosts they may call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid manifest: {0}")]
+pub struct ManifestError(pub String);
+
+fn invalid(message: impl Into<String>) -> ManifestError {
+    ManifestError(message.into())
+}
+
+impl Manifest {
+    /// Parses and validates a manifest from JSON.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ManifestError> {
+        let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        if self.schema_version != SCHEMA_VERSION {
+            return Err(invalid(format!(
+                "schema_version {} is not supported (expected {SCHEMA_VERSION})",
+                self.schema_version
+            )));
+        }
+        if self.description.len() > 1024 {
+            return Err(invalid("description is longer than 1024 bytes"));
+        }
+        let license_ok = (1..=128).contains(&self.license.len())
+            && self
+                .license
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b" .-+()".contains(&b));
+        if !license_ok {
+            return Err(invalid(
+                "license must be an SPDX expression such as 'Apache-2.0' or 'MIT OR Apache-2.0'",
+            ));
+        }
+        if self.content.size == 0 || self.content.size > MAX_CONTENT_BYTES {
+            return Err(invalid(format!(
+                "content.size must be between 1 and {MAX_CONTENT_BYTES} bytes"
+            )));
+        }
+        if self.dependencies.contains_key(&self.name) {
+            return Err(invalid("a package cannot depend on itself"));
+        }
+        match self.kind.wit_world() {
+            Some(world) => self.validate_component(world),
+            None => self.validate_document(),
+        }
+    }
+
+    fn validate_component(&self, world: &str) -> Result<(), ManifestError> {
+        if self.content.media_type != WASM_MEDIA_TYPE {
+            return Err(invalid(format!(
+                "a {} is a WebAssembly component: content.media_type must be '{WASM_MEDIA_TYPE}'",
+                self.kind
+            )));
+        }
+        match self.metadata.world.as_deref() {
+            Some(declared) if declared == world => {}
+            Some(declared) => {
+                return Err(invalid(format!(
+                    "metadata.world is '{declared}', but a {} implements '{world}'",
+                    self.kind
+                )));
+            }
+            None => {
+                return Err(invalid(format!(
+                    "metadata.world is required: a {} implements '{world}'",
+                    self.kind
+                )));
+            }
+        }
+        let allowed: &[&str] = match self.kind {
+            PackageKind::ToolServer => &[CAPABILITY_HTTP],
+            PackageKind::Skill => &SKILL_CAPABILITIES,
+            // Provider adapters are pure translators: no capabilities at all.
+            _ => &[],
+        };
+        for capability in &self.metadata.capabilities {
+            if !allowed.contains(&capability.as_str()) {
+                return Err(invalid(format!(
+                    "capability '{capability}' is not available to a {} (allowed: {})",
+                    self.kind,
+                    if allowed.is_empty() {
+                        "none".to_string()
+                    } else {
+                        allowed.join(", ")
+                    }
+                )));
+            }
+        }
+        if self.kind == PackageKind::ToolServer {
+            let wants_http = self.metadata.capabilities.iter().any(|c| c == CAPABILITY_HTTP);
+            if wants_http && self.metadata.allowed_hosts.is_empty() {
+                return Err(invalid(
+                    "a tool server with the 'http' capability must list allowed_hosts",
+                ));
+            }
+            if !wants_http && !self.metadata.allowed_hosts.is_empty() {
+                return Err(invalid("allowed_hosts needs the 'http' capability"));
+            }
+            for host in &self.metadata.allowed_hosts {
+                if !valid_host(host) {
+                    return Err(invalid(format!(
+                        "allowed host '{host}' must be a lowercase host name, optionally '*.'-prefixed and with ':port'"
+                    )));
+                }
+            }
+        } else if !self.metadata.allowed_hosts.is_empty() {
+            return Err(invalid(format!(
+                "allowed_hosts applies only to tool servers, not to a {}",
+                self.kind
+            )));
+        }
+        Ok(())
+    }
+
+    fn validate_document(&self) -> Result<(), ManifestError> {
+        if !DOCUMENT_MEDIA_TYPES.contains(&self.content.media_type.as_str()) {
+            return Err(invalid(format!(
+                "a {} is a document: content.media_type must be one of {}",
+                self.kind,
+                DOCUMENT_MEDIA_TYPES.join(", ")
+            )));
+        }
+        if self.metadata != Metadata::default() {
+            return Err(invalid(format!(
+                "metadata (world, capabilities, allowed_hosts) applies only to components, not to a {}",
+                self.kind
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn valid_host(host: &str) -> bool {
+    let (name, port) = match host.rsplit_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (host, None),
+    };
+    if port.is_some_and(|p| p.parse::<u16>().map_or(true, |p| p == 0)) {
+        return false;
+    }
+    let name = name.strip_prefix("*.").unwrap_or(name);
+    (1..=253).contains(&name.len())
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adapter() -> serde_json::Value {
+        serde_json::json!({
+            "schema_version": 1,
+            "kind": "provider-adapter",
+            "name": "acme/echo",
+            "version": "1.2.3",
+            "description": "Echo adapter",
+            "license": "Apache-2.0",
+            "content": {"digest": Digest::of(b"x").to_string(), "size": 1, "media_type": "application/wasm"},
+            "dependencies": {"acme/base": "^1.0"},
+            "metadata": {"world": "tollgate:provider/provider-adapter@0.1.0"}
+        })
+    }
+
+    fn check(value: serde_json::Value) -> Result<Manifest, ManifestError> {
+        Manifest::from_json(&serde_json::to_vec(&value).unwrap())
+    }
+
+    #[test]
+    fn a_valid_adapter_manifest_round_trips() {
+        let manifest = check(adapter()).unwrap();
+        assert_eq!(manifest.version, semver::Version::new(1, 2, 3));
+        let again = check(serde_json::to_value(&manifest).unwrap()).unwrap();
+        assert_eq!(again, manifest);
+    }
+
+    #[test]
+    fn rejects_what_it_should() {
+        type Mutation = Box<dyn Fn(&mut serde_json::Value)>;
+        let cases: Vec<(&str, Mutation)> = vec![
+            ("schema_version", Box::new(|m| m["schema_version"] = 2.into())),
+            ("semver", Box::new(|m| m["version"] = "1.2".into())),
+            ("namespace", Box::new(|m| m["name"] = "echo".into())),
+            ("digest", Box::new(|m| m["content"]["digest"] = "sha256:zz".into())),
+            ("size", Box::new(|m| m["content"]["size"] = 0.into())),
+            (
+                "media type",
+                Box::new(|m| m["content"]["media_type"] = "text/plain".into()),
+            ),
+            (
+                "world",
+                Box::new(|m| m["metadata"]["world"] = "tollgate:tool/tool-server@0.1.0".into()),
+            ),
+            ("no world", Box::new(|m| m["metadata"] = serde_json::json!({}))),
+            (
+                "adapter capability",
+                Box::new(|m| m["metadata"]["capabilities"] = serde_json::json!(["http"])),
+            ),
+            (
+                "hosts on adapter",
+                Box::new(|m| m["metadata"]["allowed_hosts"] = serde_json::json!(["a.com"])),
+            ),
+            ("license", Box::new(|m| m["license"] = "".into())),
+            (
+                "self dependency",
+                Box::new(|m| m["dependencies"] = serde_json::json!({"acme/echo": "1"})),
+            ),
+            (
+                "bad requirement",
+                Box::new(|m| m["dependencies"] = serde_json::json!({"acme/x": "not a req"})),
+            ),
+            ("unknown field", Box::new(|m| m["extra"] = 1.into())),
+        ];
+        for (what, mutate) in cases {
+            let mut manifest = adapter();
+            mutate(&mut manifest);
+            assert!(check(manifest).is_err(), "{what} should be rejected");
+        }
+    }
+
+    #[test]
+    fn tool_servers_list_their_hosts() {
+        let mut tool = adapter();
+        tool["kind"] = "tool-server".into();
+        tool["metadata"] = serde_json::json!({
+            "world": "tollgate:tool/tool-server@0.1.0",
+            "capabilities": ["http"],
+            "allowed_hosts": ["api.weather.example", "*.example.org:8443"]
+        });
+        check(tool.clone()).unwrap();
+        tool["metadata"]["allowed_hosts"] = serde_json::json!(["HTTP://bad"]);
+        assert!(check(tool.clone()).is_err());
+        tool["metadata"]["allowed_hosts"] = serde_json::json!([]);
+        assert!(check(tool).is_err(), "http without hosts");
+    }
+
+    #[test]
+    fn documents_carry_no_component_metadata() {
+        let mut doc = adapter();
+        doc["kind"] = "prompt-template".into();
+        doc["content"]["media_type"] = "text/plain".into();
+        doc["metadata"] = serde_json::json!({});
+        check(doc.clone()).unwrap();
+        doc["metadata"]["world"] = "x".into();
+        assert!(check(doc).is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! The registry: publish (validate, check the component's world, store the
+//! verified blob, then index it), read, resolve, yank and deprecate. The blob
+//! is written before the index row, so an indexed version always has content.
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::blobs::{BlobError, BlobStore};
+use crate::component::check_world;
+use crate::index::{Index, IndexError};
+use crate::{Digest, Manifest, PackageKind, PackageName, PackageSummary, VersionRecord};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// The version exists but is yanked, so it cannot be newly resolved.
+    #[error("{0}")]
+    Yanked(String),
+    /// Content does not match its digest (on upload, or altered at rest).
+    #[error("{0}")]
+    Integrity(String),
+    /// The component does not implement its declared kind's world.
+    #[error("{0}")]
+    WrongWorld(String),
+    #[error("{0}")]
+    Storage(String),
+}
+
+impl From<IndexError> for RegistryError {
+    fn from(error: IndexError) -> Self {
+        match error {
+            IndexError::Conflict(m) => RegistryError::Conflict(m),
+            IndexError::NotFound(m) => RegistryError::NotFound(m),
+            other => RegistryError::Storage(other.to_string()),
+        }
+    }
+}
+
+impl From<BlobError> for RegistryError {
+    fn from(error: BlobError) -> Self {
+        match error {
+            BlobError::NotFound(d) => RegistryError::NotFound(format!("blob {d} not found")),
+            e @ BlobError::DigestMismatch { .. } => RegistryError::Integrity(e.to_string()),
+            e @ BlobError::Storage(_) => RegistryError::Storage(e.to_string()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Published {
+    pub name: PackageName,
+    pub version: semver::Version,
+    pub digest: Digest,
+}
+
+#[derive(Clone)]
+pub struct Registry {
+    pub index: Index,
+    pub blobs: BlobStore,
+}
+
+impl Registry {
+    pub fn new(index: Index, blobs: BlobStore) -> Self {
+        Self { index, blobs }
+    }
+
+    /// Publishes one version. The manifest must be valid, the content must match
+    /// its digest and size, and a component must implement its kind's world.
+    pub async fn publish(
+        &self,
+        manifest: &Manifest,
+        content: Bytes,
+        publisher: &str,
+    ) -> Result<Published, RegistryError> {
+        manifest.validate().map_err(|e| RegistryError::Invalid(e.to_string()))?;
+        let actual = Digest::of(&content);
+        if actual != manifest.content.digest {
+            return Err(RegistryError::Integrity(format!(
+                "content does not match the manifest: content.digest is {}, but the uploaded content hashes to {actual}",
+                manifest.content.digest
+            )));
+        }
+        if content.len() as u64 != manifest.content.size {
+            return Err(RegistryError::Invalid(format!(
+                "content.size is {}, but the uploaded content is {} bytes",
+                manifest.content.size,
+                content.len()
+            )));
+        }
+        check_world(manifest.kind, &content).map_err(|e| RegistryError::WrongWorld(e.to_string()))?;
+        // Refuse a reused version before writing anything; the index insert
+        // below still decides races.
+        if self.index.version(&manifest.name, &manifest.version).await.is_ok() {
+            return Err(RegistryError::Conflict(format!(
+                "{}@{} is already published; versions are immutable (publish a new version)",
+                manifest.name, manifest.version
+            )));
+        }
+        self.blobs.put(&manifest.content.digest, content).await?;
+        self.index.insert(manifest, publisher).await?;
+        Ok(Published {
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            digest: manifest.content.digest.clone(),
+        })
+    }
+
+    /// The newest version matching `requirement` that is not yanked. An exact
+    /// version that exists but is yanked answers `Yanked`, so the caller learns why.
+    pub async fn resolve(
+        &self,
+        name: &PackageName,
+        requirement: &semver::VersionReq,
+    ) -> Result<VersionRecord, RegistryError> {
+        let versions = self.index.versions(name).await?;
+        if let Some(found) = versions.iter().find(|v| !v.yanked && requirement.matches(&v.version)) {
+            return Ok(found.clone());
+        }
+        if let Some(yanked) = versions.iter().find(|v| requirement.matches(&v.version)) {
+            return Err(RegistryError::Yanked(format!(
+                "{name}@{} is yanked and cannot be newly installed; existing installs keep working",
+                yanked.version
+            )));
+        }
+        Err(RegistryError::NotFound(format!(
+            "no version of {name} matches '{requirement}'"
+        )))
+    }
+
+    /// A version for a new install: it must exist and not be yanked.
+    pub async fn resolve_exact(
+        &self,
+        name: &PackageName,
+        version: &semver::Version,
+    ) -> Result<VersionRecord, RegistryError> {
+        let record = self.index.version(name, version).await?;
+        if record.yanked {
+            return Err(RegistryError::Yanked(format!(
+                "{name}@{version} is yanked and cannot be newly installed; existing installs keep working"
+            )));
+        }
+        Ok(record)
+    }
+
+    /// A version's verified content, checked again against its kind's world.
+    pub async fn content(&self, record: &VersionRecord) -> Result<Bytes, RegistryError> {
+        let content = self.blobs.get(&record.digest).await.map_err(|e| match e {
+            BlobError::DigestMismatch { .. } => RegistryError::Integrity(format!(
+                "the stored content of {}@{} does not match its digest {}: refusing to use it",
+                record.name, record.version, record.digest
+            )),
+            other => other.into(),
+        })?;
+        check_world(record.manifest.kind, &content).map_err(|e| RegistryError::WrongWorld(e.to_string()))?;
+        Ok(content)
+    }
+
+    pub async fn yank(&self, name: &PackageName, version: &semver::Version, yanked: bool) -> Result<(), RegistryError> {
+        Ok(self.index.set_yanked(name, version, yanked).await?)
+    }
+
+    pub async fn deprecate(
+        &self,
+        name: &PackageName,
+        version: &semver::Version,
+        message: Option<&str>,
+    ) -> Result<(), RegistryError> {
+        if let Some(message) = message
+            && (message.is_empty() || message.len() > 1024)
+        {
+            return Err(RegistryError::Invalid(
+                "a deprecation message must be 1 to 1024 bytes".into(),
+            ));
+        }
+        Ok(self.index.set_deprecated(name, version, message).await?)
+    }
+
+    pub async fn search(
+        &self,
+        kind: Option<PackageKind>,
+        text: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PackageSummary>, RegistryError> {
+        Ok(self.index.search(kind, text, limit.clamp(1, 200)).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StorageConfig;
+    use crate::component::tests::component_exporting;
+
+    async fn registry(dir: &std::path::Path) -> Registry {
+        sqlx::any::install_default_drivers();
+        let url = format!("sqlite://{}?mode=rwc", dir.join("index.db").display());
+        let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+        sqlx::migrate!("../host/migrations/sqlite").run(&pool).await.unwrap();
+        let blobs = BlobStore::open(&StorageConfig::Local, &dir.join("blobs")).unwrap();
+        Registry::new(Index::new(pool), blobs)
+    }
+
+    fn manifest(kind: PackageKind, version: &str, content: &[u8]) -> Manifest {
+        Manifest {
+            schema_version: 1,
+            kind,
+            name: "acme/echo".parse().unwrap(),
+            version: version.parse().unwrap(),
+            description: "Echoes".into(),
+            license: "MIT".into(),
+            content: crate::Content {
+                digest: Digest::of(content),
+                size: content.len() as u64,
+                media_type: crate::manifest::WASM_MEDIA_TYPE.into(),
+            },
+            dependencies: Default::default(),
+            metadata: crate::Metadata {
+                world: kind.wit_world().map(str::to_string),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn versions_are_immutable_and_yank_hides_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = registry(dir.path()).await;
+        let adapter = Bytes::from(component_exporting("tollgate:provider/adapter@0.1.0"));
+        let v1 = manifest(PackageKind::ProviderAdapter, "1.0.0", &adapter);
+        registry.publish(&v1, adapter.clone(), "ws_1").await.unwrap();
+        assert!(matches!(
+            registry.publish(&v1, adapter.clone(), "ws_1").await,
+            Err(RegistryError::Conflict(_))
+        ));
+
+        let v2 = manifest(PackageKind::ProviderAdapter, "2.0.0", &adapter);
+        registry.publish(&v2, adapter.clone(), "ws_1").await.unwrap();
+        let any = semver::VersionReq::STAR;
+        assert_eq!(registry.resolve(&v1.name, &any).await.unwrap().version, v2.version);
+
+        registry.yank(&v2.name, &v2.version, true).await.unwrap();
+        assert_eq!(registry.resolve(&v1.name, &any).await.unwrap().version, v1.version);
+        assert!(matches!(
+            registry.resolve_exact(&v2.name, &v2.version).await,
+            Err(RegistryError::Yanked(_))
+        ));
+        // Still a conflict after the yank: the version is never reused.
+        assert!(matches!(
+            registry.publish(&v2, adapter.clone(), "ws_1").await,
+            Err(RegistryError::Conflict(_))
+        ));
+        registry.yank(&v2.name, &v2.version, false).await.unwrap();
+        registry.resolve_exact(&v2.name, &v2.version).await.unwrap();
+
+        registry
+            .deprecate(&v1.name, &v1.version, Some("use 2.x"))
+            .await
+            .unwrap();
+        let versions = registry.index.versions(&v1.name).await.unwrap();
+        assert_eq!(versions[1].deprecated.as_deref(), Some("use 2.x"));
+
+        let found = registry
+            .search(Some(PackageKind::ProviderAdapter), Some("ECHO"), 10)
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].latest, Some(v2.version.clone()));
+        assert!(
+            registry
+                .search(Some(PackageKind::Skill), None, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn content_must_match_and_implement_the_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = registry(dir.path()).await;
+        let tool = Bytes::from(component_exporting("tollgate:tool/tools@0.1.0"));
+
+        let mut tampered = manifest(PackageKind::ProviderAdapter, "1.0.0", b"other bytes");
+        tampered.content.size = tool.len() as u64;
+        assert!(matches!(
+            registry.publish(&tampered, tool.clone(), "ws").await,
+            Err(RegistryError::Integrity(_))
+        ));
+
+        let wrong_world = manifest(PackageKind::ProviderAdapter, "1.0.0", &tool);
+        let error = registry.publish(&wrong_world, tool.clone(), "ws").await.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("must export 'tollgate:provider/adapter@0.1.0'"),
+            "{error}"
+        );
+        // Nothing was indexed, so the version is still free for a correct upload.
+        assert!(registry.index.versions(&wrong_world.name).await.is_err());
+    }
+}

@@ -1,0 +1,58 @@
+"""`/v1/models` through the official OpenAI SDK: the whole catalog, Tollgate's
+extra fields, filters and their errors, and a bring-your-own provider that is
+configured only in tollgate.toml (`acme`) serving traffic and being listed."""
+
+import openai
+import pytest
+
+
+def test_list_covers_the_catalog_and_keeps_the_sdk_shape(client):
+    models = list(client.models.list())
+    assert all(m.object == "model" and "/" in m.id for m in models)
+    providers = {m.owned_by for m in models}
+    assert len(providers) >= 130
+    by_id = {m.id: m.to_dict() for m in models}
+    openai_4o = by_id["openai/gpt-4o"]
+    assert openai_4o["service"]["provider_name"] == "OpenAI"
+    assert "tools" in openai_4o["service"]["capabilities"]
+    assert openai_4o["service"]["available"] is False
+    assert "OPENAI_API_KEY" in openai_4o["service"]["unavailable_reason"]
+    assert openai_4o["pricing"]["input_per_mtok"] == "2.500000"
+    assert by_id["ollama/llama3.2"]["service"]["available"] is True
+    assert by_id["ollama/llama3.2"]["pricing"]["input_per_mtok"] == "0.000000"
+
+
+def test_filters(client):
+    only_acme = [m.id for m in client.models.list(extra_query={"provider": "acme"})]
+    assert only_acme == ["acme/small"]
+    two = {m.owned_by for m in client.models.list(extra_query={"provider": "acme,openai"})}
+    assert two == {"acme", "openai"}
+    available = list(client.models.list(extra_query={"available": "true"}))
+    assert available and all(m.to_dict()["service"]["available"] for m in available)
+    assert "openai/gpt-4o" not in {m.id for m in available}
+    vision = list(client.models.list(extra_query={"capability": "vision", "provider": "openai,acme"}))
+    assert vision and all(m.owned_by == "openai" for m in vision)
+
+
+@pytest.mark.parametrize(
+    "query,param",
+    [({"provider": "no-such"}, "provider"), ({"available": "maybe"}, "available"), ({"capability": "x"}, "capability")],
+)
+def test_bad_filters_are_400(client, query, param):
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.models.list(extra_query=query)
+    error = raised.value.body
+    assert raised.value.status_code == 400
+    assert error["code"] == "invalid_request" and error["param"] == param
+
+
+def test_bring_your_own_provider_serves_traffic_and_is_listed(client):
+    # `acme` exists only in the test's tollgate.toml: an OpenAI-compatible
+    # endpoint (the mock) with one priced model.
+    listed = client.models.retrieve("acme/small").to_dict()
+    assert listed["owned_by"] == "acme"
+    assert listed["service"]["available"] is True
+    assert listed["pricing"]["output_per_mtok"] == "1.500000"
+    completion = client.chat.completions.create(model="acme/small", messages=[{"role": "user", "content": "byo works"}])
+    assert completion.choices[0].message.content == "You said: byo works"
+    assert completion.to_dict()["provider"] == "acme"
