@@ -9,6 +9,13 @@
 //! - `GET /v1/models` (also `/models`): `small`, `medium`, `large`
 //! - `POST /openai/deployments/{deployment}/chat/completions?api-version=…`:
 //!   Azure OpenAI; the deployment is the model, the key goes in `api-key`
+//! - `POST /model/{modelId}/converse` and `/model/{modelId}/converse-stream`:
+//!   Amazon Bedrock Converse (JSON, or AWS event-stream frames); with a key,
+//!   a SigV4 `authorization` whose access key id is the key's part before `:`
+//! - `POST /v1beta/models/{model}:generateContent` and
+//!   `/v1beta/models/{model}:streamGenerateContent?alt=sse` (also under `/v1/`):
+//!   Google Gemini (SSE events, or one JSON array without `alt=sse`); the key
+//!   goes in `x-goog-api-key` (or `?key=`)
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
 //!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
 //!   `DELETE /__mock/requests` clears them
@@ -66,9 +73,12 @@
 //! [`MockOptions::latency_ms`] is added to every request's delay.
 
 mod azure;
+mod bedrock;
 mod directives;
 mod faults;
+mod gemini;
 mod generate;
+mod neutral;
 mod openai;
 mod recorder;
 mod sse;
@@ -132,6 +142,18 @@ impl AppState {
         }
     }
 
+    /// For protocols that send the raw key in their own header (`x-api-key`,
+    /// `x-goog-api-key`, …): whether `presented` is the required key.
+    pub(crate) fn key_matches(&self, presented: Option<&[u8]>) -> bool {
+        match &self.expected_auth {
+            None => true,
+            Some(expected) => {
+                let key = expected.strip_prefix(b"Bearer ").unwrap_or(expected);
+                presented == Some(key)
+            }
+        }
+    }
+
     pub(crate) fn count_chat_request(&self) {
         self.chat_requests.fetch_add(1, Ordering::Relaxed);
     }
@@ -154,6 +176,8 @@ pub fn router(opts: MockOptions) -> Router {
             "/openai/deployments/{deployment}/chat/completions",
             post(azure::chat_completions),
         )
+        .merge(gemini::routes())
+        .merge(bedrock::routes())
         .route("/v1/models", get(openai::models))
         .route("/models", get(openai::models))
         .route("/__mock/requests", get(recorder::list).delete(recorder::clear))

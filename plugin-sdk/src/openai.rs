@@ -69,10 +69,11 @@ pub fn prepare_object(
         obj.remove(field);
     }
     obj.insert("model", upstream_model).map_err(internal)?;
-    if let Some(cap) = default_max_tokens {
-        if obj.get_non_null("max_tokens").is_none() && obj.get_non_null("max_completion_tokens").is_none() {
-            obj.insert("max_tokens", &cap).map_err(internal)?;
-        }
+    if let Some(cap) = default_max_tokens
+        && obj.get_non_null("max_tokens").is_none()
+        && obj.get_non_null("max_completion_tokens").is_none()
+    {
+        obj.insert("max_tokens", &cap).map_err(internal)?;
     }
     if stream {
         obj.insert_raw("stream", Cow::Owned(raw_true()));

@@ -67,6 +67,20 @@ context_length = 128000
 [providers.azure-openai]
 base_url = "{self.mock_url}?api-version=2024-10-21"
 api_key = "test-key"
+[providers.bedrock]
+base_url = "{self.mock_url}"
+api_key = "AKIDEXAMPLE:fake-secret-for-tests"
+models = [
+  {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "throttled", upstream = "ratelimit-2", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+]
+[providers.gemini]
+base_url = "{self.mock_url}/v1beta"
+api_key = "test-key"
+models = [
+  {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "throttled", upstream = "ratelimit-2", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+]
 [providers.primary]
 base_url = "{self.mock_url}/v1"
 api_key = "sk-primary"

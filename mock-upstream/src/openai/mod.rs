@@ -1,9 +1,9 @@
 //! The OpenAI chat-completions protocol: routes handlers to the shared
 //! directive, fault and generation machinery.
 
-mod answer;
+pub(crate) mod answer;
 mod error;
-mod request;
+pub(crate) mod request;
 mod response;
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,0 +1,211 @@
+//! A whole `GenerateContentResponse` → OpenAI `chat.completion`, plus the
+//! pieces the stream translation shares: candidate parts, finish reasons,
+//! usage, ids.
+
+use serde_json::{Value, json};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai};
+
+use crate::{error, time};
+
+/// The translated completion and the usage it reported.
+pub struct Translated {
+    pub body: Vec<u8>,
+    pub usage: Option<Usage>,
+}
+
+/// Translate a non-streamed 2xx answer.
+pub fn completion(ctx: &CallContext, head: &ResponseHead, body: &[u8]) -> Result<Translated, AdapterError> {
+    let answer: Value =
+        serde_json::from_slice(body).map_err(|_| AdapterError::internal("Gemini returned invalid JSON"))?;
+    if let Some(error) = error::in_body(&answer) {
+        return Err(error);
+    }
+    let candidate = first_candidate(&answer)?;
+    let mut content = String::new();
+    let mut tool_calls = Vec::new();
+    for part in parts(candidate) {
+        match part {
+            Part::Text(text) => content.push_str(text),
+            Part::Call { name, args } => {
+                let index = tool_calls.len();
+                tool_calls.push(json!({
+                    "id": call_id(index),
+                    "type": "function",
+                    "function": { "name": name, "arguments": arguments(args)? },
+                }));
+            }
+        }
+    }
+    let finish_reason = finish_reason(candidate, !tool_calls.is_empty()).unwrap_or("stop");
+    let content = if content.is_empty() && (!tool_calls.is_empty() || finish_reason == "content_filter") {
+        Value::Null
+    } else {
+        Value::String(content)
+    };
+    let mut message = json!({ "role": "assistant", "content": content });
+    if !tool_calls.is_empty() {
+        message["tool_calls"] = Value::Array(tool_calls);
+    }
+    let usage = answer.get("usageMetadata").and_then(usage);
+    let created = answer
+        .get("createTime")
+        .and_then(Value::as_str)
+        .and_then(time::rfc3339)
+        .or_else(|| openai::header(&head.headers, "date").and_then(time::http_date))
+        .unwrap_or(0);
+    let mut completion = json!({
+        "id": completion_id(ctx, &answer),
+        "object": "chat.completion",
+        "created": created,
+        "model": model(ctx, &answer),
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "logprobs": null,
+            "finish_reason": finish_reason,
+        }],
+    });
+    if let Some(usage) = &usage {
+        completion["usage"] = openai_usage(usage);
+    }
+    let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
+    Ok(Translated { body, usage })
+}
+
+/// The first candidate; a prompt Gemini blocked has none.
+pub fn first_candidate(answer: &Value) -> Result<&Value, AdapterError> {
+    match answer
+        .get("candidates")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+    {
+        Some(candidate) => Ok(candidate),
+        None => Err(blocked(answer).unwrap_or_else(|| AdapterError::internal("Gemini returned no candidates"))),
+    }
+}
+
+/// `promptFeedback.blockReason`: Gemini refused the prompt itself. Not
+/// retryable elsewhere with the same prompt, so it is the caller's problem.
+pub fn blocked(answer: &Value) -> Option<AdapterError> {
+    let reason = answer.get("promptFeedback")?.get("blockReason")?.as_str()?;
+    Some(AdapterError::invalid_request(format!(
+        "Gemini blocked the prompt (blockReason {reason})"
+    )))
+}
+
+/// One useful part of a candidate's content.
+pub enum Part<'a> {
+    Text(&'a str),
+    Call { name: &'a str, args: Option<&'a Value> },
+}
+
+/// Text and function-call parts, in order. Thought summaries (`thought:
+/// true`) and parts this adapter does not translate (code execution, inline
+/// media) are skipped.
+pub fn parts(candidate: &Value) -> impl Iterator<Item = Part<'_>> {
+    candidate
+        .get("content")
+        .and_then(|c| c.get("parts"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|part| part.get("thought").and_then(Value::as_bool) != Some(true))
+        .filter_map(|part| {
+            if let Some(call) = part.get("functionCall") {
+                let name = call.get("name").and_then(Value::as_str)?;
+                return Some(Part::Call {
+                    name,
+                    args: call.get("args"),
+                });
+            }
+            part.get("text").and_then(Value::as_str).map(Part::Text)
+        })
+}
+
+/// Gemini has no tool-call ids: the n-th call of an answer is `call_<n>`.
+/// Tool results are matched back by the function name (see `messages`).
+pub fn call_id(index: usize) -> String {
+    format!("call_{index}")
+}
+
+/// `args` as the OpenAI `arguments` JSON string.
+pub fn arguments(args: Option<&Value>) -> Result<String, AdapterError> {
+    match args {
+        None | Some(Value::Null) => Ok("{}".to_owned()),
+        Some(args) => serde_json::to_string(args).map_err(|e| AdapterError::internal(e.to_string())),
+    }
+}
+
+/// The OpenAI finish reason of a candidate, `None` while it is unfinished.
+pub fn finish_reason(candidate: &Value, called_tools: bool) -> Option<&'static str> {
+    let reason = candidate.get("finishReason")?.as_str()?;
+    Some(match reason {
+        "MAX_TOKENS" => "length",
+        "SAFETY"
+        | "RECITATION"
+        | "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION" => "content_filter",
+        // STOP, and reasons OpenAI has no word for (OTHER, LANGUAGE,
+        // MALFORMED_FUNCTION_CALL, …).
+        _ if called_tools => "tool_calls",
+        _ => "stop",
+    })
+}
+
+/// `usageMetadata` → usage. Gemini counts thinking tokens apart from the
+/// answer (`thoughtsTokenCount`) but bills them as output, so output includes
+/// them (as OpenAI's `completion_tokens` includes reasoning tokens).
+/// `cachedContentTokenCount` is part of `promptTokenCount`, like OpenAI's
+/// `cached_tokens`; tool-use prompt tokens are billed as input.
+pub fn usage(meta: &Value) -> Option<Usage> {
+    let meta = meta.as_object()?;
+    let count = |key: &str| meta.get(key).and_then(Value::as_u64);
+    let thoughts = count("thoughtsTokenCount");
+    Some(Usage {
+        input: count("promptTokenCount").unwrap_or(0) + count("toolUsePromptTokenCount").unwrap_or(0),
+        output: count("candidatesTokenCount").unwrap_or(0) + thoughts.unwrap_or(0),
+        cache_read: count("cachedContentTokenCount"),
+        cache_write: None,
+        reasoning: thoughts,
+    })
+}
+
+/// Usage in OpenAI's shape, with the detail objects only when reported.
+pub fn openai_usage(usage: &Usage) -> Value {
+    let mut out = json!({
+        "prompt_tokens": usage.input,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.input + usage.output,
+    });
+    if let Some(cached) = usage.cache_read {
+        out["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+    }
+    if let Some(reasoning) = usage.reasoning {
+        out["completion_tokens_details"] = json!({ "reasoning_tokens": reasoning });
+    }
+    out
+}
+
+/// `chatcmpl-<responseId>`, else `chatcmpl-<gateway request id>`.
+pub fn completion_id(ctx: &CallContext, answer: &Value) -> String {
+    let id = answer
+        .get("responseId")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .unwrap_or(&ctx.request_id);
+    format!("chatcmpl-{id}")
+}
+
+/// `modelVersion` (the model that answered), else the requested model.
+pub fn model(ctx: &CallContext, answer: &Value) -> String {
+    answer
+        .get("modelVersion")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .unwrap_or(&ctx.upstream_model)
+        .to_owned()
+}
