@@ -46,6 +46,24 @@ pub fn word_chunks(text: &str) -> Vec<&str> {
     chunks.into_iter().map(|r| &text[r]).collect()
 }
 
+/// Splits `text` into at most `n` non-empty pieces on char boundaries: how
+/// every route streams a tool call's arguments, so all stream them alike.
+pub fn fragments(text: &str, n: usize) -> Vec<&str> {
+    let size = text.len().div_ceil(n).max(1);
+    let mut pieces = Vec::with_capacity(n);
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = size.min(rest.len());
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let (piece, tail) = rest.split_at(cut);
+        pieces.push(piece);
+        rest = tail;
+    }
+    pieces
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +84,15 @@ mod tests {
     fn numbered() {
         assert_eq!(numbered_words(3), "word1 word2 word3");
         assert_eq!(numbered_words(0), "");
+    }
+
+    #[test]
+    fn fragments_concatenate() {
+        let args = r#"{"city":"mock","n":1}"#;
+        let pieces = fragments(args, 3);
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces.concat(), args);
+        assert_eq!(fragments("{}", 3), ["{", "}"]);
+        assert_eq!(fragments("é€x", 3).concat(), "é€x");
     }
 }

@@ -30,12 +30,15 @@
 //! - [`openai`]: request preparation, usage extraction, error classification and
 //!   OpenAI-shaped error bodies.
 //! - [`stream`]: recognising empty / `[DONE]` / JSON stream event payloads.
+//! - [`time`]: RFC 3339 and HTTP `date` timestamps → Unix seconds (adapters
+//!   have no clock).
 
 use std::cell::RefCell;
 
 pub mod json;
 pub mod openai;
 pub mod stream;
+pub mod time;
 
 /// Raw bindings generated from `wit/provider/0.1.0`. Adapters normally use the
 /// re-exports at the crate root instead.

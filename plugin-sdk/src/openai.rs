@@ -116,6 +116,24 @@ pub fn usage_from_value(usage: &Value) -> Option<Usage> {
     })
 }
 
+/// The OpenAI `usage` object for `usage`, with `prompt_tokens_details` /
+/// `completion_tokens_details` only when cached / reasoning tokens were
+/// reported.
+pub fn usage_json(usage: &Usage) -> Value {
+    let mut out = serde_json::json!({
+        "prompt_tokens": usage.input,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.input + usage.output,
+    });
+    if let Some(cached) = usage.cache_read {
+        out["prompt_tokens_details"] = serde_json::json!({ "cached_tokens": cached });
+    }
+    if let Some(reasoning) = usage.reasoning {
+        out["completion_tokens_details"] = serde_json::json!({ "reasoning_tokens": reasoning });
+    }
+    out
+}
+
 /// [`usage_from_value`] on raw JSON text; `None` for `null`, non-objects or
 /// invalid JSON.
 pub fn usage_from_raw(usage: &RawValue) -> Option<Usage> {

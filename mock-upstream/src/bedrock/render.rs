@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::neutral::{Answer, Decision};
-use crate::text::word_chunks;
+use crate::text::{fragments, word_chunks};
 
 /// Tool input is streamed in about this many fragments, as on the OpenAI route.
 const INPUT_FRAGMENTS: usize = 3;
@@ -107,35 +107,5 @@ impl<'d> Rendered<'d> {
             payload["p"] = Value::from(&PADDING[..length]);
         }
         events
-    }
-}
-
-/// Splits `text` into at most `n` non-empty pieces on char boundaries (the
-/// OpenAI route's split, so both routes stream tool input alike).
-fn fragments(text: &str, n: usize) -> Vec<&str> {
-    let size = text.len().div_ceil(n).max(1);
-    let mut pieces = Vec::with_capacity(n);
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut cut = size.min(rest.len());
-        while !rest.is_char_boundary(cut) {
-            cut += 1;
-        }
-        let (piece, tail) = rest.split_at(cut);
-        pieces.push(piece);
-        rest = tail;
-    }
-    pieces
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fragments_concatenate() {
-        let args = r#"{"city":"mock"}"#;
-        assert_eq!(fragments(args, 3).concat(), args);
-        assert_eq!(fragments("é€x", 3).concat(), "é€x");
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::answer::Answer;
 use crate::sse::data_frame;
-use crate::text::word_chunks;
+use crate::text::{fragments, word_chunks};
 
 /// Tool-call arguments are streamed in about this many fragments.
 const ARGUMENT_FRAGMENTS: usize = 3;
@@ -243,37 +243,5 @@ impl Meta<'_> {
                 arguments,
             },
         }
-    }
-}
-
-/// Splits `text` into at most `n` non-empty pieces on char boundaries.
-fn fragments(text: &str, n: usize) -> Vec<&str> {
-    let size = text.len().div_ceil(n).max(1);
-    let mut pieces = Vec::with_capacity(n);
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut cut = size.min(rest.len());
-        while !rest.is_char_boundary(cut) {
-            cut += 1;
-        }
-        let (piece, tail) = rest.split_at(cut);
-        pieces.push(piece);
-        rest = tail;
-    }
-    pieces
-}
-
-#[cfg(test)]
-mod tests {
-    use super::fragments;
-
-    #[test]
-    fn fragments_concatenate() {
-        let args = r#"{"city":"mock","n":1}"#;
-        let pieces = fragments(args, 3);
-        assert_eq!(pieces.len(), 3);
-        assert_eq!(pieces.concat(), args);
-        assert_eq!(fragments("{}", 3), ["{", "}"]);
-        assert_eq!(fragments("é€x", 3).concat(), "é€x");
     }
 }

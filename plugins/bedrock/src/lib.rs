@@ -16,7 +16,6 @@
 
 mod adapter;
 mod converse;
-mod date;
 mod error;
 mod messages;
 mod request;

@@ -4,9 +4,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai, time};
 
-use crate::date;
 
 /// What `response` needs besides the body.
 pub struct Answering<'a> {
@@ -105,7 +104,7 @@ pub fn completion(
         message["tool_calls"] = Value::Array(tool_calls);
     }
     let created = openai::header(&head.headers, "date")
-        .and_then(date::unix_seconds)
+        .and_then(time::http_date)
         .unwrap_or(0);
     let mut completion = json!({
         "id": completion_id(answering.ctx),
@@ -115,7 +114,7 @@ pub fn completion(
         "choices": [{ "index": 0, "message": message, "logprobs": null, "finish_reason": finish }],
     });
     if let Some(usage) = &usage {
-        completion["usage"] = openai_usage(usage);
+        completion["usage"] = openai::usage_json(usage);
     }
     let bytes = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
     Ok((bytes, usage))
@@ -183,18 +182,6 @@ pub fn usage_from(usage: &Value) -> Option<Usage> {
     })
 }
 
-/// An OpenAI `usage` object.
-pub fn openai_usage(usage: &Usage) -> Value {
-    let mut out = json!({
-        "prompt_tokens": usage.input,
-        "completion_tokens": usage.output,
-        "total_tokens": usage.input + usage.output,
-    });
-    if let Some(cached) = usage.cache_read {
-        out["prompt_tokens_details"] = json!({ "cached_tokens": cached });
-    }
-    out
-}
 
 #[cfg(test)]
 mod tests {
@@ -210,7 +197,7 @@ mod tests {
             (30, 3, Some(15), Some(5))
         );
         assert_eq!(
-            openai_usage(&u),
+            openai::usage_json(&u),
             json!({"prompt_tokens": 30, "completion_tokens": 3, "total_tokens": 33,
                    "prompt_tokens_details": {"cached_tokens": 15}})
         );

@@ -3,9 +3,9 @@
 //! usage, ids.
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai, time};
 
-use crate::{error, time};
+use crate::error;
 
 /// The translated completion and the usage it reported.
 pub struct Translated {
@@ -66,7 +66,7 @@ pub fn completion(ctx: &CallContext, head: &ResponseHead, body: &[u8]) -> Result
         }],
     });
     if let Some(usage) = &usage {
-        completion["usage"] = openai_usage(usage);
+        completion["usage"] = openai::usage_json(usage);
     }
     let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
     Ok(Translated { body, usage })
@@ -174,21 +174,6 @@ pub fn usage(meta: &Value) -> Option<Usage> {
     })
 }
 
-/// Usage in OpenAI's shape, with the detail objects only when reported.
-pub fn openai_usage(usage: &Usage) -> Value {
-    let mut out = json!({
-        "prompt_tokens": usage.input,
-        "completion_tokens": usage.output,
-        "total_tokens": usage.input + usage.output,
-    });
-    if let Some(cached) = usage.cache_read {
-        out["prompt_tokens_details"] = json!({ "cached_tokens": cached });
-    }
-    if let Some(reasoning) = usage.reasoning {
-        out["completion_tokens_details"] = json!({ "reasoning_tokens": reasoning });
-    }
-    out
-}
 
 /// `chatcmpl-<responseId>`, else `chatcmpl-<gateway request id>`.
 pub fn completion_id(ctx: &CallContext, answer: &Value) -> String {

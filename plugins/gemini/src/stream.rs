@@ -16,10 +16,10 @@
 
 use serde_json::{Value, json};
 use tollgate_plugin_sdk::stream::{EventData, event_data};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage, time};
 
 use crate::response::{self, Part};
-use crate::{error, time};
+use crate::error;
 
 /// Stream position of one exchange.
 pub struct StreamState {

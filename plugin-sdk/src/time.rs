@@ -1,6 +1,7 @@
-//! Timestamps → Unix seconds for `created`. The adapter has no clock (every
-//! WASI import traps), so the time comes from the answer: its `createTime`
-//! (RFC 3339) when present, else the HTTP `date` header (IMF-fixdate).
+//! Timestamps → Unix seconds, for a completion's `created`. Adapters have no
+//! clock (every WASI import traps), so the time comes from the answer: a
+//! timestamp in its body (RFC 3339) when the protocol has one, else the HTTP
+//! `date` header (IMF-fixdate).
 
 /// `2025-06-18T10:11:12.123456Z` or with a `±hh:mm` offset.
 pub fn rfc3339(text: &str) -> Option<u64> {
@@ -23,9 +24,11 @@ pub fn rfc3339(text: &str) -> Option<u64> {
     u64::try_from(seconds).ok()
 }
 
-/// `Sun, 06 Nov 1994 08:49:37 GMT`.
+/// `Sun, 06 Nov 1994 08:49:37 GMT`: the IMF-fixdate, the only form HTTP/1.1
+/// servers send; `None` for anything else.
 pub fn http_date(text: &str) -> Option<u64> {
-    let mut fields = text.split_whitespace().skip(1);
+    let (_weekday, rest) = text.trim().split_once(", ")?;
+    let mut fields = rest.split(' ');
     let day: u32 = fields.next()?.parse().ok()?;
     let month = match fields.next()? {
         "Jan" => 1,
@@ -44,6 +47,9 @@ pub fn http_date(text: &str) -> Option<u64> {
     };
     let year: i64 = fields.next()?.parse().ok()?;
     let clock = hms(fields.next()?)?;
+    if fields.next()? != "GMT" || fields.next().is_some() {
+        return None;
+    }
     u64::try_from(unix(year, month, day, clock)?).ok()
 }
 
@@ -92,7 +98,17 @@ mod tests {
         assert_eq!(rfc3339("2025-06-18T12:11:12+02:00"), Some(1_750_241_472));
         assert_eq!(http_date("Wed, 18 Jun 2025 10:11:12 GMT"), Some(1_750_241_472));
         assert_eq!(http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(http_date("Tue, 29 Feb 2028 12:00:01 GMT"), Some(1_835_438_401));
         assert_eq!(rfc3339("yesterday"), None);
-        assert_eq!(http_date("Wed, 18 Foo 2025 10:11:12 GMT"), None);
+        for bad in [
+            "",
+            "yesterday",
+            "Wed, 18 Foo 2025 10:11:12 GMT",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 06 Nov 1994 08:49 GMT",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+        ] {
+            assert_eq!(http_date(bad), None, "{bad}");
+        }
     }
 }
