@@ -82,7 +82,10 @@ fn embed_catalog(manifest_dir: &Path, out_dir: &Path) {
     for path in files {
         println!("cargo:rerun-if-changed={}", path.display());
         let name = path.file_name().unwrap().to_string_lossy();
-        code.push_str(&format!("    ({name:?}, include_str!({:?})),\n", path.display().to_string()));
+        code.push_str(&format!(
+            "    ({name:?}, include_str!({:?})),\n",
+            path.display().to_string()
+        ));
     }
     code.push_str("];\n");
     std::fs::write(out_dir.join("builtin_catalog.rs"), code).unwrap();

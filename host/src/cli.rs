@@ -2,8 +2,8 @@
 //! control plane over HTTP (`client.rs`), and run the built-in mock upstream.
 
 mod client;
-mod packages;
 mod output;
+mod packages;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

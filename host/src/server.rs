@@ -163,7 +163,11 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 
 /// The JSON Schema that usage events name as their `dataschema`.
 async fn usage_schema() -> Response {
-    ([(header::CONTENT_TYPE, "application/schema+json")], crate::metering::SCHEMA).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/schema+json")],
+        crate::metering::SCHEMA,
+    )
+        .into_response()
 }
 
 pub async fn serve(
@@ -246,12 +250,19 @@ impl FromRequestParts<Arc<Gateway>> for Caller {
             .ok_or_else(|| reject("The Authorization header must be 'Bearer <API key>'."))?;
         match gateway.keys.resolve(secret).await {
             // The same role table as the control plane: viewers may not call the data plane.
-            Ok(Some(principal)) if !principal.role.allows(crate::control::permissions::Permission::Inference) => {
+            Ok(Some(principal))
+                if !principal
+                    .role
+                    .allows(crate::control::permissions::Permission::Inference) =>
+            {
                 Err(ApiError::new(
                     StatusCode::FORBIDDEN,
                     "permission_error",
                     "permission_denied",
-                    format!("This key's role '{}' may not call the data plane.", principal.role.as_str()),
+                    format!(
+                        "This key's role '{}' may not call the data plane.",
+                        principal.role.as_str()
+                    ),
                 )
                 .with_request_id(&request_id.0))
             }

@@ -119,7 +119,10 @@ fn spent(gateway: &Gateway) -> i64 {
 
 fn cost_nano(event: &Value) -> i64 {
     let data = &event["data"];
-    assert_eq!(nanos(data["cost"].as_str().unwrap()), data["cost_nano"].as_i64().unwrap());
+    assert_eq!(
+        nanos(data["cost"].as_str().unwrap()),
+        data["cost_nano"].as_i64().unwrap()
+    );
     data["cost_nano"].as_i64().unwrap()
 }
 
@@ -133,12 +136,20 @@ async fn sink_outage_loses_nothing_and_events_reconcile_with_the_ledger() {
     assert_eq!(ids.len(), 500);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(sink.events().is_empty(), "the sink was down");
-    assert!(sink.refused.load(Ordering::SeqCst) > 0, "delivery was attempted during the outage");
+    assert!(
+        sink.refused.load(Ordering::SeqCst) > 0,
+        "delivery was attempted during the outage"
+    );
 
     sink.up.store(true, Ordering::SeqCst);
     let by_id = sink.wait_for(&ids, Duration::from_secs(60)).await;
     let missing: Vec<_> = ids.iter().filter(|id| !by_id.contains_key(*id)).collect();
-    assert!(missing.is_empty(), "{} events never arrived, e.g. {:?}", missing.len(), missing.first());
+    assert!(
+        missing.is_empty(),
+        "{} events never arrived, e.g. {:?}",
+        missing.len(),
+        missing.first()
+    );
     assert_eq!(by_id.len(), 500, "only events of this run's requests");
     for (id, copies) in &by_id {
         assert!(copies.iter().all(|c| c == &copies[0]), "redeliveries of {id} differ");
@@ -169,7 +180,11 @@ async fn events_survive_a_gateway_crash() {
     sink.up.store(true, Ordering::SeqCst);
     let restarted = gateway.another().await;
     let by_id = sink.wait_for(&ids, Duration::from_secs(30)).await;
-    assert_eq!(by_id.keys().cloned().collect::<BTreeSet<_>>(), ids, "every event after the restart");
+    assert_eq!(
+        by_id.keys().cloned().collect::<BTreeSet<_>>(),
+        ids,
+        "every event after the restart"
+    );
     let event_total: i64 = by_id.values().map(|copies| cost_nano(&copies[0])).sum();
     assert_eq!(event_total, spent(&restarted));
 }
@@ -211,7 +226,9 @@ async fn nats_jetstream_receives_one_event_per_request() {
     let subject = format!("tollgate.test.{run}");
     let stream = format!("TGTEST_{run}");
     let mock = start_mock(Default::default()).await;
-    let sinks = format!("[[metering.sinks]]\nkind = \"nats\"\nurl = \"{url}\"\nsubject = \"{subject}\"\nstream = \"{stream}\"\n");
+    let sinks = format!(
+        "[[metering.sinks]]\nkind = \"nats\"\nurl = \"{url}\"\nsubject = \"{subject}\"\nstream = \"{stream}\"\n"
+    );
     let gateway = Gateway::start(&standard_config(mock, &metering_config(&sinks))).await;
     let ids = send_requests(&gateway, 25, 5).await;
 
@@ -243,7 +260,10 @@ async fn nats_jetstream_receives_one_event_per_request() {
         while let Some(message) = batch.next().await {
             let message = message.unwrap();
             let event: Value = serde_json::from_slice(&message.payload).unwrap();
-            assert_eq!(message.headers.as_ref().unwrap().get("Nats-Msg-Id").unwrap().as_str(), event["id"].as_str().unwrap());
+            assert_eq!(
+                message.headers.as_ref().unwrap().get("Nats-Msg-Id").unwrap().as_str(),
+                event["id"].as_str().unwrap()
+            );
             seen.push(event["id"].as_str().unwrap().to_string());
             message.ack().await.unwrap();
         }
@@ -277,6 +297,8 @@ async fn the_default_sink_writes_json_lines_and_the_schema_is_served() {
     let schema_url = lines[0]["dataschema"].as_str().unwrap();
     assert!(schema_url.ends_with("/schemas/usage.v1.json"), "{schema_url}");
     let schema: Value = gateway.http.get(schema_url).send().await.unwrap().json().await.unwrap();
-    assert_eq!(schema["title"].as_str().unwrap(), "Tollgate usage event data (dev.tollgate.usage.v1)");
-
+    assert_eq!(
+        schema["title"].as_str().unwrap(),
+        "Tollgate usage event data (dev.tollgate.usage.v1)"
+    );
 }

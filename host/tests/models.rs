@@ -229,7 +229,12 @@ models = [{{ id = "small" }}, {{ id = "priced", upstream = "small", input_price_
     let listed = gateway.model("mystery/small").await;
     assert_eq!(listed["pricing"], Value::Null);
     assert_eq!(listed["service"]["available"], false);
-    assert!(listed["service"]["unavailable_reason"].as_str().unwrap().contains("no price configured"));
+    assert!(
+        listed["service"]["unavailable_reason"]
+            .as_str()
+            .unwrap()
+            .contains("no price configured")
+    );
 
     let before = common::mock_chat_requests(mock).await;
     let (status, _, body) = gateway

@@ -55,7 +55,14 @@ pub(crate) fn routes() -> Router<Shared> {
 
 /// `POST /{version}/models/{model}:{action}`.
 async fn generate(State(app): State<Shared>, Path(rest): Path<String>, request: Request) -> Response {
-    let version = request.uri().path().trim_start_matches('/').split('/').next().unwrap_or("v1beta").to_owned();
+    let version = request
+        .uri()
+        .path()
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("v1beta")
+        .to_owned();
     let (model, action) = rest.rsplit_once(':').unwrap_or((rest.as_str(), ""));
     let streaming = match action {
         "generateContent" => false,
@@ -179,7 +186,10 @@ fn not_found(model: &str, action: &str, version: &str) -> Response {
 
 fn json_response(body: Bytes) -> Response {
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=UTF-8"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=UTF-8"),
+        )],
         body,
     )
         .into_response()

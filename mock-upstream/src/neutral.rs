@@ -7,9 +7,9 @@
 
 use serde_json::Value;
 
-pub use crate::openai::answer::{Answer, Invalid};
 use crate::directives::Directives;
 use crate::faults::Faults;
+pub use crate::openai::answer::{Answer, Invalid};
 use crate::openai::request::ChatRequest;
 
 /// What to answer, and how to misbehave while answering.

@@ -92,7 +92,12 @@ async fn v1_path_and_recorder() {
     let base = start(MockOptions::default()).await;
     let resp = post(&base, "/v1/models/gemini-2.0-flash:generateContent", &user("hi")).await;
     assert_eq!(resp.status(), 200);
-    let recorded: Value = reqwest::get(format!("{base}/__mock/requests")).await.unwrap().json().await.unwrap();
+    let recorded: Value = reqwest::get(format!("{base}/__mock/requests"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let last = recorded.as_array().unwrap().last().unwrap();
     assert_eq!(last["path"], "/v1/models/gemini-2.0-flash:generateContent");
     assert_eq!(last["body"], user("hi"));
@@ -117,7 +122,11 @@ async fn streams_one_event_per_word_over_sse() {
     assert_eq!(last["candidates"][0]["finishReason"], "STOP");
     assert_eq!(last["usageMetadata"]["candidatesTokenCount"], 5);
     assert_eq!(last["usageMetadata"]["promptTokenCount"], 7);
-    assert!(events[..4].iter().all(|e| e["candidates"][0].get("finishReason").is_none()));
+    assert!(
+        events[..4]
+            .iter()
+            .all(|e| e["candidates"][0].get("finishReason").is_none())
+    );
     assert_eq!(events[1]["usageMetadata"]["candidatesTokenCount"], 2);
     let ids: Vec<&Value> = events.iter().map(|e| &e["responseId"]).collect();
     assert!(ids.iter().all(|id| *id == ids[0]));
@@ -144,14 +153,20 @@ async fn function_calls_and_results() {
     let (status, answer) = generate(&base, "m", &body).await;
     assert_eq!(status, 200, "{answer}");
     let part = &answer["candidates"][0]["content"]["parts"][0];
-    assert_eq!(part["functionCall"], json!({"name": "get_weather", "args": {"city": "mock", "days": 1}}));
+    assert_eq!(
+        part["functionCall"],
+        json!({"name": "get_weather", "args": {"city": "mock", "days": 1}})
+    );
     assert_eq!(answer["candidates"][0]["finishReason"], "STOP");
     // Tokens: words of the arguments JSON text, as on the OpenAI route.
     assert_eq!(answer["usageMetadata"]["candidatesTokenCount"], 1);
 
     body["toolConfig"] = json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_time"]}});
     let (_, answer) = generate(&base, "m", &body).await;
-    assert_eq!(answer["candidates"][0]["content"]["parts"][0]["functionCall"], json!({"name": "get_time", "args": {}}));
+    assert_eq!(
+        answer["candidates"][0]["content"]["parts"][0]["functionCall"],
+        json!({"name": "get_time", "args": {}})
+    );
 
     body["toolConfig"] = json!({"functionCallingConfig": {"mode": "NONE"}});
     let (_, answer) = generate(&base, "m", &body).await;
@@ -171,10 +186,18 @@ async fn function_calls_and_results() {
     assert_eq!(answer["usageMetadata"]["promptTokenCount"], 3 + 4 + 4 + 1 + 4);
 
     // Streamed, the call arrives whole in one event.
-    let resp = post(&base, "/v1beta/models/m:streamGenerateContent?alt=sse", &body_with_tools()).await;
+    let resp = post(
+        &base,
+        "/v1beta/models/m:streamGenerateContent?alt=sse",
+        &body_with_tools(),
+    )
+    .await;
     let events = sse_events(&resp.text().await.unwrap());
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0]["candidates"][0]["content"]["parts"][0]["functionCall"]["name"], "get_weather");
+    assert_eq!(
+        events[0]["candidates"][0]["content"]["parts"][0]["functionCall"]["name"],
+        "get_weather"
+    );
     assert_eq!(events[0]["candidates"][0]["finishReason"], "STOP");
 }
 
@@ -208,7 +231,10 @@ async fn json_output() {
     });
     let (status, answer) = generate(&base, "m", &body).await;
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(serde_json::from_str::<Value>(&text_of(&answer)).unwrap(), json!({"ok": true}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&text_of(&answer)).unwrap(),
+        json!({"ok": true})
+    );
 }
 
 #[tokio::test]
@@ -245,7 +271,13 @@ async fn validates_like_gemini() {
     let bad_role = json!({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]});
     expect_invalid(&base, path, &bad_role, "Please use a valid role: user, model.").await;
     let empty = json!({"contents": [{"role": "user", "parts": []}]});
-    expect_invalid(&base, path, &empty, "contents[0].parts: contents.parts must not be empty").await;
+    expect_invalid(
+        &base,
+        path,
+        &empty,
+        "contents[0].parts: contents.parts must not be empty",
+    )
+    .await;
     let two = json!({"contents": [{"role": "user", "parts": [{"text": "x", "inlineData": {"mimeType": "a/b", "data": "AA=="}}]}]});
     expect_invalid(&base, path, &two, "Oneof field 'data' is already set").await;
 
@@ -259,7 +291,8 @@ async fn validates_like_gemini() {
         "Unknown name \"additionalProperties\" at 'tools[0].function_declarations[0].parameters': Cannot find field.",
     )
     .await;
-    schema["tools"] = json!([{"functionDeclarations": [{"name": "f", "parameters": {"type": "object", "properties": {}}}]}]);
+    schema["tools"] =
+        json!([{"functionDeclarations": [{"name": "f", "parameters": {"type": "object", "properties": {}}}]}]);
     expect_invalid(&base, path, &schema, "should be non-empty for OBJECT type").await;
     schema["tools"] = json!([{"functionDeclarations": [{"name": "1f"}]}]);
     expect_invalid(&base, path, &schema, "Invalid function name").await;
@@ -268,7 +301,13 @@ async fn validates_like_gemini() {
     // Names are camel-cased before validation, so an unknown snake_case name is
     // reported camel-cased (Gemini itself echoes the spelling it was sent).
     config["generationConfig"] = json!({"max_tokens": 5});
-    expect_invalid(&base, path, &config, "Unknown name \"maxTokens\" at 'generation_config'").await;
+    expect_invalid(
+        &base,
+        path,
+        &config,
+        "Unknown name \"maxTokens\" at 'generation_config'",
+    )
+    .await;
     config["generationConfig"] = json!({"responseSchema": {"type": "object", "properties": {"a": {"type": "string"}}}});
     expect_invalid(&base, path, &config, "response_mime_type").await;
     config["generationConfig"] = json!({"temperature": 3});
@@ -278,7 +317,12 @@ async fn validates_like_gemini() {
     assert_eq!(resp.status(), 404);
     let error: Value = resp.json().await.unwrap();
     assert_eq!(error["error"]["status"], "NOT_FOUND");
-    assert!(error["error"]["message"].as_str().unwrap().contains("not supported for embedContent"));
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not supported for embedContent")
+    );
 }
 
 #[tokio::test]
@@ -300,7 +344,12 @@ async fn model_name_faults_use_google_errors() {
     body["mock"] = json!({"status": 400, "error_code": "context_length_exceeded"});
     let (got, error) = generate(&base, "m", &body).await;
     assert_eq!(got, 400);
-    assert!(error["error"]["message"].as_str().unwrap().contains("exceeds the maximum number of tokens"));
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds the maximum number of tokens")
+    );
 
     body["mock"] = json!({"status": 429, "retry_after": 7});
     let resp = post(&base, "/v1beta/models/m:generateContent", &body).await;
@@ -330,7 +379,12 @@ async fn stream_faults() {
     assert_eq!(events[2]["error"]["code"], 429);
     assert_eq!(events[2]["error"]["status"], "RESOURCE_EXHAUSTED");
 
-    let resp = post(&base, "/v1beta/models/cut-2:streamGenerateContent?alt=sse", &user("a b c d")).await;
+    let resp = post(
+        &base,
+        "/v1beta/models/cut-2:streamGenerateContent?alt=sse",
+        &user("a b c d"),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let mut resp = resp;
     let mut received = Vec::new();
@@ -355,12 +409,29 @@ async fn api_key_auth() {
     .await;
     let http = reqwest::Client::new();
     let url = format!("{base}/v1beta/models/m:generateContent");
-    let ok = http.post(&url).header("x-goog-api-key", "k1").json(&user("x")).send().await.unwrap();
+    let ok = http
+        .post(&url)
+        .header("x-goog-api-key", "k1")
+        .json(&user("x"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
-    let ok = http.post(format!("{url}?key=k1")).json(&user("x")).send().await.unwrap();
+    let ok = http
+        .post(format!("{url}?key=k1"))
+        .json(&user("x"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
 
-    let wrong = http.post(&url).header("x-goog-api-key", "k2").json(&user("x")).send().await.unwrap();
+    let wrong = http
+        .post(&url)
+        .header("x-goog-api-key", "k2")
+        .json(&user("x"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(wrong.status(), 400);
     let error: Value = wrong.json().await.unwrap();
     assert_eq!(error["error"]["details"][0]["reason"], "API_KEY_INVALID");

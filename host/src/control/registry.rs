@@ -13,8 +13,8 @@ use serde_json::Value;
 use super::error::OpError;
 use super::permissions::{Permission, Role};
 use super::{billing, members, workspaces};
-use crate::packages::ops as pkg;
 use crate::auth::Principal;
+use crate::packages::ops as pkg;
 use crate::server::Gateway;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

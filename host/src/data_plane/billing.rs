@@ -158,7 +158,8 @@ impl Bill {
     /// Notes that the answer's first chunk went out, for the attempt that
     /// started at `attempt_started` (the first call counts).
     pub fn first_chunk_sent(&mut self, attempt_started: Instant) {
-        self.time_to_first_chunk.get_or_insert_with(|| attempt_started.elapsed());
+        self.time_to_first_chunk
+            .get_or_insert_with(|| attempt_started.elapsed());
     }
 
     pub fn snapshot_id(&self) -> i64 {
@@ -263,7 +264,9 @@ impl Bill {
             .iter()
             .enumerate()
             .map(|(index, attempt)| {
-                let ago = trail.ended_at(index).map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+                let ago = trail
+                    .ended_at(index)
+                    .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
                 let ended = wall_now.checked_sub(ago).unwrap_or(wall_now);
                 let usage = attempt.metered.usage;
                 let succeeded = attempt.outcome == "success";

@@ -173,7 +173,13 @@ pub async fn get_model(
 ) -> Response {
     let routes = gateway.routes();
     match routes.catalog.resolve(&id) {
-        Some(route) => axum::Json(entry(route, &gateway.health, routes.snapshot_id, gateway.ledger.is_some())).into_response(),
+        Some(route) => axum::Json(entry(
+            route,
+            &gateway.health,
+            routes.snapshot_id,
+            gateway.ledger.is_some(),
+        ))
+        .into_response(),
         None => ApiError::model_not_found(&id)
             .with_request_id(&request_id.0)
             .into_response(),

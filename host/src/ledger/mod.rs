@@ -97,7 +97,12 @@ impl Ledger {
     /// in the same transaction.
     pub fn start(database: Database, config: &LedgerConfig, metering: Option<crate::metering::Recorder>) -> Self {
         let (commands, receiver) = mpsc::channel(4096);
-        tokio::spawn(writer::run(database.clone(), receiver, config.max_batch.max(1), metering));
+        tokio::spawn(writer::run(
+            database.clone(),
+            receiver,
+            config.max_batch.max(1),
+            metering,
+        ));
         tokio::spawn(sweeper::run(
             database,
             Duration::from_millis(config.sweep_interval_ms.max(10)),

@@ -159,7 +159,9 @@ kind = "file"
 "#;
         let config: MeteringConfig = toml::from_str(text).unwrap();
         assert_eq!(config.sinks.len(), 4);
-        assert!(matches!(&config.sinks[1], SinkConfig::Http { mode: HttpMode::Batch, headers, .. } if headers["Authorization"] == "Bearer x"));
+        assert!(
+            matches!(&config.sinks[1], SinkConfig::Http { mode: HttpMode::Batch, headers, .. } if headers["Authorization"] == "Bearer x")
+        );
         assert!(matches!(&config.sinks[2], SinkConfig::Nats { url, .. } if url == "nats://127.0.0.1:4222"));
         assert_eq!(config.sinks[3].name(Path::new("/d")), "file:/d/events/usage.jsonl");
         assert!(toml::from_str::<MeteringConfig>("[[sinks]]\nkind = \"http\"\nurl = \"x\"\nbogus = 1\n").is_err());

@@ -161,7 +161,16 @@ mod tests {
             .iter()
             .map(|v| v.as_str().unwrap())
             .collect();
-        for field in ["request_id", "model", "provider", "cost", "currency", "attempts", "streamed", "outcome"] {
+        for field in [
+            "request_id",
+            "model",
+            "provider",
+            "cost",
+            "currency",
+            "attempts",
+            "streamed",
+            "outcome",
+        ] {
             assert!(required.contains(&field), "{field} should be required");
         }
     }

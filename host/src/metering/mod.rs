@@ -101,10 +101,7 @@ impl Metering {
             );
             sinks.push((name, sinks::build(sink, data_dir)?));
         }
-        let public_url = config
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{listen}"));
+        let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{listen}"));
         let identity = event::Identity {
             source: config
                 .source

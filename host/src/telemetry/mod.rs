@@ -106,7 +106,10 @@ pub fn init() {
             .with_tracer(provider.tracer("tollgate"))
             .with_filter(Targets::new().with_target("tollgate", tracing::Level::INFO))
     });
-    let _ = tracing_subscriber::registry().with(log_layer).with(otel_layer).try_init();
+    let _ = tracing_subscriber::registry()
+        .with(log_layer)
+        .with(otel_layer)
+        .try_init();
     let _ = PROVIDERS.set((tracer_provider, meter_provider));
 }
 

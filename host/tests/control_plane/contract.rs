@@ -114,17 +114,29 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         ("requests.get", json!({"request_id": "req_missing"})),
         // Registry namespaces are global: each world publishes in its own.
         ("namespaces.create", json!({"name": format!("pkg-{world}")})),
-        ("packages.search", json!({"kind": "provider-adapter", "q": "openai-compatible"})),
+        (
+            "packages.search",
+            json!({"kind": "provider-adapter", "q": "openai-compatible"}),
+        ),
         ("packages.get", json!({"name": "tollgate/openai-compatible"})),
         ("packages.get", json!({"name": format!("pkg-{world}/nothing")})),
-        ("packages.yank", json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0"})),
-        ("packages.unyank", json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0"})),
+        (
+            "packages.yank",
+            json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0"}),
+        ),
+        (
+            "packages.unyank",
+            json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0"}),
+        ),
         (
             "packages.deprecate",
             json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0", "message": "old"}),
         ),
         ("installs.list", json!({})),
-        ("installs.create", json!({"provider": "mock", "package": "tollgate/openai-compatible", "version": "9.9.9"})),
+        (
+            "installs.create",
+            json!({"provider": "mock", "package": "tollgate/openai-compatible", "version": "9.9.9"}),
+        ),
         ("namespaces.delete", json!({"name": "team"})),
         ("workspaces.get", json!({"workspace_id": helper.workspace_id})),
         ("workspaces.delete", json!({"workspace_id": second_id})),
@@ -213,5 +225,9 @@ async fn contract(gateway: Gateway) {
     assert_eq!(outcome("wallet.get", 0)["ok"]["plan"], "free");
     assert_eq!(outcome("packages.get", 0)["ok"]["name"], "tollgate/openai-compatible");
     assert_eq!(outcome("packages.yank", 0)["error"], "NOT_FOUND");
-    assert_eq!(outcome("installs.create", 0)["error"], "PERMISSION_DENIED", "only operators install");
+    assert_eq!(
+        outcome("installs.create", 0)["error"],
+        "PERMISSION_DENIED",
+        "only operators install"
+    );
 }

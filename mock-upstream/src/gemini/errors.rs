@@ -36,7 +36,10 @@ pub fn error_object(code: u16, status: &str, message: &str, details: Option<Valu
 
 /// An error response with the status name of `status`.
 pub fn error(status: StatusCode, message: &str) -> Response {
-    respond(status, error_object(status.as_u16(), status_name(status.as_u16()), message, None))
+    respond(
+        status,
+        error_object(status.as_u16(), status_name(status.as_u16()), message, None),
+    )
 }
 
 /// A 400 `INVALID_ARGUMENT`, as Gemini reports request validation failures.
@@ -154,7 +157,10 @@ fn respond(status: StatusCode, error: Value) -> Response {
     let body = Bytes::from(json!({ "error": error }).to_string());
     (
         status,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=UTF-8"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=UTF-8"),
+        )],
         body,
     )
         .into_response()

@@ -34,9 +34,12 @@ fn field(key: String, value: Value) -> (String, Value) {
     let value = match (key.as_str(), value) {
         (name, value) if VERBATIM.contains(&name) => value,
         // Property names are the caller's; their schemas are proto.
-        ("properties", Value::Object(properties)) => {
-            Value::Object(properties.into_iter().map(|(name, schema)| (name, renamed(schema))).collect())
-        }
+        ("properties", Value::Object(properties)) => Value::Object(
+            properties
+                .into_iter()
+                .map(|(name, schema)| (name, renamed(schema)))
+                .collect(),
+        ),
         (_, value) => renamed(value),
     };
     (key, value)

@@ -21,7 +21,10 @@ pub fn to_openai(model: &str, request: &Map<String, Value>) -> Value {
         messages.push(json!({"role": "system", "content": system.join(" ")}));
     }
     for content in request.get("contents").and_then(Value::as_array).into_iter().flatten() {
-        let parts = content.get("parts").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let parts = content
+            .get("parts")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
         match content.get("role").and_then(Value::as_str) {
             Some("model") => messages.push(assistant(parts)),
             _ => user(parts, &mut messages),

@@ -108,7 +108,16 @@ const SCHEMA_FIELDS: &[&str] = &[
     "minimum",
     "maximum",
 ];
-const TYPES: &[&str] = &["TYPE_UNSPECIFIED", "STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"];
+const TYPES: &[&str] = &[
+    "TYPE_UNSPECIFIED",
+    "STRING",
+    "NUMBER",
+    "INTEGER",
+    "BOOLEAN",
+    "ARRAY",
+    "OBJECT",
+    "NULL",
+];
 const MODES: &[&str] = &["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"];
 const MIME_TYPES: &[&str] = &[
     "text/plain",
@@ -225,7 +234,11 @@ fn part(part: &Value, at: &str) -> Checked {
         }
         "functionResponse" => {
             needs("functionResponse", &["name", "response"])?;
-            object_or_absent(&part["functionResponse"], "response", &format!("{at}.function_response"))
+            object_or_absent(
+                &part["functionResponse"],
+                "response",
+                &format!("{at}.function_response"),
+            )
         }
         _ => Ok(()),
     }
@@ -246,7 +259,9 @@ fn tools(tools: &Value) -> Checked {
     };
     for (i, tool) in tools.iter().enumerate() {
         let at = format!("tools[{i}]");
-        let tool = tool.as_object().ok_or_else(|| Rejection::Invalid(format!("Invalid value at '{at}'")))?;
+        let tool = tool
+            .as_object()
+            .ok_or_else(|| Rejection::Invalid(format!("Invalid value at '{at}'")))?;
         known_fields(tool, TOOL_FIELDS, &at)?;
         let declarations = tool.get("functionDeclarations").and_then(Value::as_array);
         for (j, declaration) in declarations.into_iter().flatten().enumerate() {
@@ -298,7 +313,10 @@ fn tool_config(config: &Value) -> Checked {
     let Some(calling) = config.get("functionCallingConfig") else {
         return Ok(());
     };
-    let mode = calling.get("mode").and_then(Value::as_str).unwrap_or("MODE_UNSPECIFIED");
+    let mode = calling
+        .get("mode")
+        .and_then(Value::as_str)
+        .unwrap_or("MODE_UNSPECIFIED");
     if !MODES.contains(&mode) {
         return invalid(&format!(
             "Invalid value at 'tool_config.function_calling_config.mode' (type.googleapis.com/google.ai.generativelanguage.v1beta.FunctionCallingConfig.Mode), \"{mode}\""
@@ -320,7 +338,9 @@ fn generation_config(config: &Value) -> Checked {
     known_fields(config, GENERATION_FIELDS, "generation_config")?;
     let number = |key: &str| config.get(key).and_then(Value::as_f64);
     if number("temperature").is_some_and(|t| !(0.0..=2.0).contains(&t)) {
-        return invalid("* GenerateContentRequest.generation_config.temperature: temperature must be between 0 and 2\n");
+        return invalid(
+            "* GenerateContentRequest.generation_config.temperature: temperature must be between 0 and 2\n",
+        );
     }
     if number("topP").is_some_and(|p| !(0.0..=1.0).contains(&p)) {
         return invalid("* GenerateContentRequest.generation_config.top_p: top_p must be between 0 and 1\n");
@@ -333,7 +353,11 @@ fn generation_config(config: &Value) -> Checked {
     if number("candidateCount").is_some_and(|n| n > 1.0) {
         return invalid("mock: candidateCount above 1 is not supported");
     }
-    if config.get("stopSequences").and_then(Value::as_array).is_some_and(|s| s.len() > 5) {
+    if config
+        .get("stopSequences")
+        .and_then(Value::as_array)
+        .is_some_and(|s| s.len() > 5)
+    {
         return invalid("* GenerateContentRequest.generation_config.stop_sequences: Only 5 stop sequences allowed\n");
     }
     let mime = config.get("responseMimeType").and_then(Value::as_str);
@@ -374,13 +398,24 @@ fn schema(schema: &Value, at: &str) -> Checked {
             ));
         }
     }
-    for (name, property) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
+    for (name, property) in schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         self::schema(property, &format!("{at}.properties[{name}].value"))?;
     }
     if let Some(items) = schema.get("items") {
         self::schema(items, &format!("{at}.items"))?;
     }
-    for (i, branch) in schema.get("anyOf").and_then(Value::as_array).into_iter().flatten().enumerate() {
+    for (i, branch) in schema
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         self::schema(branch, &format!("{at}.any_of[{i}]"))?;
     }
     Ok(())

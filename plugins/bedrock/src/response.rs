@@ -6,7 +6,6 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai, time};
 
-
 /// What `response` needs besides the body.
 pub struct Answering<'a> {
     pub ctx: &'a CallContext,
@@ -181,7 +180,6 @@ pub fn usage_from(usage: &Value) -> Option<Usage> {
         reasoning: None,
     })
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -174,7 +174,6 @@ pub fn usage(meta: &Value) -> Option<Usage> {
     })
 }
 
-
 /// `chatcmpl-<responseId>`, else `chatcmpl-<gateway request id>`.
 pub fn completion_id(ctx: &CallContext, answer: &Value) -> String {
     let id = answer

@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use tollgate_plugin_sdk::stream::{EventData, event_data};
 use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage, time};
 
-use crate::response::{self, Part};
 use crate::error;
+use crate::response::{self, Part};
 
 /// Stream position of one exchange.
 pub struct StreamState {

@@ -80,7 +80,10 @@ async fn check(sent: reqwest::Result<reqwest::Response>) -> Result<(), String> {
     match sent {
         Ok(response) if response.status().is_success() => Ok(()),
         Ok(response) => Err(format!("sink answered {}", response.status())),
-        Err(e) => Err(format!("sink unreachable: {}", crate::data_plane::upstream::error_chain(&e))),
+        Err(e) => Err(format!(
+            "sink unreachable: {}",
+            crate::data_plane::upstream::error_chain(&e)
+        )),
     }
 }
 

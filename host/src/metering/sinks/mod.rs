@@ -65,9 +65,8 @@ pub fn build(config: &SinkConfig, data_dir: &Path) -> anyhow::Result<Arc<dyn Sin
         SinkConfig::Nats {
             url, subject, stream, ..
         } => Arc::new(nats::NatsSink::new(url, subject, stream.as_deref())),
-        SinkConfig::File { path, .. } => Arc::new(file::FileSink::new(super::config::file_path(
-            path.as_deref(),
-            data_dir,
-        ))),
+        SinkConfig::File { path, .. } => {
+            Arc::new(file::FileSink::new(super::config::file_path(path.as_deref(), data_dir)))
+        }
     })
 }
