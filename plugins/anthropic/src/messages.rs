@@ -106,9 +106,10 @@ pub fn convert(messages: &[Value]) -> Result<Conversation, AdapterError> {
             "user" => out.push("user", user_blocks(content, i)?),
             "assistant" => out.push("assistant", assistant_blocks(message, i, &mut calls)?),
             "tool" => {
-                let id = message.get("tool_call_id").and_then(Value::as_str).ok_or_else(|| {
-                    AdapterError::invalid_request(format!("messages[{i}].tool_call_id is required"))
-                })?;
+                let id = message
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| AdapterError::invalid_request(format!("messages[{i}].tool_call_id is required")))?;
                 if !calls.iter().any(|call| call == id) {
                     return Err(AdapterError::invalid_request(format!(
                         "messages[{i}]: no earlier assistant tool call has id '{id}'"
@@ -225,7 +226,11 @@ fn image_block(url: &str, at: &str) -> Result<Value, AdapterError> {
 fn assistant_blocks(message: &Value, i: usize, calls: &mut Vec<String>) -> Result<Vec<Value>, AdapterError> {
     let content = message.get("content").unwrap_or(&Value::Null);
     let mut blocks: Vec<Value> = texts(content, i)?.iter().filter_map(|t| text_block(t)).collect();
-    let tool_calls = message.get("tool_calls").and_then(Value::as_array).into_iter().flatten();
+    let tool_calls = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
     for (j, call) in tool_calls.enumerate() {
         let at = format!("messages[{i}].tool_calls[{j}]");
         let id = call

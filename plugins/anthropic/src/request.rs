@@ -91,16 +91,15 @@ pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, Adapte
         body.insert("stop_sequences".into(), Value::Array(stops));
     }
     let mut tools = tools(&request)?;
-    let mut tool_choice = if tools.is_empty() {
-        None
-    } else {
-        tool_choice(&request)?
-    };
+    let mut tool_choice = if tools.is_empty() { None } else { tool_choice(&request)? };
     let mut json_tool = None;
     match response_format(&request)? {
         Format::Text => {}
         Format::JsonSchema(schema) => {
-            body.insert("output_config".into(), json!({"format": {"type": "json_schema", "schema": schema}}));
+            body.insert(
+                "output_config".into(),
+                json!({"format": {"type": "json_schema", "schema": schema}}),
+            );
         }
         Format::JsonObject => {
             if !tools.is_empty() {
@@ -153,7 +152,9 @@ fn refuse_unsupported(request: &Map<String, Value>) -> Result<(), AdapterError> 
         ));
     }
     if request.get("logprobs").and_then(Value::as_bool) == Some(true) {
-        return Err(AdapterError::invalid_request("Anthropic does not return log probabilities ('logprobs')"));
+        return Err(AdapterError::invalid_request(
+            "Anthropic does not return log probabilities ('logprobs')",
+        ));
     }
     for key in ["presence_penalty", "frequency_penalty"] {
         if number(request, key)?.is_some_and(|p| p != 0.0) {
@@ -165,7 +166,11 @@ fn refuse_unsupported(request: &Map<String, Value>) -> Result<(), AdapterError> 
             "'reasoning_effort' (extended thinking) is not supported by the Anthropic adapter",
         ));
     }
-    let modalities = request.get("modalities").and_then(Value::as_array).into_iter().flatten();
+    let modalities = request
+        .get("modalities")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
     if modalities.filter_map(Value::as_str).any(|m| m != "text") {
         return Err(AdapterError::invalid_request("Anthropic only answers with text"));
     }

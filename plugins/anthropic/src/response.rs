@@ -26,7 +26,9 @@ pub fn completion(
         return Err(error);
     }
     if answer.get("type").and_then(Value::as_str) != Some("message") {
-        return Err(AdapterError::internal("Anthropic returned something other than a message"));
+        return Err(AdapterError::internal(
+            "Anthropic returned something other than a message",
+        ));
     }
     let mut content = String::new();
     let mut tool_calls = Vec::new();
@@ -68,7 +70,9 @@ pub fn completion(
         message["tool_calls"] = Value::Array(tool_calls);
     }
     let usage = answer.get("usage").and_then(usage);
-    let created = openai::header(&head.headers, "date").and_then(time::http_date).unwrap_or(0);
+    let created = openai::header(&head.headers, "date")
+        .and_then(time::http_date)
+        .unwrap_or(0);
     let mut completion = json!({
         "id": completion_id(ctx, &answer),
         "object": "chat.completion",

@@ -28,7 +28,17 @@ const KEPT: [&str; 13] = [
 
 /// String formats structured outputs support.
 const FORMATS: [&str; 11] = [
-    "date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid", "uri-reference",
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "uri",
+    "ipv4",
+    "ipv6",
+    "uuid",
+    "uri-reference",
 ];
 
 /// The strict form of `schema`.

@@ -108,7 +108,10 @@ impl StreamState {
             "content_block_delta" => self.block_delta(&data, out)?,
             "message_delta" => {
                 self.merge_usage(data.get("usage"));
-                let stop_reason = data.get("delta").and_then(|d| d.get("stop_reason")).and_then(Value::as_str);
+                let stop_reason = data
+                    .get("delta")
+                    .and_then(|d| d.get("stop_reason"))
+                    .and_then(Value::as_str);
                 if let Some(reason) = response::finish_reason(stop_reason, self.json_answer) {
                     out.push(self.chunk(json!({}), Some(reason))?);
                 }
