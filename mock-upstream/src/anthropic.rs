@@ -1,8 +1,9 @@
 //! The Anthropic Messages API: `POST /v1/messages`, answering one `message`
 //! or, with `"stream": true`, its SSE events (`event: <type>` lines).
 //!
-//! The key comes in `x-api-key` (a missing or wrong one is a 401
-//! `authentication_error`) and the `anthropic-version` header is required.
+//! The key comes in `x-api-key`, or as `Authorization: Bearer <key>` as the
+//! anthropic SDK 2.x sends it (a missing or wrong one is a 401
+//! `authentication_error`), and the `anthropic-version` header is required.
 //! The request is validated as Anthropic does (`validate`), restated in
 //! OpenAI terms and answered by [`neutral::decide`] (`restate`), so the
 //! reply text, tool input, token counts and model-name faults equal the
@@ -46,12 +47,18 @@ async fn messages(State(app): State<Shared>, request: Request) -> Response {
     };
     app.count_chat_request();
     let key = parts.headers.get("x-api-key").map(|v| v.as_bytes().to_vec());
-    let key_ok = app.key_matches(key.as_deref());
+    // The anthropic SDK (2.x) sends an API key as a bearer token.
+    let bearer = parts.headers.contains_key(header::AUTHORIZATION);
+    let key_ok = match (&key, bearer) {
+        (Some(key), _) => app.key_matches(Some(key)),
+        (None, true) => app.authorized(&parts.headers),
+        (None, false) => app.key_matches(None),
+    };
     let has_version = parts.headers.contains_key("anthropic-version");
     app.recorder.record(parts, body.clone());
     sleep(app.latency()).await;
     if !key_ok {
-        let message = if key.is_some() {
+        let message = if key.is_some() || bearer {
             "invalid x-api-key"
         } else {
             "x-api-key header is required"
