@@ -63,7 +63,10 @@ async fn messages_answer_like_the_openai_route() {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["type"], "message");
     assert_eq!(answer["role"], "assistant");
-    assert_eq!(answer["content"], json!([{"type": "text", "text": "You said: hello claude"}]));
+    assert_eq!(
+        answer["content"],
+        json!([{"type": "text", "text": "You said: hello claude"}])
+    );
     assert_eq!(answer["stop_reason"], "end_turn");
     assert_eq!(answer["stop_sequence"], Value::Null);
     assert!(answer["id"].as_str().unwrap().starts_with("msg_mock_"));
@@ -95,7 +98,10 @@ async fn stream_events_follow_the_protocol() {
     let events = sse_events(&resp.text().await.unwrap());
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names[..3], ["message_start", "content_block_start", "ping"]);
-    assert_eq!(names[names.len() - 3..], ["content_block_stop", "message_delta", "message_stop"]);
+    assert_eq!(
+        names[names.len() - 3..],
+        ["content_block_stop", "message_delta", "message_stop"]
+    );
     let text: String = events
         .iter()
         .filter(|(n, _)| n == "content_block_delta")
@@ -143,7 +149,10 @@ async fn tool_use_and_its_result() {
         .collect();
     assert_eq!(fragments[0], "");
     assert!(fragments.len() > 2);
-    assert_eq!(serde_json::from_str::<Value>(&fragments.concat()).unwrap(), json!({"city": "mock"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&fragments.concat()).unwrap(),
+        json!({"city": "mock"})
+    );
 }
 
 #[tokio::test]
@@ -185,11 +194,17 @@ async fn invalid_requests_get_anthropic_errors() {
     };
     let cases = [
         (json!({"max_tokens": null}), "max_tokens"),
-        (json!({"frequency_penalty": 1}), "frequency_penalty: Extra inputs are not permitted"),
+        (
+            json!({"frequency_penalty": 1}),
+            "frequency_penalty: Extra inputs are not permitted",
+        ),
         (json!({"messages": []}), "at least one message"),
         (json!({"temperature": 1.5}), "temperature"),
         (json!({"messages": [{"role": "system", "content": "x"}]}), "role"),
-        (json!({"messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]}), "non-empty"),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]}),
+            "non-empty",
+        ),
         (
             json!({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y "}]}),
             "trailing whitespace",
@@ -206,7 +221,10 @@ async fn invalid_requests_get_anthropic_errors() {
             json!({"output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {}}}}}),
             "additionalProperties",
         ),
-        (json!({"tools": [{"name": "bad name", "input_schema": {"type": "object"}}]}), "name"),
+        (
+            json!({"tools": [{"name": "bad name", "input_schema": {"type": "object"}}]}),
+            "name",
+        ),
         (
             json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/tiff", "data": "AAAA"}}]}]}),
             "media_type",
@@ -258,13 +276,21 @@ async fn faults_from_model_names() {
     let answer: Value = resp.json().await.unwrap();
     assert_eq!(answer["error"]["type"], "rate_limit_error");
     let (status, answer) = messages(&base, &request("fail-529", "hi")).await;
-    assert_eq!((status, answer["error"]["type"].as_str()), (529, Some("overloaded_error")));
+    assert_eq!(
+        (status, answer["error"]["type"].as_str()),
+        (529, Some("overloaded_error"))
+    );
 
     let mut body = request("claude-haiku-4-5", "hi");
     body["mock"] = json!({"status": 400, "error_code": "context_length_exceeded"});
     let (status, answer) = messages(&base, &body).await;
     assert_eq!(status, 400);
-    assert!(answer["error"]["message"].as_str().unwrap().starts_with("prompt is too long: "));
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("prompt is too long: ")
+    );
     body["mock"] = json!({"status": 429, "retry_after": 7});
     let resp = send(&base, &body, &[VERSION]).await;
     assert_eq!(resp.headers()["retry-after"], "7");
@@ -276,7 +302,14 @@ async fn faults_from_model_names() {
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["message_start", "content_block_start", "ping", "content_block_delta", "content_block_delta", "error"]
+        [
+            "message_start",
+            "content_block_start",
+            "ping",
+            "content_block_delta",
+            "content_block_delta",
+            "error"
+        ]
     );
     assert_eq!(events[5].1["error"]["type"], "rate_limit_error");
 
