@@ -291,7 +291,12 @@ def test_tool_call_round_trip(client, stack):
     sent = last_messages_request(stack)["body"]
     assert sent["tool_choice"] == {"type": "any"}
     assert sent["tools"] == [
-        {"name": "get_weather", "description": "Current weather", "input_schema": TOOLS[0]["function"]["parameters"]}
+        {
+            "name": "get_weather",
+            "description": "Current weather",
+            "input_schema": TOOLS[0]["function"]["parameters"],
+            "strict": True,
+        }
     ]
 
     follow_up = client.chat.completions.create(

@@ -4,7 +4,8 @@
 //! `model`, `max_tokens` and `messages` are required, content blocks are
 //! checked per type, every `tool_use` needs its `tool_result` in the next
 //! turn (and the reverse), a final assistant turn may not end in
-//! whitespace, and a structured-output schema must close its objects.
+//! whitespace, and a structured-output schema (or a strict tool's input
+//! schema) must close its objects.
 
 use serde_json::{Map, Value};
 
@@ -135,6 +136,9 @@ fn tools(tools: Option<&Value>) -> Result<Vec<String>, String> {
             return Err(format!("tools: Tool names must be unique ('{name}')"));
         }
         match tool.get("input_schema") {
+            Some(schema) if tool.get("strict") == Some(&Value::Bool(true)) => {
+                closed_objects(schema, &format!("{at}.input_schema"))?;
+            }
             Some(schema) if schema.get("type").and_then(Value::as_str) == Some("object") => {}
             Some(_) => return Err(format!("{at}.input_schema.type: Input should be 'object'")),
             None => return Err(format!("{at}.input_schema: Field required")),

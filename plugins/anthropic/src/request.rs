@@ -210,7 +210,7 @@ fn stop_sequences(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterErr
     Ok(stops)
 }
 
-/// `tools[].function` → `{name, description, input_schema}`.
+/// `tools[].function` → `{name, description, input_schema, strict}`.
 fn tools(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
     let tools = match request.get("tools") {
         None | Some(Value::Null) => return Ok(Vec::new()),
@@ -242,7 +242,14 @@ fn tools(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
                 )));
             }
         };
-        declaration.insert("input_schema".into(), schema);
+        // Strict tools are Anthropic's structured outputs for tool input: the
+        // schema must meet the same rules as `output_config.format`.
+        if function.get("strict").and_then(Value::as_bool) == Some(true) {
+            declaration.insert("input_schema".into(), schema::strict(&schema));
+            declaration.insert("strict".into(), Value::Bool(true));
+        } else {
+            declaration.insert("input_schema".into(), schema);
+        }
         out.push(Value::Object(declaration));
     }
     Ok(out)
