@@ -415,3 +415,21 @@ def test_what_anthropic_cannot_do_is_refused(client):
     with pytest.raises(openai.BadRequestError) as choices:
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], n=2)
     assert "'n' must be 1" in choices.value.message
+
+
+def test_context_length_and_overload_are_classified(client):
+    # Last in this file: an overload counts against the provider's health.
+    with pytest.raises(openai.BadRequestError) as too_long:
+        client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body={"mock": {"status": 400, "error_code": "context_length_exceeded"}},
+        )
+    assert too_long.value.code == "context_length_exceeded"
+    assert "prompt is too long" in too_long.value.message
+    with pytest.raises(openai.InternalServerError) as overloaded:
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], extra_body={"mock": {"status": 529}}
+        )
+    assert overloaded.value.status_code == 502
+    assert overloaded.value.code == "upstream_overloaded"
