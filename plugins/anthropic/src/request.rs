@@ -13,8 +13,8 @@ use tollgate_plugin_sdk::{AdapterError, CallContext};
 use crate::{messages, schema};
 
 /// `max_tokens` is required by Anthropic; sent when neither the caller nor
-/// the gateway (`CallContext::max_output_tokens`) set a limit. 4096 is the
-/// largest output every current Claude model accepts.
+/// the gateway (`CallContext::max_output_tokens`) set a limit. Every Claude
+/// model, old or new, accepts an output limit of 4096.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// The tool that carries a JSON-mode answer: Anthropic's native structured
