@@ -16,6 +16,9 @@
 //!   `/v1beta/models/{model}:streamGenerateContent?alt=sse` (also under `/v1/`):
 //!   Google Gemini (SSE events, or one JSON array without `alt=sse`); the key
 //!   goes in `x-goog-api-key` (or `?key=`)
+//! - `POST /v1/messages`: the Anthropic Messages API (JSON, or SSE with
+//!   `"stream": true`); the key goes in `x-api-key`, and `anthropic-version`
+//!   is required
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
 //!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
 //!   `DELETE /__mock/requests` clears them
@@ -72,6 +75,7 @@
 //! For non-streaming requests a cut sends the head and aborts the body.
 //! [`MockOptions::latency_ms`] is added to every request's delay.
 
+mod anthropic;
 mod azure;
 mod bedrock;
 mod directives;
@@ -177,6 +181,7 @@ pub fn router(opts: MockOptions) -> Router {
             post(azure::chat_completions),
         )
         .merge(gemini::routes())
+        .merge(anthropic::routes())
         .merge(bedrock::routes())
         .route("/v1/models", get(openai::models))
         .route("/models", get(openai::models))

@@ -1,0 +1,330 @@
+//! Builds the upstream request: URL plus a Messages API body from the
+//! caller's OpenAI chat-completions body.
+//!
+//! The body is built from scratch out of the fields Anthropic understands.
+//! OpenAI fields it has no equivalent for are refused when they would change
+//! the answer (`n > 1`, `logprobs`, non-zero penalties, `reasoning_effort`)
+//! and dropped when they would not (`seed`, `stream_options`, `store`, …); see
+//! `docs/adapters/anthropic.md`.
+
+use serde_json::{Map, Value, json};
+use tollgate_plugin_sdk::{AdapterError, CallContext};
+
+use crate::{messages, schema};
+
+/// `max_tokens` is required by Anthropic; sent when neither the caller nor
+/// the gateway (`CallContext::max_output_tokens`) set a limit. Every Claude
+/// model, old or new, accepts an output limit of 4096.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The tool that carries a JSON-mode answer: Anthropic's native structured
+/// output needs a schema, so `json_object` is emulated by forcing this tool
+/// and reading its input back as the message content.
+pub const JSON_TOOL: &str = "json_response";
+
+/// The upstream URL and JSON body, and what the answer translation needs.
+pub struct Prepared {
+    pub url: String,
+    pub body: Vec<u8>,
+    pub shape: Shape,
+}
+
+/// Request facts the response and stream translations depend on.
+#[derive(Debug, Default, Clone)]
+pub struct Shape {
+    /// JSON mode is emulated with this forced tool.
+    pub json_tool: Option<String>,
+    /// Whitespace cut from the end of a trailing assistant turn (Anthropic
+    /// rejects prefill ending in whitespace); the model repeats it at the
+    /// start of its continuation, where it is cut again.
+    pub trimmed_prefill: String,
+}
+
+/// Translate the caller's body for `ctx` (model, stream, output cap,
+/// continuation).
+pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, AdapterError> {
+    let request: Map<String, Value> = match serde_json::from_slice(openai_body) {
+        Ok(Value::Object(map)) => map,
+        _ => return Err(AdapterError::invalid_request("request body must be a JSON object")),
+    };
+    refuse_unsupported(&request)?;
+    let model = ctx.upstream_model.as_str();
+    if model.is_empty() || model.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(AdapterError::invalid_request(format!(
+            "'{model}' is not an Anthropic model name"
+        )));
+    }
+    let list = match request.get("messages") {
+        Some(Value::Array(list)) => list,
+        _ => return Err(AdapterError::invalid_request("'messages' must be an array")),
+    };
+    let mut conversation = messages::convert(list)?;
+    if let Some(partial) = ctx.continuation.as_deref().filter(|p| !p.is_empty()) {
+        // Anthropic continues a trailing assistant turn (prefill), so the
+        // caller reads one answer across a mid-stream failover.
+        conversation.push_assistant_text(partial);
+    }
+    let trimmed_prefill = conversation.trim_prefill();
+    if conversation.messages.is_empty() {
+        return Err(AdapterError::invalid_request(
+            "Anthropic needs at least one user or assistant message with content",
+        ));
+    }
+
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model));
+    body.insert("max_tokens".into(), json!(max_tokens(&request, ctx.max_output_tokens)?));
+    if !conversation.system.is_empty() {
+        body.insert("system".into(), Value::from(conversation.system.join("\n\n")));
+    }
+    body.insert("messages".into(), Value::Array(conversation.messages));
+    for key in ["temperature", "top_p"] {
+        if let Some(value) = request.get(key).filter(|v| !v.is_null()) {
+            if !value.is_number() {
+                return Err(AdapterError::invalid_request(format!("'{key}' must be a number")));
+            }
+            body.insert(key.into(), value.clone());
+        }
+    }
+    let stops = stop_sequences(&request)?;
+    if !stops.is_empty() {
+        body.insert("stop_sequences".into(), Value::Array(stops));
+    }
+    let mut tools = tools(&request)?;
+    let mut tool_choice = if tools.is_empty() { None } else { tool_choice(&request)? };
+    let mut json_tool = None;
+    match response_format(&request)? {
+        Format::Text => {}
+        Format::JsonSchema(schema) => {
+            body.insert(
+                "output_config".into(),
+                json!({"format": {"type": "json_schema", "schema": schema}}),
+            );
+        }
+        Format::JsonObject => {
+            if !tools.is_empty() {
+                return Err(AdapterError::invalid_request(
+                    "the Anthropic adapter emulates JSON mode with a forced tool, so it cannot be combined with 'tools'; use response_format json_schema",
+                ));
+            }
+            tools.push(json!({
+                "name": JSON_TOOL,
+                "description": "Respond with your complete answer as one JSON object: the input of this tool is the response.",
+                "input_schema": {"type": "object"},
+            }));
+            tool_choice = Some(json!({"type": "tool", "name": JSON_TOOL}));
+            json_tool = Some(JSON_TOOL.to_owned());
+        }
+    }
+    if !tools.is_empty() {
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(choice) = tool_choice {
+        body.insert("tool_choice".into(), choice);
+    }
+    if let Some(user) = request.get("user").and_then(Value::as_str).filter(|u| !u.is_empty()) {
+        body.insert("metadata".into(), json!({ "user_id": user }));
+    }
+    if ctx.stream {
+        body.insert("stream".into(), Value::Bool(true));
+    }
+    // The mock upstream's test directives; a real caller never sends them.
+    if let Some(directives) = request.get("mock").filter(|v| v.is_object()) {
+        body.insert("mock".into(), directives.clone());
+    }
+    let url = format!("{}/v1/messages", ctx.base_url.trim_end_matches('/'));
+    let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| AdapterError::internal(e.to_string()))?;
+    Ok(Prepared {
+        url,
+        body,
+        shape: Shape {
+            json_tool,
+            trimmed_prefill,
+        },
+    })
+}
+
+/// OpenAI options that would change the answer and have no Anthropic form.
+fn refuse_unsupported(request: &Map<String, Value>) -> Result<(), AdapterError> {
+    if number(request, "n")?.is_some_and(|n| n > 1.0) {
+        return Err(AdapterError::invalid_request(
+            "the Anthropic adapter returns one choice per request: 'n' must be 1",
+        ));
+    }
+    if request.get("logprobs").and_then(Value::as_bool) == Some(true) {
+        return Err(AdapterError::invalid_request(
+            "Anthropic does not return log probabilities ('logprobs')",
+        ));
+    }
+    for key in ["presence_penalty", "frequency_penalty"] {
+        if number(request, key)?.is_some_and(|p| p != 0.0) {
+            return Err(AdapterError::invalid_request(format!("Anthropic has no '{key}'")));
+        }
+    }
+    if request.get("reasoning_effort").is_some_and(|v| !v.is_null()) {
+        return Err(AdapterError::invalid_request(
+            "'reasoning_effort' (extended thinking) is not supported by the Anthropic adapter",
+        ));
+    }
+    let modalities = request
+        .get("modalities")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    if modalities.filter_map(Value::as_str).any(|m| m != "text") {
+        return Err(AdapterError::invalid_request("Anthropic only answers with text"));
+    }
+    Ok(())
+}
+
+/// The caller's limit, else the gateway's cap, else [`DEFAULT_MAX_TOKENS`].
+fn max_tokens(request: &Map<String, Value>, cap: Option<u32>) -> Result<u64, AdapterError> {
+    let limit = match number(request, "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => number(request, "max_tokens")?,
+    };
+    match limit {
+        Some(n) if n >= 1.0 && n.fract() == 0.0 => Ok(n as u64),
+        Some(_) => Err(AdapterError::invalid_request("max_tokens must be a positive integer")),
+        None => Ok(u64::from(cap.unwrap_or(DEFAULT_MAX_TOKENS))),
+    }
+}
+
+fn stop_sequences(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
+    let stops = match request.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![Value::from(s.as_str())],
+        Some(Value::Array(list)) if list.iter().all(Value::is_string) => list.clone(),
+        Some(_) => {
+            return Err(AdapterError::invalid_request(
+                "'stop' must be a string or an array of strings",
+            ));
+        }
+    };
+    // Anthropic rejects whitespace-only stop sequences.
+    if stops.iter().any(|s| s.as_str().is_some_and(|s| s.trim().is_empty())) {
+        return Err(AdapterError::invalid_request(
+            "Anthropic does not accept empty or whitespace-only stop sequences",
+        ));
+    }
+    Ok(stops)
+}
+
+/// `tools[].function` → `{name, description, input_schema, strict}`.
+fn tools(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
+    let tools = match request.get("tools") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err(AdapterError::invalid_request("'tools' must be an array")),
+    };
+    let mut out = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("function");
+        let function = tool.get("function").filter(|_| kind == "function").ok_or_else(|| {
+            AdapterError::invalid_request(format!("tools[{i}]: only 'function' tools are supported by Anthropic"))
+        })?;
+        let name = function
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| AdapterError::invalid_request(format!("tools[{i}].function.name is required")))?;
+        let mut declaration = Map::new();
+        declaration.insert("name".into(), Value::from(name));
+        if let Some(description) = function.get("description").and_then(Value::as_str) {
+            declaration.insert("description".into(), Value::from(description));
+        }
+        // `input_schema` is required and must be an object schema.
+        let schema = match function.get("parameters") {
+            None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
+            Some(schema @ Value::Object(_)) => schema.clone(),
+            Some(_) => {
+                return Err(AdapterError::invalid_request(format!(
+                    "tools[{i}].function.parameters must be a JSON Schema object"
+                )));
+            }
+        };
+        // Strict tools are Anthropic's structured outputs for tool input: the
+        // schema must meet the same rules as `output_config.format`.
+        if function.get("strict").and_then(Value::as_bool) == Some(true) {
+            declaration.insert("input_schema".into(), schema::strict(&schema));
+            declaration.insert("strict".into(), Value::Bool(true));
+        } else {
+            declaration.insert("input_schema".into(), schema);
+        }
+        out.push(Value::Object(declaration));
+    }
+    Ok(out)
+}
+
+/// `tool_choice` (+ `parallel_tool_calls: false`) → Anthropic `tool_choice`.
+fn tool_choice(request: &Map<String, Value>) -> Result<Option<Value>, AdapterError> {
+    let mut choice = match request.get("tool_choice") {
+        None | Some(Value::Null) => json!({"type": "auto"}),
+        Some(Value::String(choice)) => match choice.as_str() {
+            "auto" => json!({"type": "auto"}),
+            "none" => json!({"type": "none"}),
+            "required" => json!({"type": "any"}),
+            other => {
+                return Err(AdapterError::invalid_request(format!(
+                    "tool_choice '{other}' is not one of auto, none, required"
+                )));
+            }
+        },
+        Some(Value::Object(choice)) => {
+            let name = choice
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| AdapterError::invalid_request("tool_choice.function.name is required"))?;
+            json!({"type": "tool", "name": name})
+        }
+        Some(_) => {
+            return Err(AdapterError::invalid_request(
+                "tool_choice must be a string or an object",
+            ));
+        }
+    };
+    let explicit = request.get("tool_choice").is_some_and(|c| !c.is_null());
+    let serial = request.get("parallel_tool_calls").and_then(Value::as_bool) == Some(false);
+    if serial && choice["type"] != "none" {
+        choice["disable_parallel_tool_use"] = Value::Bool(true);
+    }
+    Ok((explicit || serial).then_some(choice))
+}
+
+enum Format {
+    Text,
+    JsonObject,
+    JsonSchema(Value),
+}
+
+fn response_format(request: &Map<String, Value>) -> Result<Format, AdapterError> {
+    let Some(format) = request.get("response_format").filter(|v| !v.is_null()) else {
+        return Ok(Format::Text);
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(Format::Text),
+        Some("json_object") => Ok(Format::JsonObject),
+        Some("json_schema") => {
+            let schema = format
+                .get("json_schema")
+                .and_then(|s| s.get("schema"))
+                .filter(|s| s.is_object())
+                .ok_or_else(|| AdapterError::invalid_request("response_format.json_schema.schema is required"))?;
+            Ok(Format::JsonSchema(schema::strict(schema)))
+        }
+        _ => Err(AdapterError::invalid_request(
+            "response_format.type must be text, json_object or json_schema",
+        )),
+    }
+}
+
+/// A numeric field, `None` when absent or null.
+fn number(request: &Map<String, Value>, key: &str) -> Result<Option<f64>, AdapterError> {
+    match request.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| AdapterError::invalid_request(format!("'{key}' must be a number"))),
+    }
+}

@@ -1,0 +1,273 @@
+//! Messages API SSE events → `chat.completion.chunk`s.
+//!
+//! | Anthropic event | chunks |
+//! |---|---|
+//! | `message_start` | the role chunk (`role: "assistant"`, `content: ""`) |
+//! | `content_block_start` `tool_use` | a tool-call delta with `index`, `id`, `type`, `function.name`, empty `arguments` |
+//! | `content_block_delta` `text_delta` | a content delta |
+//! | `content_block_delta` `input_json_delta` | a tool-call delta with the `arguments` fragment |
+//! | `message_delta` with `stop_reason` | an empty delta with the finish reason |
+//! | `message_stop` | none; [`StreamState::finish`] then adds a `choices: []` chunk the host puts usage and cost on |
+//! | `ping`, `content_block_stop`, thinking deltas | none |
+//! | `error` | the classified error (e.g. `overloaded_error` mid-stream) |
+//!
+//! In JSON mode (a forced tool, see `request::JSON_TOOL`) the tool's
+//! `input_json_delta` fragments are content deltas instead. Usage arrives in
+//! two parts: `message_start` holds the input and cache counts, and
+//! `message_delta` the running output count; the latest value of each wins.
+//! A stream that ends without `message_stop` was cut short and is reported
+//! as an upstream failure, so the gateway can fail over and continue.
+
+use serde_json::{Map, Value, json};
+use tollgate_plugin_sdk::stream::{EventData, event_data};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage};
+
+use crate::request::Shape;
+use crate::{error, response};
+
+/// What a content block at an upstream index turns into.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Text,
+    /// A tool call, with its OpenAI `tool_calls[].index`.
+    Tool(usize),
+    /// The JSON-mode tool: its input is the answer's content.
+    Json,
+    /// Thinking and anything else without a chat-completions form.
+    Skipped,
+}
+
+/// Stream position of one exchange.
+pub struct StreamState {
+    request_id: String,
+    upstream_model: String,
+    json_tool: Option<String>,
+    /// Whitespace cut from the prefill, still to be cut from the answer.
+    prefix: String,
+    id: Option<String>,
+    model: Option<String>,
+    role_sent: bool,
+    /// (upstream block index, what it is).
+    blocks: Vec<(u64, Block)>,
+    tool_calls: usize,
+    json_answer: bool,
+    stopped: bool,
+    /// The latest usage counts, merged across events.
+    usage: Map<String, Value>,
+}
+
+impl StreamState {
+    pub fn new(ctx: &CallContext, shape: &Shape) -> Self {
+        StreamState {
+            request_id: ctx.request_id.clone(),
+            upstream_model: ctx.upstream_model.clone(),
+            json_tool: shape.json_tool.clone(),
+            prefix: shape.trimmed_prefill.clone(),
+            id: None,
+            model: None,
+            role_sent: false,
+            blocks: Vec::new(),
+            tool_calls: 0,
+            json_answer: false,
+            stopped: false,
+            usage: Map::new(),
+        }
+    }
+
+    pub fn usage(&self) -> Option<Usage> {
+        if self.usage.is_empty() {
+            return None;
+        }
+        response::usage(&Value::Object(self.usage.clone()))
+    }
+
+    /// Translate one event, appending its chunks to `out`.
+    pub fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        let text = match event_data(&event.data)? {
+            EventData::Empty | EventData::Done => return Ok(()),
+            EventData::Json(text) => text,
+        };
+        let data: Value = serde_json::from_str(text)
+            .map_err(|_| AdapterError::internal("Anthropic sent an invalid JSON stream event"))?;
+        if let Some(error) = error::in_body(&data) {
+            return Err(error);
+        }
+        match data.get("type").and_then(Value::as_str).unwrap_or("") {
+            "message_start" => {
+                let message = data.get("message").unwrap_or(&Value::Null);
+                if let Some(id) = message.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) {
+                    self.id = Some(format!("chatcmpl-{id}"));
+                }
+                if let Some(model) = message.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+                    self.model = Some(model.to_owned());
+                }
+                self.merge_usage(message.get("usage"));
+                out.push(self.chunk(json!({}), None)?);
+            }
+            "content_block_start" => self.block_start(&data, out)?,
+            "content_block_delta" => self.block_delta(&data, out)?,
+            "message_delta" => {
+                self.merge_usage(data.get("usage"));
+                let stop_reason = data
+                    .get("delta")
+                    .and_then(|d| d.get("stop_reason"))
+                    .and_then(Value::as_str);
+                if let Some(reason) = response::finish_reason(stop_reason, self.json_answer) {
+                    out.push(self.chunk(json!({}), Some(reason))?);
+                }
+            }
+            "message_stop" => self.stopped = true,
+            // ping, content_block_stop, and event types newer than this adapter.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn block_start(&mut self, data: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let block = data.get("content_block").unwrap_or(&Value::Null);
+        let kind = match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                self.text(text, out)?;
+                Block::Text
+            }
+            Some("tool_use") => {
+                let name = block.get("name").and_then(Value::as_str).unwrap_or("");
+                if self.json_tool.as_deref() == Some(name) {
+                    self.json_answer = true;
+                    Block::Json
+                } else {
+                    let at = self.tool_calls;
+                    self.tool_calls += 1;
+                    let delta = json!({
+                        "content": null,
+                        "tool_calls": [{
+                            "index": at,
+                            "id": block.get("id").and_then(Value::as_str).unwrap_or(""),
+                            "type": "function",
+                            "function": { "name": name, "arguments": "" },
+                        }],
+                    });
+                    out.push(self.chunk(delta, None)?);
+                    Block::Tool(at)
+                }
+            }
+            _ => Block::Skipped,
+        };
+        self.blocks.push((index, kind));
+        Ok(())
+    }
+
+    fn block_delta(&mut self, data: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let kind = self
+            .blocks
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .map_or(Block::Skipped, |(_, kind)| *kind);
+        let delta = data.get("delta").unwrap_or(&Value::Null);
+        match (delta.get("type").and_then(Value::as_str), kind) {
+            (Some("text_delta"), Block::Text) => {
+                let text = delta.get("text").and_then(Value::as_str).unwrap_or("");
+                self.text(text, out)?;
+            }
+            (Some("input_json_delta"), Block::Tool(at)) => {
+                let fragment = delta.get("partial_json").and_then(Value::as_str).unwrap_or("");
+                if !fragment.is_empty() {
+                    let delta = json!({"tool_calls": [{"index": at, "function": {"arguments": fragment}}]});
+                    out.push(self.chunk(delta, None)?);
+                }
+            }
+            (Some("input_json_delta"), Block::Json) => {
+                let fragment = delta.get("partial_json").and_then(Value::as_str).unwrap_or("");
+                if !fragment.is_empty() {
+                    out.push(self.chunk(json!({ "content": fragment }), None)?);
+                }
+            }
+            // thinking_delta, signature_delta, citations_delta, …
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A content delta, minus what is left of the trimmed prefill whitespace.
+    fn text(&mut self, mut text: &str, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        if !self.prefix.is_empty() {
+            let same = text
+                .char_indices()
+                .zip(self.prefix.chars())
+                .take_while(|((_, a), b)| a == b)
+                .last()
+                .map_or(0, |((i, c), _)| i + c.len_utf8());
+            if same == text.len() {
+                self.prefix.drain(..same);
+            } else {
+                self.prefix.clear();
+            }
+            text = &text[same..];
+        }
+        if !text.is_empty() {
+            out.push(self.chunk(json!({ "content": text }), None)?);
+        }
+        Ok(())
+    }
+
+    fn merge_usage(&mut self, usage: Option<&Value>) {
+        for (key, value) in usage.and_then(Value::as_object).into_iter().flatten() {
+            if value.is_u64() {
+                self.usage.insert(key.clone(), value.clone());
+            }
+        }
+    }
+
+    /// The stream ended: the closing chunk, or an error if it was cut short.
+    pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+        if !self.stopped {
+            return Err(AdapterError::new(
+                ErrorClass::Upstream(502),
+                "Anthropic's stream ended before message_stop",
+            ));
+        }
+        let chunk = json!({
+            "id": self.id(),
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": self.model(),
+            "choices": [],
+        });
+        Ok(vec![
+            serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))?,
+        ])
+    }
+
+    fn id(&self) -> String {
+        self.id
+            .clone()
+            .unwrap_or_else(|| format!("chatcmpl-{}", self.request_id))
+    }
+
+    fn model(&self) -> &str {
+        self.model.as_deref().unwrap_or(&self.upstream_model)
+    }
+
+    /// One chunk with one choice; the first also names the role.
+    fn chunk(&mut self, mut delta: Value, finish_reason: Option<&str>) -> Result<Vec<u8>, AdapterError> {
+        if !self.role_sent {
+            self.role_sent = true;
+            delta["role"] = Value::from("assistant");
+            if delta.get("content").is_none() {
+                delta["content"] = Value::from("");
+            }
+        }
+        let chunk = json!({
+            "id": self.id(),
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": self.model(),
+            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason }],
+        });
+        serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))
+    }
+}
