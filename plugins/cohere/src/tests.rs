@@ -164,7 +164,7 @@ fn golden_files() {
         let lower = text.to_ascii_lowercase();
         // The suite's test key is "test-key"; no bearer token belongs in a golden.
         assert!(
-            !lower.contains("test-key") && !lower.contains("sk-") && !lower.contains("bearer"),
+            !lower.contains("test-key") && !lower.contains("sk-") && !lower.contains("bearer "),
             "{path:?} holds a secret"
         );
         let golden: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
