@@ -16,6 +16,8 @@
 //!   `/v1beta/models/{model}:streamGenerateContent?alt=sse` (also under `/v1/`):
 //!   Google Gemini (SSE events, or one JSON array without `alt=sse`); the key
 //!   goes in `x-goog-api-key` (or `?key=`)
+//! - `POST /v2/chat`: Cohere v2 Chat (JSON, or SSE events with `"stream":
+//!   true`); the key goes in `Authorization: Bearer`
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
 //!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
 //!   `DELETE /__mock/requests` clears them
@@ -74,6 +76,7 @@
 
 mod azure;
 mod bedrock;
+mod cohere;
 mod directives;
 mod faults;
 mod gemini;
@@ -177,6 +180,7 @@ pub fn router(opts: MockOptions) -> Router {
             post(azure::chat_completions),
         )
         .merge(gemini::routes())
+        .merge(cohere::routes())
         .merge(bedrock::routes())
         .route("/v1/models", get(openai::models))
         .route("/models", get(openai::models))
