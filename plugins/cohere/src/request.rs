@@ -14,6 +14,9 @@ use crate::messages;
 
 /// Cohere accepts at most this many stop sequences.
 const MAX_STOP_SEQUENCES: usize = 5;
+/// Cohere's range for `p` (nucleus sampling).
+const P_MIN: f64 = 0.01;
+const P_MAX: f64 = 0.99;
 
 /// `{base_url}/v2/chat`; the catalog's base URL is the API root.
 pub fn url(base_url: &str) -> String {
@@ -170,10 +173,21 @@ fn sampling(request: &Map<String, Value>, cap: Option<u32>, body: &mut Map<Strin
         ("presence_penalty", "presence_penalty"),
     ] {
         if let Some(value) = request.get(openai).filter(|v| !v.is_null()) {
-            if !value.is_number() {
+            let Some(n) = value.as_f64() else {
                 return Err(AdapterError::invalid_request(format!("'{openai}' must be a number")));
-            }
-            body.insert(cohere.into(), value.clone());
+            };
+            let value = match openai {
+                // Cohere takes p in 0.01..=0.99; OpenAI's common top_p 1 (no
+                // cut-off) is nearest to 0.99.
+                "top_p" if !(P_MIN..=P_MAX).contains(&n) => json!(n.clamp(P_MIN, P_MAX)),
+                "frequency_penalty" | "presence_penalty" if !(0.0..=1.0).contains(&n) => {
+                    return Err(AdapterError::invalid_request(format!(
+                        "Cohere takes '{openai}' between 0 and 1, got {n}"
+                    )));
+                }
+                _ => value.clone(),
+            };
+            body.insert(cohere.into(), value);
         }
     }
     let limit = match number(request, "max_completion_tokens")? {

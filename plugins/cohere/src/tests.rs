@@ -288,6 +288,8 @@ fn refuses_what_cohere_cannot_do() {
         json!({"stop": 5}),
         json!({"temperature": "hot"}),
         json!({"max_tokens": 0}),
+        json!({"presence_penalty": -0.5}),
+        json!({"frequency_penalty": 1.5}),
         json!({"reasoning_effort": "extreme"}),
         json!({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AA", "format": "wav"}}]}]}),
         json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "ftp://x/y.png"}}]}]}),
@@ -321,4 +323,12 @@ fn stream_cut_before_message_end_is_an_upstream_failure() {
     assert_eq!(second["id"], "chatcmpl-m1");
     let error = adapter.finish().unwrap_err();
     assert_eq!(error.class, ErrorClass::Upstream(502));
+}
+
+#[test]
+fn top_p_is_kept_within_cohere_s_range() {
+    for (top_p, p) in [(1.0, 0.99), (0.0, 0.01), (0.5, 0.5)] {
+        let out = sent(ctx(false), with(json!({"top_p": top_p}))).unwrap();
+        assert_eq!(out["p"], json!(p), "{top_p}");
+    }
 }
