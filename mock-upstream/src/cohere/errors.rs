@@ -65,7 +65,6 @@ pub fn fault(status: StatusCode, error_code: Option<&str>, retry_after: Option<&
         504 => "gateway timeout".to_owned(),
         _ => "mock: scripted error".to_owned(),
     };
-    // Real fault statuses need not be standard: 498 and 499 are Cohere's own.
     let mut response = error(status, &message);
     if let Some(value) = retry_after.and_then(|v| HeaderValue::from_str(v).ok()) {
         response.headers_mut().insert(header::RETRY_AFTER, value);
