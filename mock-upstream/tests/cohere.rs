@@ -76,7 +76,10 @@ async fn chat_answers_like_the_openai_route() {
     let (status, answer) = chat(&base, &body).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["message"]["role"], "assistant");
-    assert_eq!(answer["message"]["content"], json!([{"type": "text", "text": "You said: hello cohere"}]));
+    assert_eq!(
+        answer["message"]["content"],
+        json!([{"type": "text", "text": "You said: hello cohere"}])
+    );
     assert_eq!(answer["finish_reason"], "COMPLETE");
     assert!(answer["id"].as_str().unwrap().starts_with("mock-cohere-"));
 
@@ -94,7 +97,10 @@ async fn chat_answers_like_the_openai_route() {
         .unwrap();
     let usage = &answer["usage"];
     assert_eq!(usage["billed_units"]["input_tokens"], openai["usage"]["prompt_tokens"]);
-    assert_eq!(usage["billed_units"]["output_tokens"], openai["usage"]["completion_tokens"]);
+    assert_eq!(
+        usage["billed_units"]["output_tokens"],
+        openai["usage"]["completion_tokens"]
+    );
     // `tokens` also counts the pretend prompt template.
     assert_eq!(
         usage["tokens"]["input_tokens"].as_u64().unwrap(),
@@ -129,7 +135,10 @@ async fn streams_typed_events_one_word_each() {
     assert_eq!(text, "You said: one two three");
     let end = &events[8]["delta"];
     assert_eq!(end["finish_reason"], "COMPLETE");
-    assert_eq!(end["usage"]["billed_units"], json!({"input_tokens": 7, "output_tokens": 5}));
+    assert_eq!(
+        end["usage"]["billed_units"],
+        json!({"input_tokens": 7, "output_tokens": 5})
+    );
 }
 
 fn weather_tools() -> Value {
@@ -161,7 +170,11 @@ async fn tool_calls_and_results() {
     let arguments: String = events
         .iter()
         .filter(|e| e["type"] == "tool-call-delta")
-        .map(|e| e["delta"]["message"]["tool_calls"]["function"]["arguments"].as_str().unwrap())
+        .map(|e| {
+            e["delta"]["message"]["tool_calls"]["function"]["arguments"]
+                .as_str()
+                .unwrap()
+        })
         .collect();
     assert_eq!(arguments, "{\"city\":\"mock\"}");
     assert!(events.iter().filter(|e| e["type"] == "tool-call-delta").count() > 1);
@@ -190,14 +203,20 @@ async fn json_output() {
     body["response_format"] = json!({"type": "json_object"});
     let (_, answer) = chat(&base, &body).await;
     let text = answer["message"]["content"][0]["text"].as_str().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), json!({"reply": "You said: hi"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"reply": "You said: hi"})
+    );
 
     body["response_format"] = json!({"type": "json_object", "json_schema": {
         "type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]
     }});
     let (_, answer) = chat(&base, &body).await;
     let text = answer["message"]["content"][0]["text"].as_str().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), json!({"name": "mock", "age": 1}));
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"name": "mock", "age": 1})
+    );
 }
 
 #[tokio::test]
@@ -217,19 +236,55 @@ async fn validates_like_cohere() {
     let cases = [
         (json!({"messages": [{"role": "user", "content": "x"}]}), "model"),
         (json!({"model": "m", "messages": []}), "messages"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0.5}), "'top_p'"),
-        (json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}), "role"),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0.5}),
+            "'top_p'",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}),
+            "role",
+        ),
         (json!({"model": "m", "messages": [{"role": "user"}]}), "content"),
-        (json!({"model": "m", "messages": [{"role": "assistant"}]}), "content or tool_calls"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "t", "content": "y"}]}), "'t'"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "audio"}]}]}), "type"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "p": 1.0}), "p must be between"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "presence_penalty": -1}), "presence_penalty"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop_sequences": ["1","2","3","4","5","6"]}), "stop_sequences"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "AUTO"}), "tool_choice"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}), "parameters"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}), "response_format"),
-        (json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}), "max_tokens"),
+        (
+            json!({"model": "m", "messages": [{"role": "assistant"}]}),
+            "content or tool_calls",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "t", "content": "y"}]}),
+            "'t'",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "audio"}]}]}),
+            "type",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "p": 1.0}),
+            "p must be between",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "presence_penalty": -1}),
+            "presence_penalty",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop_sequences": ["1","2","3","4","5","6"]}),
+            "stop_sequences",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "AUTO"}),
+            "tool_choice",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}),
+            "parameters",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}),
+            "response_format",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}),
+            "max_tokens",
+        ),
     ];
     for (body, needle) in cases {
         let (status, error) = chat(&base, &body).await;
@@ -282,7 +337,13 @@ async fn stream_faults() {
     let events = stream(&base, user("ratelimit-2", "a b c d")).await;
     assert_eq!(
         types(&events),
-        ["message-start", "content-start", "content-delta", "content-delta", "message-end"]
+        [
+            "message-start",
+            "content-start",
+            "content-delta",
+            "content-delta",
+            "message-end"
+        ]
     );
     let end = &events[4]["delta"];
     assert_eq!(end["finish_reason"], "ERROR");
@@ -315,10 +376,22 @@ async fn bearer_auth() {
     .await;
     let http = reqwest::Client::new();
     let url = format!("{base}/v2/chat");
-    let ok = http.post(&url).bearer_auth("k1").json(&user("m", "x")).send().await.unwrap();
+    let ok = http
+        .post(&url)
+        .bearer_auth("k1")
+        .json(&user("m", "x"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
 
-    let wrong = http.post(&url).bearer_auth("k2").json(&user("m", "x")).send().await.unwrap();
+    let wrong = http
+        .post(&url)
+        .bearer_auth("k2")
+        .json(&user("m", "x"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(wrong.status(), 401);
     let error: Value = wrong.json().await.unwrap();
     assert_eq!(error["message"], "invalid api token");

@@ -54,8 +54,9 @@ pub fn fault(status: StatusCode, error_code: Option<&str>, retry_after: Option<&
         401 => "invalid api token".to_owned(),
         402 => "Please add or update your payment method to continue using the API".to_owned(),
         403 => "forbidden: this key cannot use the requested model".to_owned(),
-        404 => "model not found, make sure the correct model ID was used and that you have access to the model."
-            .to_owned(),
+        404 => {
+            "model not found, make sure the correct model ID was used and that you have access to the model.".to_owned()
+        }
         422 => "unprocessable entity: the request could not be processed".to_owned(),
         429 => RATE_LIMITED.to_owned(),
         498 => "blocked api token".to_owned(),
@@ -80,5 +81,12 @@ fn error_id(status: StatusCode, message: &str) -> String {
         hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
     }
     let hex = format!("{hash:016x}{:016x}", hash.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15);
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }

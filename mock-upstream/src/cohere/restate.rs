@@ -25,7 +25,10 @@ pub fn to_openai(request: &Map<String, Value>) -> Value {
         "model": request.get("model").cloned().unwrap_or(Value::Null),
         "messages": messages,
     });
-    if let Some(tools) = request.get("tools").filter(|t| t.as_array().is_some_and(|t| !t.is_empty())) {
+    if let Some(tools) = request
+        .get("tools")
+        .filter(|t| t.as_array().is_some_and(|t| !t.is_empty()))
+    {
         out["tools"] = tools.clone();
         match request.get("tool_choice").and_then(Value::as_str) {
             Some("REQUIRED") => out["tool_choice"] = json!("required"),
@@ -59,7 +62,10 @@ fn message(message: &Value) -> Value {
         }),
         "assistant" => {
             let mut out = json!({"role": "assistant", "content": text(content, "")});
-            if let Some(calls) = message.get("tool_calls").filter(|c| c.as_array().is_some_and(|c| !c.is_empty())) {
+            if let Some(calls) = message
+                .get("tool_calls")
+                .filter(|c| c.as_array().is_some_and(|c| !c.is_empty()))
+            {
                 out["tool_calls"] = calls.clone();
             }
             out

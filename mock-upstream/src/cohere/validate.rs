@@ -81,7 +81,10 @@ pub fn request(request: &Map<String, Value>) -> Checked {
             Some("enabled" | "disabled") => {}
             _ => return Err("thinking.type must be one of enabled, disabled".into()),
         }
-        if thinking.get("token_budget").is_some_and(|b| b.as_u64().is_none_or(|b| b == 0)) {
+        if thinking
+            .get("token_budget")
+            .is_some_and(|b| b.as_u64().is_none_or(|b| b == 0))
+        {
             return Err("thinking.token_budget must be a positive integer".into());
         }
     }
@@ -210,9 +213,7 @@ fn stops(stops: Option<&Value>) -> Checked {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Array(list)) if list.iter().all(Value::is_string) => {
             if list.len() > MAX_STOP_SEQUENCES {
-                return Err(format!(
-                    "stop_sequences can contain at most {MAX_STOP_SEQUENCES} items"
-                ));
+                return Err(format!("stop_sequences can contain at most {MAX_STOP_SEQUENCES} items"));
             }
             Ok(())
         }

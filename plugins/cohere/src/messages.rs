@@ -216,7 +216,10 @@ fn tool_content(content: &Value, i: usize) -> Result<Value, AdapterError> {
         Value::Array(parts) => {
             let mut out = Vec::with_capacity(parts.len());
             for (j, part) in parts.iter().enumerate() {
-                match (part.get("type").and_then(Value::as_str), part.get("text").and_then(Value::as_str)) {
+                match (
+                    part.get("type").and_then(Value::as_str),
+                    part.get("text").and_then(Value::as_str),
+                ) {
                     (Some("text"), Some(text)) => out.push(json!({"type": "text", "text": text})),
                     _ => {
                         return Err(AdapterError::invalid_request(format!(

@@ -40,9 +40,16 @@ pub fn completion(ctx: &CallContext, head: &ResponseHead, body: &[u8]) -> Result
     if content.is_empty() && !tool_calls.is_empty() {
         // The model's plan before calling tools, as OpenAI models put text
         // before a call in `content` (see `messages` for the way back).
-        content = message.get("tool_plan").and_then(Value::as_str).unwrap_or("").to_owned();
+        content = message
+            .get("tool_plan")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
     }
-    let finish_reason = finish_reason(answer.get("finish_reason").and_then(Value::as_str), !tool_calls.is_empty())?;
+    let finish_reason = finish_reason(
+        answer.get("finish_reason").and_then(Value::as_str),
+        !tool_calls.is_empty(),
+    )?;
     let content = if content.is_empty() && !tool_calls.is_empty() {
         Value::Null
     } else {
@@ -53,7 +60,9 @@ pub fn completion(ctx: &CallContext, head: &ResponseHead, body: &[u8]) -> Result
         message["tool_calls"] = Value::Array(tool_calls);
     }
     let usage = answer.get("usage").and_then(usage);
-    let created = openai::header(&head.headers, "date").and_then(time::http_date).unwrap_or(0);
+    let created = openai::header(&head.headers, "date")
+        .and_then(time::http_date)
+        .unwrap_or(0);
     let mut completion = json!({
         "id": completion_id(ctx, answer.get("id")),
         "object": "chat.completion",
@@ -125,7 +134,11 @@ pub fn usage(usage: &Value) -> Option<Usage> {
         .get("billed_units")
         .filter(has_counts)
         .or_else(|| usage.get("tokens").filter(has_counts))?;
-    let count = |v: Option<&Value>| v.and_then(Value::as_f64).filter(|n| n.is_finite() && *n >= 0.0).map(|n| n as u64);
+    let count = |v: Option<&Value>| {
+        v.and_then(Value::as_f64)
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map(|n| n as u64)
+    };
     Some(Usage {
         input: count(counts.get("input_tokens")).unwrap_or(0),
         output: count(counts.get("output_tokens")).unwrap_or(0),

@@ -124,7 +124,9 @@ impl StreamState {
                     return Ok(());
                 }
                 let Some(index) = self.tool_calls.checked_sub(1) else {
-                    return Err(AdapterError::internal("Cohere sent tool-call-delta before tool-call-start"));
+                    return Err(AdapterError::internal(
+                        "Cohere sent tool-call-delta before tool-call-start",
+                    ));
                 };
                 json!({ "tool_calls": [{ "index": index, "function": { "arguments": fragment } }] })
             }
@@ -148,10 +150,7 @@ impl StreamState {
         if let Some(message) = delta.get("error").and_then(Value::as_str).filter(|m| !m.is_empty()) {
             return Err(error::reported(message));
         }
-        let reason = response::finish_reason(
-            delta.get("finish_reason").and_then(Value::as_str),
-            self.tool_calls > 0,
-        )?;
+        let reason = response::finish_reason(delta.get("finish_reason").and_then(Value::as_str), self.tool_calls > 0)?;
         self.finished = true;
         out.push(self.chunk(json!({}), Some(reason))?);
         Ok(())

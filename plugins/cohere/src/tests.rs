@@ -207,7 +207,11 @@ fn with(extra: Value) -> Value {
 
 #[test]
 fn url_and_bearer_auth() {
-    for base in ["https://api.cohere.com", "https://api.cohere.com/", "http://127.0.0.1:9"] {
+    for base in [
+        "https://api.cohere.com",
+        "https://api.cohere.com/",
+        "http://127.0.0.1:9",
+    ] {
         let mut context = ctx(false);
         context.base_url = base.into();
         let request = Cohere::new(context, body(with(json!({})))).request().unwrap();
@@ -262,7 +266,11 @@ fn tool_choice_modes() {
             .collect();
         assert_eq!(offered, names, "{choice}");
     }
-    for bad in [json!("sometimes"), json!({"type": "function", "function": {"name": "h"}}), json!(3)] {
+    for bad in [
+        json!("sometimes"),
+        json!({"type": "function", "function": {"name": "h"}}),
+        json!(3),
+    ] {
         let error = sent(ctx(false), with(json!({"tools": tools, "tool_choice": bad}))).unwrap_err();
         assert_eq!(error.class, ErrorClass::InvalidRequest, "{bad}");
     }
