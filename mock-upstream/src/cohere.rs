@@ -7,6 +7,7 @@
 //! request: …"}`), restated in OpenAI terms and answered by
 //! [`neutral::decide`] (`restate`), so the reply text, tool-call arguments,
 //! token counts and model-name faults equal the OpenAI route's. The answer is
+//! cut by `stop_sequences` and `max_tokens` as Cohere cuts it (`limits`) and
 //! rendered in Cohere's shape (`render`); errors are Cohere's `{"id",
 //! "message"}` with the status the SDK maps to its typed exceptions
 //! (`errors`). Mid-stream failures (`ratelimit-<n>`, `stream_error_after`)
@@ -20,6 +21,7 @@
 //! is a 401 "no api key supplied", a wrong one a 401 "invalid api token".
 
 mod errors;
+mod limits;
 mod render;
 mod restate;
 mod validate;
@@ -70,10 +72,11 @@ async fn chat(State(app): State<Shared>, request: Request) -> Response {
         return errors::invalid(&message);
     }
     let streaming = request.get("stream").and_then(Value::as_bool) == Some(true);
-    let decision = match neutral::decide(&restate::to_openai(&request)) {
+    let mut decision = match neutral::decide(&restate::to_openai(&request)) {
         Ok(decision) => decision,
         Err(invalid) => return errors::invalid(&invalid.message),
     };
+    let finish = limits::apply(&mut decision, &request);
     let faults = &decision.faults;
     sleep(faults.latency).await;
     if let Some(status) = faults.status {
@@ -89,6 +92,7 @@ async fn chat(State(app): State<Shared>, request: Request) -> Response {
         decision: &decision,
         id: format!("mock-cohere-{n}"),
         call_suffix: format!("mock{n}"),
+        finish,
     };
     if !streaming {
         if matches!(faults.stream, StreamFault::CutAfter(_)) {

@@ -401,3 +401,25 @@ async fn bearer_auth() {
     let error: Value = none.json().await.unwrap();
     assert_eq!(error["message"], "no api key supplied");
 }
+
+#[tokio::test]
+async fn stop_sequences_and_max_tokens_cut_the_text() {
+    let base = start(MockOptions::default()).await;
+    let mut body = user("m", "one two three");
+    body["stop_sequences"] = json!(["three", "two"]);
+    let (_, answer) = chat(&base, &body).await;
+    assert_eq!(answer["message"]["content"][0]["text"], "You said: one ");
+    assert_eq!(answer["finish_reason"], "STOP_SEQUENCE");
+    assert_eq!(answer["usage"]["billed_units"]["output_tokens"], 3);
+
+    body.as_object_mut().unwrap().remove("stop_sequences");
+    body["max_tokens"] = json!(2);
+    let (_, answer) = chat(&base, &body).await;
+    assert_eq!(answer["message"]["content"][0]["text"], "You said:");
+    assert_eq!(answer["finish_reason"], "MAX_TOKENS");
+    let events = stream(&base, body).await;
+    assert_eq!(events.iter().filter(|e| e["type"] == "content-delta").count(), 2);
+    let end = &events.last().unwrap()["delta"];
+    assert_eq!(end["finish_reason"], "MAX_TOKENS");
+    assert_eq!(end["usage"]["billed_units"]["output_tokens"], 2);
+}

@@ -74,6 +74,9 @@ def test_sdk_chat(co, stack):
     assert response.usage.billed_units.output_tokens == 4
     # `tokens` also counts the mock's pretend prompt template (100 tokens).
     assert response.usage.tokens.input_tokens == 112
+    capped = co.chat(model="command-a-03-2025", messages=[{"role": "user", "content": "a b c"}], max_tokens=1)
+    assert capped.finish_reason == "MAX_TOKENS"
+    assert capped.message.content[0].text == "You"
     sent = last_cohere_request(stack)
     assert sent["headers"]["authorization"] == "Bearer test-key"
     assert sent["body"]["stream"] is False
@@ -192,6 +195,25 @@ def test_plain_chat_is_translated_to_v2_chat(client, stack):
         "max_tokens": 50,
         "stop_sequences": ["END"],
     }
+
+
+def test_length_and_stop_sequence_finish_reasons(client):
+    cut = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "one two three"}], max_tokens=2
+    )
+    assert cut.choices[0].message.content == "You said:"
+    assert cut.choices[0].finish_reason == "length"
+    assert cut.usage.completion_tokens == 2
+    stopped = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "one two three"}], stop="two"
+    )
+    assert stopped.choices[0].message.content == "You said: one "
+    assert stopped.choices[0].finish_reason == "stop"
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "one two three"}], max_tokens=2, stream=True
+    )
+    finishes = [c.choices[0].finish_reason for c in stream if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["length"]
 
 
 def test_image_parts_pass_through(client, stack):

@@ -29,26 +29,22 @@ pub struct Rendered<'a> {
     pub id: String,
     /// Suffix of tool-call ids, which Cohere forms as `<name>_<random>`.
     pub call_suffix: String,
+    /// `COMPLETE`, `STOP_SEQUENCE`, `MAX_TOKENS` or `TOOL_CALL` (see `limits`).
+    pub finish: &'static str,
 }
 
 impl Rendered<'_> {
     /// The non-streamed answer.
     pub fn whole(&self) -> Value {
-        let (message, finish) = match &self.decision.answer {
-            Answer::Text(text) => (
-                json!({"role": "assistant", "content": [{"type": "text", "text": text}]}),
-                "COMPLETE",
-            ),
-            Answer::ToolCall { name, arguments } => (
-                json!({"role": "assistant", "tool_calls": [{
-                    "id": self.call_id(name),
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }]}),
-                "TOOL_CALL",
-            ),
+        let message = match &self.decision.answer {
+            Answer::Text(text) => json!({"role": "assistant", "content": [{"type": "text", "text": text}]}),
+            Answer::ToolCall { name, arguments } => json!({"role": "assistant", "tool_calls": [{
+                "id": self.call_id(name),
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }]}),
         };
-        json!({"id": self.id, "message": message, "finish_reason": finish, "usage": self.usage()})
+        json!({"id": self.id, "message": message, "finish_reason": self.finish, "usage": self.usage()})
     }
 
     /// The stream's events, in order. The second value is how many events
@@ -59,7 +55,7 @@ impl Rendered<'_> {
             "type": "message-start",
             "delta": {"message": {"role": "assistant", "content": [], "tool_plan": "", "tool_calls": [], "citations": []}},
         })];
-        let finish = match &self.decision.answer {
+        match &self.decision.answer {
             Answer::Text(text) => {
                 events.push(json!({
                     "type": "content-start",
@@ -74,7 +70,6 @@ impl Rendered<'_> {
                     }));
                 }
                 events.push(json!({"type": "content-end", "index": 0}));
-                "COMPLETE"
             }
             Answer::ToolCall { name, arguments } => {
                 events.push(json!({
@@ -94,12 +89,11 @@ impl Rendered<'_> {
                     }));
                 }
                 events.push(json!({"type": "tool-call-end", "index": 0}));
-                "TOOL_CALL"
             }
-        };
+        }
         events.push(json!({
             "type": "message-end",
-            "delta": {"finish_reason": finish, "usage": self.usage()},
+            "delta": {"finish_reason": self.finish, "usage": self.usage()},
         }));
         (events, 2)
     }
