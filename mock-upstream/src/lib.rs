@@ -19,6 +19,8 @@
 //! - `POST /v1/messages`: the Anthropic Messages API (JSON, or SSE with
 //!   `"stream": true`); the key goes in `x-api-key`, and `anthropic-version`
 //!   is required
+//! - `POST /v2/chat`: Cohere v2 Chat (JSON, or SSE events with `"stream":
+//!   true`); the key goes in `Authorization: Bearer`
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
 //!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
 //!   `DELETE /__mock/requests` clears them
@@ -78,6 +80,7 @@
 mod anthropic;
 mod azure;
 mod bedrock;
+mod cohere;
 mod directives;
 mod faults;
 mod gemini;
@@ -182,6 +185,7 @@ pub fn router(opts: MockOptions) -> Router {
         )
         .merge(gemini::routes())
         .merge(anthropic::routes())
+        .merge(cohere::routes())
         .merge(bedrock::routes())
         .route("/v1/models", get(openai::models))
         .route("/models", get(openai::models))

@@ -88,6 +88,13 @@ models = [
   {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
   {{ id = "throttled", upstream = "ratelimit-2", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
 ]
+[providers.cohere]
+base_url = "{self.mock_url}"
+api_key = "test-key"
+models = [
+  {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "throttled", upstream = "ratelimit-2", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+]
 [providers.primary]
 base_url = "{self.mock_url}/v1"
 api_key = "sk-primary"

@@ -1,0 +1,287 @@
+//! Builds the upstream request: a Cohere v2 chat body from the caller's
+//! OpenAI chat-completions body.
+//!
+//! Cohere rejects fields it does not know, so the body is built from scratch
+//! out of the fields it understands; OpenAI fields that are only hints
+//! (`user`, `store`, `metadata`, `parallel_tool_calls`, `logit_bias`,
+//! `stream_options`, …) are dropped, and those whose meaning cannot be kept are
+//! refused (listed in `docs/adapters/cohere.md`).
+
+use serde_json::{Map, Value, json};
+use tollgate_plugin_sdk::{AdapterError, CallContext};
+
+use crate::messages;
+
+/// Cohere accepts at most this many stop sequences.
+const MAX_STOP_SEQUENCES: usize = 5;
+/// Cohere's range for `p` (nucleus sampling).
+const P_MIN: f64 = 0.01;
+const P_MAX: f64 = 0.99;
+
+/// `{base_url}/v2/chat`; the catalog's base URL is the API root.
+pub fn url(base_url: &str) -> String {
+    format!("{}/v2/chat", base_url.trim_end_matches('/'))
+}
+
+/// Translate the caller's body for `ctx` (model, stream, output cap,
+/// continuation).
+pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Vec<u8>, AdapterError> {
+    let request: Map<String, Value> = match serde_json::from_slice(openai_body) {
+        Ok(Value::Object(map)) => map,
+        _ => return Err(AdapterError::invalid_request("request body must be a JSON object")),
+    };
+    if ctx.upstream_model.trim().is_empty() {
+        return Err(AdapterError::invalid_request("the Cohere model name is empty"));
+    }
+    if number(&request, "n")?.is_some_and(|n| n > 1.0) {
+        return Err(AdapterError::invalid_request(
+            "the Cohere adapter returns one choice per request: 'n' must be 1",
+        ));
+    }
+    if request.get("logprobs").and_then(Value::as_bool) == Some(true) {
+        return Err(AdapterError::invalid_request(
+            "the Cohere adapter does not translate logprobs: leave 'logprobs' unset",
+        ));
+    }
+    let list = match request.get("messages") {
+        Some(Value::Array(list)) => list,
+        _ => return Err(AdapterError::invalid_request("'messages' must be an array")),
+    };
+    let mut conversation = messages::convert(list)?;
+    if let Some(partial) = ctx.continuation.as_deref().filter(|p| !p.is_empty()) {
+        // Cohere has no prefill: a trailing assistant turn asks it to go on
+        // from the text the caller already has.
+        conversation.push(json!({"role": "assistant", "content": partial}));
+    }
+    if !conversation.iter().any(|m| m["role"] != "system") {
+        return Err(AdapterError::invalid_request(
+            "Cohere needs at least one user, assistant or tool message",
+        ));
+    }
+
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(ctx.upstream_model.as_str()));
+    body.insert("messages".into(), Value::Array(conversation));
+    tools(&request, &mut body)?;
+    sampling(&request, ctx.max_output_tokens, &mut body)?;
+    response_format(&request, &mut body)?;
+    thinking(&request, &mut body)?;
+    if ctx.stream {
+        body.insert("stream".into(), Value::Bool(true));
+    }
+    // The mock upstream's test directives; a real caller never sends them.
+    if let Some(directives) = request.get("mock").filter(|v| v.is_object()) {
+        body.insert("mock".into(), directives.clone());
+    }
+    serde_json::to_vec(&Value::Object(body)).map_err(|e| AdapterError::internal(e.to_string()))
+}
+
+/// `tools` and `tool_choice`. Cohere's tools have OpenAI's shape; `strict`
+/// moves to the request-wide `strict_tools`. Cohere has no named tool choice,
+/// so `{"type":"function","function":{"name":…}}` is emulated by offering
+/// only that tool with `REQUIRED`.
+fn tools(request: &Map<String, Value>, body: &mut Map<String, Value>) -> Result<(), AdapterError> {
+    let list = match request.get("tools") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(list)) if list.is_empty() => return Ok(()),
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err(AdapterError::invalid_request("'tools' must be an array")),
+    };
+    let mut tools = Vec::with_capacity(list.len());
+    let mut strict = false;
+    for (i, tool) in list.iter().enumerate() {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("function");
+        let function = tool.get("function").filter(|_| kind == "function").ok_or_else(|| {
+            AdapterError::invalid_request(format!("tools[{i}]: only 'function' tools are supported by Cohere"))
+        })?;
+        let name = function
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| AdapterError::invalid_request(format!("tools[{i}].function.name is required")))?;
+        strict |= function.get("strict").and_then(Value::as_bool) == Some(true);
+        let mut out = Map::new();
+        out.insert("name".into(), Value::from(name));
+        if let Some(description) = function.get("description").and_then(Value::as_str) {
+            out.insert("description".into(), Value::from(description));
+        }
+        // Cohere requires `parameters`; a function without arguments takes
+        // an empty object.
+        let parameters = match function.get("parameters") {
+            None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
+            Some(schema @ Value::Object(_)) => schema.clone(),
+            Some(_) => {
+                return Err(AdapterError::invalid_request(format!(
+                    "tools[{i}].function.parameters must be a JSON Schema object"
+                )));
+            }
+        };
+        out.insert("parameters".into(), parameters);
+        tools.push(json!({"type": "function", "function": out}));
+    }
+    let choice = match request.get("tool_choice") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(choice)) => match choice.as_str() {
+            "auto" => None,
+            "none" => Some("NONE"),
+            "required" => Some("REQUIRED"),
+            other => {
+                return Err(AdapterError::invalid_request(format!(
+                    "tool_choice '{other}' is not one of auto, none, required"
+                )));
+            }
+        },
+        Some(Value::Object(choice)) => {
+            let name = choice
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| AdapterError::invalid_request("tool_choice.function.name is required"))?;
+            let position = tools
+                .iter()
+                .position(|t| t["function"]["name"] == name)
+                .ok_or_else(|| {
+                    AdapterError::invalid_request(format!("tool_choice names '{name}', which is not in 'tools'"))
+                })?;
+            let only = tools.swap_remove(position);
+            tools = vec![only];
+            Some("REQUIRED")
+        }
+        Some(_) => {
+            return Err(AdapterError::invalid_request(
+                "tool_choice must be a string or an object",
+            ));
+        }
+    };
+    body.insert("tools".into(), Value::Array(tools));
+    if strict {
+        body.insert("strict_tools".into(), Value::Bool(true));
+    }
+    if let Some(choice) = choice {
+        body.insert("tool_choice".into(), Value::from(choice));
+    }
+    Ok(())
+}
+
+/// Sampling, limits and stop sequences.
+fn sampling(request: &Map<String, Value>, cap: Option<u32>, body: &mut Map<String, Value>) -> Result<(), AdapterError> {
+    for (openai, cohere) in [
+        ("temperature", "temperature"),
+        ("top_p", "p"),
+        ("seed", "seed"),
+        ("frequency_penalty", "frequency_penalty"),
+        ("presence_penalty", "presence_penalty"),
+    ] {
+        if let Some(value) = request.get(openai).filter(|v| !v.is_null()) {
+            let Some(n) = value.as_f64() else {
+                return Err(AdapterError::invalid_request(format!("'{openai}' must be a number")));
+            };
+            let value = match openai {
+                // Cohere takes p in 0.01..=0.99; OpenAI's common top_p 1 (no
+                // cut-off) is nearest to 0.99.
+                "top_p" if !(P_MIN..=P_MAX).contains(&n) => json!(n.clamp(P_MIN, P_MAX)),
+                "frequency_penalty" | "presence_penalty" if !(0.0..=1.0).contains(&n) => {
+                    return Err(AdapterError::invalid_request(format!(
+                        "Cohere takes '{openai}' between 0 and 1, got {n}"
+                    )));
+                }
+                _ => value.clone(),
+            };
+            body.insert(cohere.into(), value);
+        }
+    }
+    let limit = match number(request, "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => number(request, "max_tokens")?,
+    };
+    match (limit, cap) {
+        (Some(n), _) if n >= 1.0 => {
+            body.insert("max_tokens".into(), json!(n as u64));
+        }
+        (Some(_), _) => return Err(AdapterError::invalid_request("'max_tokens' must be at least 1")),
+        (None, Some(cap)) => {
+            body.insert("max_tokens".into(), json!(cap));
+        }
+        (None, None) => {}
+    }
+    let stops: Vec<Value> = match request.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![Value::from(s.as_str())],
+        Some(Value::Array(list)) if list.iter().all(Value::is_string) => list.clone(),
+        Some(_) => {
+            return Err(AdapterError::invalid_request(
+                "'stop' must be a string or an array of strings",
+            ));
+        }
+    };
+    if stops.len() > MAX_STOP_SEQUENCES {
+        return Err(AdapterError::invalid_request(format!(
+            "Cohere accepts at most {MAX_STOP_SEQUENCES} stop sequences"
+        )));
+    }
+    if !stops.is_empty() {
+        body.insert("stop_sequences".into(), Value::Array(stops));
+    }
+    Ok(())
+}
+
+/// `response_format`: JSON mode → `{"type":"json_object"}`; `json_schema` →
+/// the same with the bare schema in `json_schema` (Cohere takes the schema
+/// itself, not OpenAI's `{name, schema, strict}` wrapper).
+fn response_format(request: &Map<String, Value>, body: &mut Map<String, Value>) -> Result<(), AdapterError> {
+    let Some(format) = request.get("response_format").filter(|v| !v.is_null()) else {
+        return Ok(());
+    };
+    let translated = match format.get("type").and_then(Value::as_str) {
+        Some("text") => return Ok(()),
+        Some("json_object") => json!({"type": "json_object"}),
+        Some("json_schema") => {
+            let schema = format
+                .get("json_schema")
+                .and_then(|s| s.get("schema"))
+                .filter(|s| s.is_object())
+                .ok_or_else(|| AdapterError::invalid_request("response_format.json_schema.schema is required"))?;
+            json!({"type": "json_object", "json_schema": schema})
+        }
+        _ => {
+            return Err(AdapterError::invalid_request(
+                "response_format.type must be text, json_object or json_schema",
+            ));
+        }
+    };
+    body.insert("response_format".into(), translated);
+    Ok(())
+}
+
+/// `reasoning_effort` → `thinking` (Cohere's reasoning models take a token
+/// budget; `none`/`minimal` turn reasoning off).
+fn thinking(request: &Map<String, Value>, body: &mut Map<String, Value>) -> Result<(), AdapterError> {
+    let thinking = match request.get("reasoning_effort") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::String(effort)) => match effort.as_str() {
+            "none" | "minimal" => json!({"type": "disabled"}),
+            "low" => json!({"type": "enabled", "token_budget": 1024}),
+            "medium" => json!({"type": "enabled", "token_budget": 8192}),
+            "high" => json!({"type": "enabled", "token_budget": 24576}),
+            other => {
+                return Err(AdapterError::invalid_request(format!(
+                    "reasoning_effort '{other}' is not one of none, minimal, low, medium, high"
+                )));
+            }
+        },
+        Some(_) => return Err(AdapterError::invalid_request("'reasoning_effort' must be a string")),
+    };
+    body.insert("thinking".into(), thinking);
+    Ok(())
+}
+
+/// A numeric field, `None` when absent or null.
+fn number(request: &Map<String, Value>, key: &str) -> Result<Option<f64>, AdapterError> {
+    match request.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| AdapterError::invalid_request(format!("'{key}' must be a number"))),
+    }
+}

@@ -1,0 +1,204 @@
+//! v2 chat SSE events → `chat.completion.chunk`s.
+//!
+//! Each event's JSON carries its `type` (also the SSE `event:` name):
+//! - `message-start` (the answer id) → a chunk with `role: "assistant"`;
+//! - `content-start` / `content-delta` text → content deltas (reasoning
+//!   `thinking` deltas are not translated);
+//! - `tool-plan-delta` → content deltas, as in `response`;
+//! - `tool-call-start` (id, name, first arguments) → a tool-call delta with
+//!   `index`, `id`, `type`, `function.name`; each `tool-call-delta` → an
+//!   `arguments` fragment for the same index;
+//! - `message-end` → a chunk with the finish reason; its `usage` is the
+//!   exchange's usage, and a `delta.error` (finish reason `ERROR`) fails the
+//!   stream with that error;
+//! - `content-end`, `tool-call-end`, `citation-*`, `debug` carry nothing to
+//!   translate.
+//!
+//! [`StreamState::finish`] then adds a `choices: []` chunk the host puts usage
+//! and cost on. A stream that ends before `message-end` was cut short, and is
+//! an upstream failure (so the gateway can fail over and continue the answer).
+
+use serde_json::{Value, json};
+use tollgate_plugin_sdk::stream::{EventData, event_data};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage};
+
+use crate::{error, response};
+
+/// Stream position of one exchange.
+pub struct StreamState {
+    request_id: String,
+    model: String,
+    /// `chatcmpl-…`, fixed by `message-start`.
+    id: Option<String>,
+    role_sent: bool,
+    /// Tool calls started so far; the last one receives argument deltas.
+    tool_calls: usize,
+    finished: bool,
+    usage: Option<Usage>,
+}
+
+impl StreamState {
+    pub fn new(ctx: &CallContext) -> Self {
+        StreamState {
+            request_id: ctx.request_id.clone(),
+            model: ctx.upstream_model.clone(),
+            id: None,
+            role_sent: false,
+            tool_calls: 0,
+            finished: false,
+            usage: None,
+        }
+    }
+
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    /// Translate one event, appending its chunks to `out`.
+    pub fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        let text = match event_data(&event.data)? {
+            EventData::Empty | EventData::Done => return Ok(()),
+            EventData::Json(text) => text,
+        };
+        let data: Value = serde_json::from_str(text)
+            .map_err(|_| AdapterError::internal("Cohere sent an invalid JSON stream event"))?;
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.name.as_deref())
+            .unwrap_or("");
+        let message = data.get("delta").and_then(|d| d.get("message"));
+        let delta = match kind {
+            "message-start" => {
+                if let Some(id) = data.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) {
+                    self.id = Some(format!("chatcmpl-{id}"));
+                }
+                json!({})
+            }
+            "content-start" | "content-delta" => {
+                let text = message
+                    .and_then(|m| m.get("content"))
+                    .and_then(|c| c.get("text"))
+                    .and_then(Value::as_str);
+                match text {
+                    Some(text) if !text.is_empty() => json!({ "content": text }),
+                    _ => return Ok(()),
+                }
+            }
+            "tool-plan-delta" => match message.and_then(|m| m.get("tool_plan")).and_then(Value::as_str) {
+                Some(plan) if !plan.is_empty() => json!({ "content": plan }),
+                _ => return Ok(()),
+            },
+            "tool-call-start" => {
+                let call = message.and_then(|m| m.get("tool_calls")).unwrap_or(&Value::Null);
+                let id = call.get("id").and_then(Value::as_str);
+                let function = call.get("function");
+                let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
+                let (Some(id), Some(name)) = (id, name) else {
+                    return Err(AdapterError::internal("Cohere started a tool call without id or name"));
+                };
+                let arguments = function
+                    .and_then(|f| f.get("arguments"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let index = self.tool_calls;
+                self.tool_calls += 1;
+                json!({
+                    "content": null,
+                    "tool_calls": [{
+                        "index": index,
+                        "id": id,
+                        "type": "function",
+                        "function": { "name": name, "arguments": arguments },
+                    }],
+                })
+            }
+            "tool-call-delta" => {
+                let fragment = message
+                    .and_then(|m| m.get("tool_calls"))
+                    .and_then(|c| c.get("function"))
+                    .and_then(|f| f.get("arguments"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if fragment.is_empty() {
+                    return Ok(());
+                }
+                let Some(index) = self.tool_calls.checked_sub(1) else {
+                    return Err(AdapterError::internal(
+                        "Cohere sent tool-call-delta before tool-call-start",
+                    ));
+                };
+                json!({ "tool_calls": [{ "index": index, "function": { "arguments": fragment } }] })
+            }
+            "message-end" => return self.end(data.get("delta").unwrap_or(&Value::Null), out),
+            // An error object in place of an event.
+            "" => match data.get("message").and_then(Value::as_str) {
+                Some(message) => return Err(error::reported(message)),
+                None => return Ok(()),
+            },
+            _ => return Ok(()),
+        };
+        out.push(self.chunk(delta, None)?);
+        Ok(())
+    }
+
+    /// `message-end`: usage, then the finish chunk or the reported error.
+    fn end(&mut self, delta: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        if let Some(usage) = delta.get("usage").and_then(response::usage) {
+            self.usage = Some(usage);
+        }
+        if let Some(message) = delta.get("error").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+            return Err(error::reported(message));
+        }
+        let reason = response::finish_reason(delta.get("finish_reason").and_then(Value::as_str), self.tool_calls > 0)?;
+        self.finished = true;
+        out.push(self.chunk(json!({}), Some(reason))?);
+        Ok(())
+    }
+
+    /// The stream ended: the closing chunk, or an error if it was cut short.
+    pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+        if !self.finished {
+            return Err(AdapterError::new(
+                ErrorClass::Upstream(502),
+                "Cohere's stream ended before message-end",
+            ));
+        }
+        let chunk = json!({
+            "id": self.id(),
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": self.model,
+            "choices": [],
+        });
+        Ok(vec![
+            serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))?,
+        ])
+    }
+
+    fn id(&self) -> String {
+        self.id
+            .clone()
+            .unwrap_or_else(|| format!("chatcmpl-{}", self.request_id))
+    }
+
+    /// One chunk with one choice; the first also names the role. Cohere
+    /// streams carry no timestamp, so `created` is 0.
+    fn chunk(&mut self, mut delta: Value, finish_reason: Option<&str>) -> Result<Vec<u8>, AdapterError> {
+        if !self.role_sent {
+            self.role_sent = true;
+            delta["role"] = Value::from("assistant");
+            if delta.get("content").is_none() {
+                delta["content"] = Value::from("");
+            }
+        }
+        let chunk = json!({
+            "id": self.id(),
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": self.model,
+            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason }],
+        });
+        serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))
+    }
+}
