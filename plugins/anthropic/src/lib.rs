@@ -21,7 +21,6 @@ mod request;
 mod response;
 mod schema;
 mod stream;
-mod time;
 
 pub use adapter::Anthropic;
 

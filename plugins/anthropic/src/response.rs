@@ -2,10 +2,10 @@
 //! the stream translation shares: finish reasons, usage, ids.
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai, time};
 
+use crate::error;
 use crate::request::Shape;
-use crate::{error, time};
 
 /// The translated completion and the usage it reported.
 pub struct Translated {
@@ -86,7 +86,7 @@ pub fn completion(
         }],
     });
     if let Some(usage) = &usage {
-        completion["usage"] = openai_usage(usage);
+        completion["usage"] = openai::usage_json(usage);
     }
     let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
     Ok(Translated { body, usage })
@@ -129,20 +129,6 @@ pub fn usage(usage: &Value) -> Option<Usage> {
         cache_write: written,
         reasoning: None,
     })
-}
-
-/// Usage in OpenAI's shape, with `prompt_tokens_details` when the cache was
-/// reported.
-pub fn openai_usage(usage: &Usage) -> Value {
-    let mut out = json!({
-        "prompt_tokens": usage.input,
-        "completion_tokens": usage.output,
-        "total_tokens": usage.input + usage.output,
-    });
-    if let Some(cached) = usage.cache_read {
-        out["prompt_tokens_details"] = json!({ "cached_tokens": cached });
-    }
-    out
 }
 
 /// `chatcmpl-<message id>`, else `chatcmpl-<gateway request id>`.

@@ -20,7 +20,6 @@ mod messages;
 mod request;
 mod response;
 mod stream;
-mod time;
 
 pub use adapter::Cohere;
 

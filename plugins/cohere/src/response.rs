@@ -2,9 +2,9 @@
 //! stream translation shares: finish reasons, usage, ids.
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, ResponseHead, Usage, openai};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, ResponseHead, Usage, openai, time};
 
-use crate::{error, time};
+use crate::error;
 
 /// The translated completion and the usage it reported.
 pub struct Translated {
@@ -76,7 +76,7 @@ pub fn completion(ctx: &CallContext, head: &ResponseHead, body: &[u8]) -> Result
         }],
     });
     if let Some(usage) = &usage {
-        completion["usage"] = openai_usage(usage);
+        completion["usage"] = openai::usage_json(usage);
     }
     let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
     Ok(Translated { body, usage })
@@ -146,19 +146,6 @@ pub fn usage(usage: &Value) -> Option<Usage> {
         cache_write: None,
         reasoning: None,
     })
-}
-
-/// Usage in OpenAI's shape, with the cache detail only when reported.
-pub fn openai_usage(usage: &Usage) -> Value {
-    let mut out = json!({
-        "prompt_tokens": usage.input,
-        "completion_tokens": usage.output,
-        "total_tokens": usage.input + usage.output,
-    });
-    if let Some(cached) = usage.cache_read {
-        out["prompt_tokens_details"] = json!({ "cached_tokens": cached });
-    }
-    out
 }
 
 /// `chatcmpl-<Cohere id>`, else `chatcmpl-<gateway request id>`.
