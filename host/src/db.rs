@@ -3,6 +3,7 @@
 //! Queries are written once with `$N` placeholders, which both backends accept,
 //! and run through sqlx's `Any` driver; only the migrations differ per backend.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -35,6 +36,11 @@ pub enum SqliteSync {
 pub struct Database {
     pub pool: Db,
     pub backend: Backend,
+    /// SQLite has one write lock per file, and a writer that finds it taken
+    /// sleeps in SQLite's busy handler (1, 2, 5, … 25 ms steps) rather than
+    /// queueing. The gateway's steady writers (the ledger writer, the metering
+    /// dispatchers) take this gate first, so they queue in-process instead.
+    write_gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Database {
@@ -75,7 +81,21 @@ impl Database {
             Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
         };
         migrator.run(&pool).await.context("database migration failed")?;
-        Ok(Self { pool, backend })
+        Ok(Self {
+            pool,
+            backend,
+            write_gate: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    /// Waits for this process's turn to write (see `write_gate`); hold the
+    /// guard until the write commits. `None` on Postgres, whose row locks
+    /// need no gate.
+    pub async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match self.backend {
+            Backend::Sqlite => Some(self.write_gate.lock().await),
+            Backend::Postgres => None,
+        }
     }
 
     /// Starts a write transaction. SQLite takes the write lock up front

@@ -31,6 +31,7 @@ pub async fn sweep(database: &Database) -> sqlx::Result<usize> {
     .await?;
     let mut expired = 0;
     for (id, workspace_id, amount) in due {
+        let _turn = database.write_turn().await;
         let mut tx = database.begin_write().await?;
         let updated = sqlx::query(
             "UPDATE reservations SET state = 'expired', settled_at = $1 WHERE id = $2 AND state = 'pending'",

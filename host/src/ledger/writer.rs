@@ -92,6 +92,7 @@ pub async fn run(
 }
 
 async fn commit(database: &Database, commands: &[Command], metering: Option<&Recorder>) -> sqlx::Result<Vec<Outcome>> {
+    let _turn = database.write_turn().await;
     let mut tx = database.begin_write().await?;
     let mut outcomes = Vec::with_capacity(commands.len());
     for command in commands {

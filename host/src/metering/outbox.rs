@@ -60,6 +60,7 @@ pub async fn claim(
     now_ms: i64,
     lease_ms: u64,
 ) -> sqlx::Result<Vec<Pending>> {
+    let _turn = database.write_turn().await;
     // The outer conditions repeat the inner ones so that, on Postgres, a row
     // another gateway leased meanwhile is re-checked and skipped.
     let mut rows: Vec<(i64, String, String)> = sqlx::query_as(
@@ -97,6 +98,7 @@ pub async fn settle_claim(
     retry_at_ms: i64,
     error: Option<&str>,
 ) -> sqlx::Result<()> {
+    let _turn = database.write_turn().await;
     let mut tx = database.begin_write().await?;
     if let Some(last) = delivered_through {
         sqlx::query(
@@ -125,6 +127,7 @@ pub async fn settle_claim(
 
 /// Deletes delivered rows older than `before_ms`; returns how many.
 pub async fn purge_delivered(database: &Database, before_ms: i64) -> sqlx::Result<u64> {
+    let _turn = database.write_turn().await;
     Ok(
         sqlx::query("DELETE FROM metering_outbox WHERE delivered_at IS NOT NULL AND delivered_at < $1")
             .bind(before_ms)
