@@ -30,11 +30,14 @@
 //! - [`openai`]: request preparation, usage extraction, error classification and
 //!   OpenAI-shaped error bodies.
 //! - [`stream`]: recognising empty / `[DONE]` / JSON stream event payloads.
+//! - `golden` (feature `golden`): the golden-file test runner adapters share.
 //! - [`time`]: RFC 3339 and HTTP `date` timestamps → Unix seconds (adapters
 //!   have no clock).
 
 use std::cell::RefCell;
 
+#[cfg(feature = "golden")]
+pub mod golden;
 pub mod json;
 pub mod openai;
 pub mod stream;

@@ -1,176 +1,23 @@
-//! Golden tests (`tests/golden/*.json`) plus a few cases easier to state in code.
-//!
-//! A golden file holds `exchanges`, each: the call `context`, the caller's
-//! OpenAI `request`, the `upstream_request` the adapter must build (method,
-//! URL, headers, auth slot, body) or the `expected_request_error`, then either
-//! an upstream `response` (with optional `response_headers`) and the OpenAI
-//! `expected_response`, an upstream `stream` (SSE data payloads) and the
-//! `expected_chunks` (including those `finish` returns) or `expected_stream_error`,
-//! or an upstream `error` and the `expected_error` class and message;
-//! `expected_usage` when usage is reported.
-//!
-//! `TOLLGATE_BLESS=1 cargo test -p tollgate-plugin-anthropic golden` rewrites
-//! the expected parts from what the adapter does now, for review in the diff.
+//! Golden tests (`tests/golden/*.json`, run by the SDK's `golden` module,
+//! whose docs give the format) plus a few cases easier to state in code.
 
-use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::{Adapter, AdapterError, AuthSlot, CallContext, ErrorClass, Event, ResponseHead};
+use serde_json::{Value, json};
+use tollgate_plugin_sdk::golden::Goldens;
+use tollgate_plugin_sdk::{Adapter, AdapterError, AuthSlot, CallContext, ErrorClass, Event};
 
 use crate::Anthropic;
 
 /// Headers that carry credentials: the host sets them, never the adapter.
 const SECRET_HEADERS: [&str; 3] = ["authorization", "x-api-key", "api-key"];
 
-fn context(spec: &Value) -> CallContext {
-    CallContext {
-        request_id: "req-golden".into(),
-        upstream_model: spec["upstream_model"].as_str().unwrap().into(),
-        base_url: spec["base_url"].as_str().unwrap().into(),
-        stream: spec["stream"].as_bool().unwrap_or(false),
-        attempt: 0,
-        max_output_tokens: spec["max_output_tokens"].as_u64().map(|n| n as u32),
-        continuation: spec["continuation"].as_str().map(str::to_owned),
-    }
-}
-
-fn head(status: u16, headers: &Value) -> ResponseHead {
-    let mut list = vec![("content-type".to_owned(), "application/json".to_owned())];
-    if let Some(map) = headers.as_object() {
-        list.extend(map.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())));
-    }
-    ResponseHead { status, headers: list }
-}
-
-fn auth_name(auth: &AuthSlot) -> String {
-    match auth {
-        AuthSlot::None => "none".into(),
-        AuthSlot::Bearer => "bearer".into(),
-        AuthSlot::Header(name) => format!("header:{name}"),
-        AuthSlot::Query(name) => format!("query:{name}"),
-        AuthSlot::AwsSigv4(_) => "aws-sigv4".into(),
-    }
-}
-
-fn error_json(error: &AdapterError) -> Value {
-    json!({"class": error.class.to_string(), "message": error.message})
-}
-
-/// What the adapter does with one exchange's inputs: the exchange with every
-/// `expected_*` / `upstream_request` field filled in from the adapter.
-fn run_exchange(exchange: &Value) -> Value {
-    let mut actual: Map<String, Value> = exchange
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(k, _)| !k.starts_with("expected_") && *k != "upstream_request")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let mut adapter = Anthropic::new(
-        context(&exchange["context"]),
-        exchange["request"].to_string().into_bytes(),
-    );
-    let request = match adapter.request() {
-        Ok(request) => request,
-        Err(error) => {
-            actual.insert("expected_request_error".into(), error_json(&error));
-            return Value::Object(actual);
-        }
-    };
-    let headers: Map<String, Value> = request
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    for secret in SECRET_HEADERS {
-        assert!(!headers.contains_key(secret), "adapter set secret header {secret}");
-    }
-    actual.insert(
-        "upstream_request".into(),
-        json!({
-            "method": request.method,
-            "url": request.url,
-            "headers": headers,
-            "auth": auth_name(&request.auth),
-            "body": serde_json::from_slice::<Value>(&request.body).unwrap(),
-        }),
-    );
-    if let Some(body) = exchange.get("response") {
-        let out = adapter
-            .response(head(200, &exchange["response_headers"]), body.to_string().into_bytes())
-            .map(|out| serde_json::from_slice::<Value>(&out).unwrap());
-        match out {
-            Ok(out) => actual.insert("expected_response".into(), out),
-            Err(error) => actual.insert("expected_response_error".into(), error_json(&error)),
-        };
-    }
-    if let Some(stream) = exchange.get("stream") {
-        let events = stream
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|data| Event {
-                name: None,
-                data: data.to_string().into_bytes(),
-            })
-            .collect();
-        let result = adapter.on_events(events).and_then(|mut chunks| {
-            chunks.extend(adapter.finish()?);
-            Ok(chunks)
-        });
-        match result {
-            Ok(chunks) => {
-                let chunks: Vec<Value> = chunks.iter().map(|c| serde_json::from_slice(c).unwrap()).collect();
-                actual.insert("expected_chunks".into(), Value::from(chunks))
-            }
-            Err(error) => actual.insert("expected_stream_error".into(), error_json(&error)),
-        };
-    }
-    if let Some(error) = exchange.get("error") {
-        let status = error["status"].as_u64().unwrap() as u16;
-        let classified =
-            adapter.classify_error(head(status, &error["headers"]), error["body"].to_string().into_bytes());
-        actual.insert("expected_error".into(), error_json(&classified));
-    }
-    if let Some(u) = adapter.usage() {
-        actual.insert(
-            "expected_usage".into(),
-            json!({"input": u.input, "output": u.output, "cache_read": u.cache_read, "cache_write": u.cache_write}),
-        );
-    }
-    Value::Object(actual)
-}
-
 #[test]
 fn golden_files() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
-    let bless = std::env::var_os("TOLLGATE_BLESS").is_some();
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 5, "golden files missing from {dir}");
-    for path in files {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let lower = text.to_ascii_lowercase();
-        // Anthropic keys start with "sk-ant-"; the suite's test key is "test-key".
-        assert!(
-            !lower.contains("test-key") && !lower.contains("sk-"),
-            "{path:?} holds a secret"
-        );
-        let golden: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let exchanges = golden["exchanges"].as_array().unwrap();
-        let actual: Vec<Value> = exchanges.iter().map(run_exchange).collect();
-        if bless {
-            let out = serde_json::to_string_pretty(&json!({ "exchanges": actual })).unwrap();
-            std::fs::write(&path, out + "\n").unwrap();
-            continue;
-        }
-        for (index, (expected, actual)) in exchanges.iter().zip(&actual).enumerate() {
-            assert_eq!(actual, expected, "{name} exchange {index}");
-        }
+    Goldens {
+        dir: concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden"),
+        secret_headers: &SECRET_HEADERS,
+        secret_markers: &["test-key", "sk-"],
     }
+    .check::<Anthropic>();
 }
 
 fn ctx(stream: bool) -> CallContext {

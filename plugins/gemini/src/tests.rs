@@ -1,171 +1,23 @@
-//! Golden tests (`tests/golden/*.json`) plus a few cases easier to state in code.
-//!
-//! A golden file holds `exchanges`, each: the call `context`, the caller's
-//! OpenAI `request`, the `upstream_request` the adapter must build (method,
-//! URL, headers, auth slot, body) or the `expected_request_error`, then either
-//! an upstream `response` (with optional `response_headers`) and the OpenAI
-//! `expected_response`, an upstream `stream` (SSE data payloads) and the
-//! `expected_chunks` (including those `finish` returns) or `expected_stream_error`,
-//! or an upstream `error` and the `expected_error` class and message;
-//! `expected_usage` when usage is reported.
+//! Golden tests (`tests/golden/*.json`, run by the SDK's `golden` module,
+//! whose docs give the format) plus a few cases easier to state in code.
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::{Adapter, AdapterError, AuthSlot, CallContext, ErrorClass, Event, ResponseHead};
+use tollgate_plugin_sdk::golden::Goldens;
+use tollgate_plugin_sdk::{Adapter, AdapterError, AuthSlot, CallContext, ErrorClass, Event};
 
 use crate::Gemini;
 
 /// Headers that carry credentials: the host sets them, never the adapter.
 const SECRET_HEADERS: [&str; 3] = ["authorization", "x-goog-api-key", "api-key"];
 
-fn context(spec: &Value) -> CallContext {
-    CallContext {
-        request_id: "req-golden".into(),
-        upstream_model: spec["upstream_model"].as_str().unwrap().into(),
-        base_url: spec["base_url"].as_str().unwrap().into(),
-        stream: spec["stream"].as_bool().unwrap_or(false),
-        attempt: 0,
-        max_output_tokens: spec["max_output_tokens"].as_u64().map(|n| n as u32),
-        continuation: spec["continuation"].as_str().map(str::to_owned),
-    }
-}
-
-fn head(status: u16, headers: &Value) -> ResponseHead {
-    let mut list = vec![("content-type".to_owned(), "application/json".to_owned())];
-    if let Some(map) = headers.as_object() {
-        list.extend(map.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())));
-    }
-    ResponseHead { status, headers: list }
-}
-
-fn auth_name(auth: &AuthSlot) -> String {
-    match auth {
-        AuthSlot::None => "none".into(),
-        AuthSlot::Bearer => "bearer".into(),
-        AuthSlot::Header(name) => format!("header:{name}"),
-        AuthSlot::Query(name) => format!("query:{name}"),
-        AuthSlot::AwsSigv4(_) => "aws-sigv4".into(),
-    }
-}
-
-fn error_json(error: &AdapterError) -> Value {
-    json!({"class": error.class.to_string(), "message": error.message})
-}
-
-fn run_exchange(file: &str, index: usize, exchange: &Value) {
-    let at = format!("{file} exchange {index}");
-    let mut adapter = Gemini::new(
-        context(&exchange["context"]),
-        exchange["request"].to_string().into_bytes(),
-    );
-    let request = match adapter.request() {
-        Ok(request) => request,
-        Err(error) => {
-            assert_eq!(
-                Some(&error_json(&error)),
-                exchange.get("expected_request_error"),
-                "{at}: request"
-            );
-            return;
-        }
-    };
-    let expected = &exchange["upstream_request"];
-    let headers: serde_json::Map<String, Value> = request
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    for secret in SECRET_HEADERS {
-        assert!(
-            !headers.contains_key(secret),
-            "{at}: adapter set secret header {secret}"
-        );
-        assert!(
-            expected["headers"].get(secret).is_none(),
-            "{at}: golden names secret header {secret}"
-        );
-    }
-    let actual = json!({
-        "method": request.method,
-        "url": request.url,
-        "headers": headers,
-        "auth": auth_name(&request.auth),
-        "body": serde_json::from_slice::<Value>(&request.body).unwrap(),
-    });
-    assert_eq!(&actual, expected, "{at}: upstream request");
-
-    if let Some(body) = exchange.get("response") {
-        let out = adapter
-            .response(head(200, &exchange["response_headers"]), body.to_string().into_bytes())
-            .map(|out| serde_json::from_slice::<Value>(&out).unwrap());
-        match out {
-            Ok(out) => assert_eq!(out, exchange["expected_response"], "{at}: response"),
-            Err(error) => assert_eq!(
-                error_json(&error),
-                exchange["expected_response_error"],
-                "{at}: response"
-            ),
-        }
-    }
-    if let Some(stream) = exchange.get("stream") {
-        let events = stream
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|data| Event {
-                name: None,
-                data: data.as_str().unwrap().as_bytes().to_vec(),
-            })
-            .collect();
-        let result = adapter.on_events(events).and_then(|mut chunks| {
-            chunks.extend(adapter.finish()?);
-            Ok(chunks)
-        });
-        match result {
-            Ok(chunks) => {
-                let chunks: Vec<Value> = chunks.iter().map(|c| serde_json::from_slice(c).unwrap()).collect();
-                assert_eq!(Value::from(chunks), exchange["expected_chunks"], "{at}: chunks");
-            }
-            Err(error) => assert_eq!(error_json(&error), exchange["expected_stream_error"], "{at}: stream"),
-        }
-    }
-    if let Some(error) = exchange.get("error") {
-        let status = error["status"].as_u64().unwrap() as u16;
-        let classified =
-            adapter.classify_error(head(status, &error["headers"]), error["body"].to_string().into_bytes());
-        assert_eq!(error_json(&classified), exchange["expected_error"], "{at}: error");
-    }
-    if let Some(usage) = exchange.get("expected_usage") {
-        let got = adapter.usage().map(
-            |u| json!({"input": u.input, "output": u.output, "cache_read": u.cache_read, "reasoning": u.reasoning}),
-        );
-        assert_eq!(got.as_ref(), Some(usage), "{at}: usage");
-    }
-}
-
 #[test]
 fn golden_files() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 5, "golden files missing from {dir}");
-    for path in files {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let lower = text.to_ascii_lowercase();
-        // Google API keys start with "AIza"; the suite's test key is "test-key".
-        assert!(
-            !lower.contains("test-key") && !lower.contains("sk-") && !lower.contains("aiza"),
-            "{path:?} holds a secret"
-        );
-        let golden: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        for (index, exchange) in golden["exchanges"].as_array().unwrap().iter().enumerate() {
-            run_exchange(&name, index, exchange);
-        }
+    Goldens {
+        dir: concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden"),
+        secret_headers: &SECRET_HEADERS,
+        secret_markers: &["test-key", "sk-", "aiza"],
     }
+    .check::<Gemini>();
 }
 
 fn ctx(model: &str, base_url: &str, stream: bool) -> CallContext {
