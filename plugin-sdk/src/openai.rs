@@ -99,6 +99,47 @@ fn raw_true() -> Box<RawValue> {
     RawValue::from_string("true".to_owned()).expect("`true` is valid JSON")
 }
 
+/// One `tools[]` entry of a chat-completions request: a function tool.
+pub struct FunctionTool<'a> {
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    /// `function.parameters` as sent (absent or `null` is `None`); adapters
+    /// check its shape against what their provider accepts.
+    pub parameters: Option<&'a Value>,
+    pub strict: bool,
+}
+
+/// The request's `tools`, which must all be function tools with a name.
+/// `provider` names who refuses any other kind, in the error message.
+pub fn function_tools<'a>(
+    request: &'a serde_json::Map<String, Value>,
+    provider: &str,
+) -> Result<Vec<FunctionTool<'a>>, AdapterError> {
+    let tools = match request.get("tools") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err(AdapterError::invalid_request("'tools' must be an array")),
+    };
+    let mut out = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.iter().enumerate() {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("function");
+        let function = tool.get("function").filter(|_| kind == "function").ok_or_else(|| {
+            AdapterError::invalid_request(format!("tools[{i}]: only 'function' tools are supported by {provider}"))
+        })?;
+        let name = function
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| AdapterError::invalid_request(format!("tools[{i}].function.name is required")))?;
+        out.push(FunctionTool {
+            name,
+            description: function.get("description").and_then(Value::as_str),
+            parameters: function.get("parameters").filter(|p| !p.is_null()),
+            strict: function.get("strict").and_then(Value::as_bool) == Some(true),
+        });
+    }
+    Ok(out)
+}
+
 /// Read an OpenAI `usage` object: `prompt_tokens` → input, `completion_tokens`
 /// → output, `prompt_tokens_details.cached_tokens` → cache-read,
 /// `completion_tokens_details.reasoning_tokens` → reasoning. Missing counts

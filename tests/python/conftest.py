@@ -117,6 +117,13 @@ models = [
         self.procs.append(gw)
         wait_healthy(self.url, gw)
 
+    def last_upstream_request(self, path_prefix: str) -> dict:
+        """The newest request the mock recorded on a path starting with `path_prefix`."""
+        with urllib.request.urlopen(f"{self.mock_url}/__mock/requests") as r:
+            sent = [req for req in json.load(r) if req["path"].startswith(path_prefix)]
+        assert sent, f"no request reached the mock's {path_prefix} route"
+        return sent[-1]
+
     def close(self) -> None:
         for p in self.procs:
             p.terminate()

@@ -10,7 +10,6 @@
 """
 
 import json
-import urllib.request
 from decimal import Decimal
 
 import anthropic
@@ -27,15 +26,8 @@ class Person(BaseModel):
     age: int
 
 
-def mock_requests(stack):
-    with urllib.request.urlopen(f"{stack.mock_url}/__mock/requests") as r:
-        return json.load(r)
-
-
 def last_messages_request(stack):
-    sent = [r for r in mock_requests(stack) if r["path"] == "/v1/messages"]
-    assert sent, "no request reached the Anthropic route"
-    return sent[-1]
+    return stack.last_upstream_request("/v1/messages")
 
 
 @pytest.fixture()

@@ -2,7 +2,6 @@
 Azure deployment route (`/openai/deployments/{deployment}/chat/completions`)."""
 
 import json
-import urllib.request
 from decimal import Decimal
 
 from pydantic import BaseModel
@@ -10,15 +9,8 @@ from pydantic import BaseModel
 MODEL = "azure-openai/gpt-4o-mini"  # a built-in deployment name; the conftest points the provider at the mock
 
 
-def mock_requests(stack):
-    with urllib.request.urlopen(f"{stack.mock_url}/__mock/requests") as r:
-        return json.load(r)
-
-
 def last_azure_request(stack):
-    azure = [r for r in mock_requests(stack) if r["path"].startswith("/openai/deployments/")]
-    assert azure, "no request reached the Azure route"
-    return azure[-1]
+    return stack.last_upstream_request("/openai/deployments/")
 
 
 def test_plain_chat_reaches_the_deployment_with_api_version_and_api_key(client, stack):

@@ -9,7 +9,6 @@
 """
 
 import json
-import urllib.request
 from decimal import Decimal
 
 import boto3
@@ -33,15 +32,8 @@ WEATHER_SPEC = {
 }
 
 
-def mock_requests(stack):
-    with urllib.request.urlopen(f"{stack.mock_url}/__mock/requests") as r:
-        return json.load(r)
-
-
 def last_bedrock_request(stack):
-    bedrock = [r for r in mock_requests(stack) if r["path"].startswith("/model/")]
-    assert bedrock, "no request reached the Bedrock routes"
-    return bedrock[-1]
+    return stack.last_upstream_request("/model/")
 
 
 @pytest.fixture()

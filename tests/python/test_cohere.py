@@ -10,7 +10,6 @@
 """
 
 import json
-import urllib.request
 from decimal import Decimal
 
 import cohere
@@ -27,15 +26,8 @@ class Person(BaseModel):
     age: int
 
 
-def mock_requests(stack):
-    with urllib.request.urlopen(f"{stack.mock_url}/__mock/requests") as r:
-        return json.load(r)
-
-
 def last_cohere_request(stack):
-    sent = [r for r in mock_requests(stack) if r["path"] == "/v2/chat"]
-    assert sent, "no request reached the Cohere route"
-    return sent[-1]
+    return stack.last_upstream_request("/v2/chat")
 
 
 @pytest.fixture()

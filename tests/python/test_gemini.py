@@ -10,7 +10,6 @@
 """
 
 import json
-import urllib.request
 from decimal import Decimal
 
 import openai
@@ -28,15 +27,8 @@ class Person(BaseModel):
     age: int
 
 
-def mock_requests(stack):
-    with urllib.request.urlopen(f"{stack.mock_url}/__mock/requests") as r:
-        return json.load(r)
-
-
 def last_gemini_request(stack):
-    sent = [r for r in mock_requests(stack) if r["path"].startswith("/v1beta/models/")]
-    assert sent, "no request reached the Gemini route"
-    return sent[-1]
+    return stack.last_upstream_request("/v1beta/models/")
 
 
 def make_sdk(stack, api_version="v1beta"):

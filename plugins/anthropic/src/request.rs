@@ -8,7 +8,7 @@
 //! `docs/adapters/anthropic.md`.
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext};
+use tollgate_plugin_sdk::{AdapterError, CallContext, openai};
 
 use crate::{messages, schema};
 
@@ -212,29 +212,17 @@ fn stop_sequences(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterErr
 
 /// `tools[].function` → `{name, description, input_schema, strict}`.
 fn tools(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
-    let tools = match request.get("tools") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(tools)) => tools,
-        Some(_) => return Err(AdapterError::invalid_request("'tools' must be an array")),
-    };
+    let tools = openai::function_tools(request, "Anthropic")?;
     let mut out = Vec::with_capacity(tools.len());
-    for (i, tool) in tools.iter().enumerate() {
-        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("function");
-        let function = tool.get("function").filter(|_| kind == "function").ok_or_else(|| {
-            AdapterError::invalid_request(format!("tools[{i}]: only 'function' tools are supported by Anthropic"))
-        })?;
-        let name = function
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| AdapterError::invalid_request(format!("tools[{i}].function.name is required")))?;
+    for (i, tool) in tools.into_iter().enumerate() {
         let mut declaration = Map::new();
-        declaration.insert("name".into(), Value::from(name));
-        if let Some(description) = function.get("description").and_then(Value::as_str) {
+        declaration.insert("name".into(), Value::from(tool.name));
+        if let Some(description) = tool.description {
             declaration.insert("description".into(), Value::from(description));
         }
         // `input_schema` is required and must be an object schema.
-        let schema = match function.get("parameters") {
-            None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
+        let schema = match tool.parameters {
+            None => json!({"type": "object", "properties": {}}),
             Some(schema @ Value::Object(_)) => schema.clone(),
             Some(_) => {
                 return Err(AdapterError::invalid_request(format!(
@@ -244,7 +232,7 @@ fn tools(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
         };
         // Strict tools are Anthropic's structured outputs for tool input: the
         // schema must meet the same rules as `output_config.format`.
-        if function.get("strict").and_then(Value::as_bool) == Some(true) {
+        if tool.strict {
             declaration.insert("input_schema".into(), schema::strict(&schema));
             declaration.insert("strict".into(), Value::Bool(true));
         } else {

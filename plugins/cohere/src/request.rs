@@ -8,7 +8,7 @@
 //! refused (listed in `docs/adapters/cohere.md`).
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext};
+use tollgate_plugin_sdk::{AdapterError, CallContext, openai};
 
 use crate::messages;
 
@@ -81,34 +81,28 @@ pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Vec<u8>, Adapter
 /// so `{"type":"function","function":{"name":…}}` is emulated by offering
 /// only that tool with `REQUIRED`.
 fn tools(request: &Map<String, Value>, body: &mut Map<String, Value>) -> Result<(), AdapterError> {
-    let list = match request.get("tools") {
-        None | Some(Value::Null) => return Ok(()),
-        Some(Value::Array(list)) if list.is_empty() => return Ok(()),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(AdapterError::invalid_request("'tools' must be an array")),
-    };
+    let list = openai::function_tools(request, "Cohere")?;
+    if list.is_empty() {
+        return Ok(());
+    }
     let mut tools = Vec::with_capacity(list.len());
     let mut strict = false;
-    for (i, tool) in list.iter().enumerate() {
-        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("function");
-        let function = tool.get("function").filter(|_| kind == "function").ok_or_else(|| {
-            AdapterError::invalid_request(format!("tools[{i}]: only 'function' tools are supported by Cohere"))
-        })?;
-        let name = function
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| AdapterError::invalid_request(format!("tools[{i}].function.name is required")))?;
-        strict |= function.get("strict").and_then(Value::as_bool) == Some(true);
+    for (i, tool) in list.into_iter().enumerate() {
+        if tool.name.is_empty() {
+            return Err(AdapterError::invalid_request(format!(
+                "tools[{i}].function.name is required"
+            )));
+        }
+        strict |= tool.strict;
         let mut out = Map::new();
-        out.insert("name".into(), Value::from(name));
-        if let Some(description) = function.get("description").and_then(Value::as_str) {
+        out.insert("name".into(), Value::from(tool.name));
+        if let Some(description) = tool.description {
             out.insert("description".into(), Value::from(description));
         }
         // Cohere requires `parameters`; a function without arguments takes
         // an empty object.
-        let parameters = match function.get("parameters") {
-            None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
+        let parameters = match tool.parameters {
+            None => json!({"type": "object", "properties": {}}),
             Some(schema @ Value::Object(_)) => schema.clone(),
             Some(_) => {
                 return Err(AdapterError::invalid_request(format!(

@@ -6,7 +6,7 @@
 //! with no Gemini equivalent are dropped (listed in `docs/adapters/gemini.md`).
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext};
+use tollgate_plugin_sdk::{AdapterError, CallContext, openai};
 
 use crate::messages;
 use crate::schema;
@@ -115,29 +115,17 @@ pub fn url(ctx: &CallContext) -> Result<String, AdapterError> {
 /// `tools[].function` → `functionDeclarations`. Only function tools exist in
 /// chat completions; anything else is refused rather than silently dropped.
 fn function_declarations(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
-    let tools = match request.get("tools") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(tools)) => tools,
-        Some(_) => return Err(AdapterError::invalid_request("'tools' must be an array")),
-    };
+    let tools = openai::function_tools(request, "Gemini")?;
     let mut declarations = Vec::with_capacity(tools.len());
-    for (i, tool) in tools.iter().enumerate() {
-        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("function");
-        let function = tool.get("function").filter(|_| kind == "function").ok_or_else(|| {
-            AdapterError::invalid_request(format!("tools[{i}]: only 'function' tools are supported by Gemini"))
-        })?;
-        let name = function
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| AdapterError::invalid_request(format!("tools[{i}].function.name is required")))?;
+    for tool in tools {
         let mut declaration = Map::new();
-        declaration.insert("name".into(), Value::from(name));
-        if let Some(description) = function.get("description").and_then(Value::as_str) {
+        declaration.insert("name".into(), Value::from(tool.name));
+        if let Some(description) = tool.description {
             declaration.insert("description".into(), Value::from(description));
         }
         // Gemini rejects an OBJECT schema without properties: a function that
         // takes no arguments simply declares no parameters.
-        if let Some(parameters) = function.get("parameters").filter(|p| has_properties(p)) {
+        if let Some(parameters) = tool.parameters.filter(|p| has_properties(p)) {
             declaration.insert("parameters".into(), schema::to_gemini(parameters));
         }
         declarations.push(Value::Object(declaration));
