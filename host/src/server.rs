@@ -73,14 +73,15 @@ impl Gateway {
             false => None,
         };
         if let Some(metering) = &metering {
-            metering.start(&database);
+            metering.start(&database).await?;
             crate::telemetry::watch_outbox_backlog(metering.backlog_gauge());
         }
         let ledger = config.ledger.enabled.then(|| {
             Ledger::start(
                 database.clone(),
                 &config.ledger,
-                metering.as_ref().map(Metering::recorder),
+                crate::metering::instance_source(&config.metering),
+                metering.as_ref().map(Metering::notifier),
             )
         });
         let upstream = Upstream::new(&config.timeouts)?;
@@ -185,9 +186,12 @@ pub async fn serve(
     let listener = listener.tap_io(|socket| {
         let _ = socket.set_nodelay(true);
     });
-    axum::serve(listener, router(gateway))
+    axum::serve(listener, router(gateway.clone()))
         .with_graceful_shutdown(shutdown)
         .await?;
+    if let Some(metering) = &gateway.metering {
+        metering.release(&gateway.database).await;
+    }
     Ok(())
 }
 

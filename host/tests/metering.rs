@@ -1,5 +1,6 @@
-//! Usage events through the transactional outbox, against the real binary: a
-//! sink outage loses nothing, a kill -9 loses nothing, events reconcile with the
+//! Usage events, read from the request log by each sink's dispatcher, against
+//! the real binary: a sink outage loses nothing, a kill -9 loses nothing, a
+//! graceful restart hands the sink over at once, events reconcile with the
 //! ledger, NATS JetStream receives one event per request, and the default file
 //! sink writes JSON lines.
 
@@ -190,7 +191,32 @@ async fn events_survive_a_gateway_crash() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_gateways_share_a_postgres_outbox() {
+async fn a_graceful_restart_hands_the_sink_over_at_once() {
+    let mock = start_mock(Default::default()).await;
+    let (sink, address) = TestSink::start(false).await;
+    // A lease far longer than the test waits: only the release on shutdown lets
+    // the restarted gateway deliver in time.
+    let metering = metering_config(&http_sink(address)).replace("lease_ms = 1000", "lease_ms = 600000");
+    let mut gateway = Gateway::start(&standard_config(mock, &metering)).await;
+    let ids = send_requests(&gateway, 30, 6).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(sink.events().is_empty());
+    gateway.terminate();
+
+    sink.up.store(true, Ordering::SeqCst);
+    let restarted = gateway.another().await;
+    let by_id = sink.wait_for(&ids, Duration::from_secs(20)).await;
+    assert_eq!(
+        by_id.keys().cloned().collect::<BTreeSet<_>>(),
+        ids,
+        "the restarted gateway delivers without waiting out the old lease"
+    );
+    let event_total: i64 = by_id.values().map(|copies| cost_nano(&copies[0])).sum();
+    assert_eq!(event_total, spent(&restarted));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_gateways_share_a_postgres_ledger_and_its_events() {
     let Some(schema) = PgSchema::create().await else {
         return;
     };

@@ -92,16 +92,21 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Starts the writer and the expiry sweeper on the current runtime. With
-    /// `metering`, every settlement also writes its usage event to the outbox,
-    /// in the same transaction.
-    pub fn start(database: Database, config: &LedgerConfig, metering: Option<crate::metering::Recorder>) -> Self {
+    /// Starts the writer and the expiry sweeper on the current runtime. Every
+    /// request log row names `source`, the serving gateway; `settled` is woken
+    /// after settlements commit (the metering dispatchers read those rows).
+    pub fn start(
+        database: Database,
+        config: &LedgerConfig,
+        source: String,
+        settled: Option<crate::metering::SettleNotifier>,
+    ) -> Self {
         let (commands, receiver) = mpsc::channel(4096);
         tokio::spawn(writer::run(
             database.clone(),
             receiver,
             config.max_batch.max(1),
-            metering,
+            writer::Stamp { source, settled },
         ));
         tokio::spawn(sweeper::run(
             database,

@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{Hold, ReserveError, Settled};
 use crate::db::{Database, now_ms};
-use crate::metering::Recorder;
+use crate::metering::SettleNotifier;
 use crate::money::Nanos;
 
 type Tx = Transaction<'static, Any>;
@@ -60,12 +60,15 @@ enum Outcome {
     Settle(Settled),
 }
 
-pub async fn run(
-    database: Database,
-    mut receiver: mpsc::Receiver<Command>,
-    max_batch: usize,
-    metering: Option<Recorder>,
-) {
+/// What the writer stamps on every request log row.
+pub struct Stamp {
+    /// This gateway's CloudEvents `source`.
+    pub source: String,
+    /// Wakes the metering dispatchers after settlements commit.
+    pub settled: Option<SettleNotifier>,
+}
+
+pub async fn run(database: Database, mut receiver: mpsc::Receiver<Command>, max_batch: usize, stamp: Stamp) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = receiver.recv().await {
         batch.push(first);
@@ -75,14 +78,14 @@ pub async fn run(
                 Err(_) => break,
             }
         }
-        match commit(&database, &batch, metering.as_ref()).await {
-            Ok(outcomes) => reply_all(batch.drain(..), outcomes, metering.as_ref()),
+        match commit(&database, &batch, &stamp.source).await {
+            Ok(outcomes) => reply_all(batch.drain(..), outcomes, stamp.settled.as_ref()),
             Err(error) if batch.len() == 1 => fail(batch.pop().expect("one command"), &error),
             Err(error) => {
                 tracing::warn!(%error, size = batch.len(), "ledger batch failed; retrying its commands one by one");
                 for command in batch.drain(..) {
-                    match commit(&database, std::slice::from_ref(&command), metering.as_ref()).await {
-                        Ok(outcomes) => reply_all(std::iter::once(command), outcomes, metering.as_ref()),
+                    match commit(&database, std::slice::from_ref(&command), &stamp.source).await {
+                        Ok(outcomes) => reply_all(std::iter::once(command), outcomes, stamp.settled.as_ref()),
                         Err(error) => fail(command, &error),
                     }
                 }
@@ -91,7 +94,7 @@ pub async fn run(
     }
 }
 
-async fn commit(database: &Database, commands: &[Command], metering: Option<&Recorder>) -> sqlx::Result<Vec<Outcome>> {
+async fn commit(database: &Database, commands: &[Command], source: &str) -> sqlx::Result<Vec<Outcome>> {
     let _turn = database.write_turn().await;
     let mut tx = database.begin_write().await?;
     let mut outcomes = Vec::with_capacity(commands.len());
@@ -101,7 +104,7 @@ async fn commit(database: &Database, commands: &[Command], metering: Option<&Rec
                 hold, expires_at_ms, ..
             } => Outcome::Reserve(reserve(&mut tx, hold, *expires_at_ms).await?),
             Command::Settle { hold, amount, log, .. } => {
-                Outcome::Settle(settle(&mut tx, hold.as_ref(), *amount, log, metering).await?)
+                Outcome::Settle(settle(&mut tx, hold.as_ref(), *amount, log, source).await?)
             }
         });
     }
@@ -109,11 +112,11 @@ async fn commit(database: &Database, commands: &[Command], metering: Option<&Rec
     Ok(outcomes)
 }
 
-fn reply_all(commands: impl Iterator<Item = Command>, outcomes: Vec<Outcome>, metering: Option<&Recorder>) {
-    if let Some(metering) = metering
+fn reply_all(commands: impl Iterator<Item = Command>, outcomes: Vec<Outcome>, settled: Option<&SettleNotifier>) {
+    if let Some(settled) = settled
         && outcomes.iter().any(|o| matches!(o, Outcome::Settle(_)))
     {
-        metering.wake();
+        settled.notify();
     }
     for (command, outcome) in commands.zip(outcomes) {
         match (command, outcome) {
@@ -193,7 +196,7 @@ async fn settle(
     hold: Option<&Hold>,
     amount: Nanos,
     log: &RequestLogRow,
-    metering: Option<&Recorder>,
+    source: &str,
 ) -> sqlx::Result<Settled> {
     let now = now_ms();
     let settled = match hold {
@@ -259,10 +262,15 @@ async fn settle(
             log.outcome.clone(),
         ),
     };
-    write_log(tx, log, billed, &outcome, hold.map(|h| h.id.as_str())).await?;
-    if let Some(metering) = metering {
-        metering.record(tx, log, billed, &outcome, now).await?;
-    }
+    // This row is also the request's usage event (see metering/feed.rs).
+    let settlement = Settlement {
+        cost: billed,
+        outcome: &outcome,
+        reservation_id: hold.map(|h| h.id.as_str()),
+        settled_at_ms: now,
+        source,
+    };
+    write_log(tx, log, &settlement).await?;
     Ok(settled)
 }
 
@@ -290,20 +298,23 @@ pub(super) async fn journal(
     Ok(())
 }
 
-async fn write_log(
-    tx: &mut Tx,
-    log: &RequestLogRow,
+/// What settlement decided about a request, beside what the request reported.
+struct Settlement<'a> {
     cost: Nanos,
-    outcome: &str,
-    reservation_id: Option<&str>,
-) -> sqlx::Result<()> {
+    outcome: &'a str,
+    reservation_id: Option<&'a str>,
+    settled_at_ms: i64,
+    source: &'a str,
+}
+
+async fn write_log(tx: &mut Tx, log: &RequestLogRow, settlement: &Settlement<'_>) -> sqlx::Result<()> {
     let tokens = |v: Option<u64>| v.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     sqlx::query(
         "INSERT INTO request_log (request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, \
          status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
-         snapshot_id, reservation_id, attempts, started_at_ms, duration_ms) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) \
-         ON CONFLICT (request_id) DO NOTHING",
+         snapshot_id, reservation_id, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
+         $23, $24) ON CONFLICT (request_id) DO NOTHING",
     )
     .bind(&log.request_id)
     .bind(&log.key_id)
@@ -312,20 +323,23 @@ async fn write_log(
     .bind(&log.provider)
     .bind(&log.upstream_model)
     .bind(i64::from(log.streamed))
-    .bind(outcome)
+    .bind(settlement.outcome)
     .bind(log.status.map(i64::from))
     .bind(tokens(log.input_tokens))
     .bind(tokens(log.output_tokens))
     .bind(tokens(log.cached_tokens))
     .bind(tokens(log.reasoning_tokens))
     .bind(log.usage_source)
-    .bind(cost.0)
+    .bind(settlement.cost.0)
     .bind(log.reserved.0)
     .bind(log.snapshot_id)
-    .bind(reservation_id)
+    .bind(settlement.reservation_id)
     .bind(&log.attempts)
+    .bind(i64::from(log.attempt_count))
     .bind(log.started_at_ms)
     .bind(log.duration_ms)
+    .bind(settlement.settled_at_ms)
+    .bind(settlement.source)
     .execute(&mut **tx)
     .await?;
     Ok(())

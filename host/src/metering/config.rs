@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MeteringConfig {
-    /// Write a usage event for every metered request (needs the ledger: events
-    /// are written in its settle transaction).
+    /// Deliver a usage event for every metered request (needs the ledger: events
+    /// are read from the request log its settlements write).
     pub enabled: bool,
     /// CloudEvents `source`; defaults to `urn:tollgate:instance:<hostname>`.
     pub source: Option<String>,
@@ -23,7 +23,7 @@ pub struct MeteringConfig {
     /// Most events one sink delivery carries.
     pub batch_size: usize,
     /// How long a dispatcher waits for more events before delivering, so one
-    /// delivery (and one outbox write) covers many requests.
+    /// delivery (and one cursor write) covers many requests.
     pub linger_ms: u64,
     /// How often an idle dispatcher looks for due events (new events also wake it).
     pub poll_interval_ms: u64,
@@ -31,11 +31,10 @@ pub struct MeteringConfig {
     pub retry_base_ms: u64,
     /// Longest retry delay.
     pub retry_max_ms: u64,
-    /// How long a claimed batch stays reserved for its dispatcher; a gateway that
-    /// dies mid-delivery leaves its batch claimable again after this.
+    /// How long a dispatcher holds a sink's cursor without renewing it; when a
+    /// gateway dies, another one sharing the database takes the sink over after
+    /// this.
     pub lease_ms: u64,
-    /// Delivered events are deleted from the outbox after this long.
-    pub retention_secs: u64,
     /// How often the backlog (undelivered events per sink) is logged when non-zero.
     pub backlog_log_interval_secs: u64,
 }
@@ -53,7 +52,6 @@ impl Default for MeteringConfig {
             retry_base_ms: 500,
             retry_max_ms: 60_000,
             lease_ms: 30_000,
-            retention_secs: 24 * 3600,
             backlog_log_interval_secs: 30,
         }
     }
@@ -65,7 +63,7 @@ impl Default for MeteringConfig {
 pub enum SinkConfig {
     /// POST to an HTTP endpoint in a CloudEvents HTTP binding mode.
     Http {
-        /// Names the sink in the outbox and logs; defaults to `http:<url>`.
+        /// Names the sink's cursor and its logs; defaults to `http:<url>`.
         name: Option<String>,
         url: String,
         #[serde(default)]
@@ -117,7 +115,7 @@ fn default_nats_subject() -> String {
 }
 
 impl SinkConfig {
-    /// The outbox key for this sink: stable when sinks are reordered.
+    /// The key of this sink's cursor: stable when sinks are reordered.
     pub fn name(&self, data_dir: &Path) -> String {
         match self {
             SinkConfig::Http { name: Some(n), .. }

@@ -1,7 +1,8 @@
-//! One dispatcher per sink: claim due outbox rows, deliver them, mark the
-//! delivered prefix and reschedule the rest with exponential backoff and jitter.
-//! New events wake it at once; otherwise it polls, so rows left by a crashed
-//! gateway (or an earlier run) are found too.
+//! One dispatcher per sink: hold the sink's cursor, read the settled requests
+//! after it, deliver them as events, and move the cursor past the delivered
+//! prefix. A failed delivery is retried from the same place with exponential
+//! backoff and jitter. Settlements wake it at once; otherwise it polls, so rows
+//! settled by another gateway, or left by a crashed one, are found too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,47 +11,59 @@ use rand::Rng;
 use tokio::sync::Notify;
 
 use super::config::MeteringConfig;
-use super::outbox;
-use super::sinks::{Sink, StoredEvent};
+use super::event::{self, Identity};
+use super::feed::{self, Position, SettledRequest};
+use super::sinks::{Delivery, Sink, StoredEvent};
 use crate::db::{Database, now_ms};
 
 pub struct Dispatcher {
     pub database: Database,
     pub sink_name: String,
     pub sink: Arc<dyn Sink>,
+    pub identity: Identity,
     pub wake: Arc<Notify>,
     pub config: MeteringConfig,
-    /// Unique per process and sink; claim tokens extend it.
+    /// Unique per process and sink: the cursor's lease owner.
     pub owner: String,
+}
+
+/// The cursor while this dispatcher holds it.
+struct Held {
+    position: Position,
+    lease_until_ms: i64,
 }
 
 impl Dispatcher {
     pub async fn run(self) {
         let poll = Duration::from_millis(self.config.poll_interval_ms.max(10));
         let linger = Duration::from_millis(self.config.linger_ms);
-        let mut claims: u64 = 0;
+        let batch_size = self.config.batch_size.max(1);
+        let mut held: Option<Held> = None;
         let mut failures: u32 = 0;
         loop {
             let notified = self.wake.notified();
             tokio::pin!(notified);
-            // Register interest before looking, so an event committed between the
-            // claim and the wait still wakes us.
+            // Register interest before looking, so a settlement committed between
+            // the read and the wait still wakes us.
             notified.as_mut().enable();
-            claims += 1;
-            let token = format!("{}:{claims}", self.owner);
-            let batch = match outbox::claim(
-                &self.database,
-                &self.sink_name,
-                &token,
-                self.config.batch_size.max(1),
-                now_ms(),
-                self.config.lease_ms,
-            )
-            .await
-            {
+
+            let position = match self.hold(&mut held).await {
+                Ok(Some(position)) => position,
+                Ok(None) => {
+                    // Another gateway delivers this sink; take over if it stops.
+                    tokio::time::sleep(poll).await;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(sink = %self.sink_name, %error, "cannot lease the metering cursor");
+                    tokio::time::sleep(poll).await;
+                    continue;
+                }
+            };
+            let batch = match feed::read(&self.database, position, batch_size).await {
                 Ok(batch) => batch,
                 Err(error) => {
-                    tracing::warn!(sink = %self.sink_name, %error, "metering outbox claim failed");
+                    tracing::warn!(sink = %self.sink_name, %error, "cannot read the usage feed");
                     tokio::time::sleep(poll).await;
                     continue;
                 }
@@ -65,16 +78,19 @@ impl Dispatcher {
                 }
                 continue;
             }
-            let events: Vec<StoredEvent> = batch
-                .iter()
-                .map(|row| StoredEvent {
-                    id: row.event_id.clone(),
-                    json: row.payload.clone(),
-                })
-                .collect();
-            let delivery = self.sink.deliver(&events).await;
-            let delivered = delivery.delivered.min(batch.len());
-            let delivered_through = delivered.checked_sub(1).map(|last| batch[last].id);
+
+            // An event that cannot be built stops the batch there, like a failed
+            // delivery: it is retried, never skipped.
+            let events: Vec<StoredEvent> = batch.iter().map_while(|request| self.event(request)).collect();
+            let mut delivery = match events.is_empty() {
+                true => Delivery::failed_at(0, "cannot build the next usage event"),
+                false => self.sink.deliver(&events).await,
+            };
+            if delivery.error.is_none() && events.len() < batch.len() {
+                delivery.error = Some("cannot build the next usage event".into());
+            }
+            let delivered = delivery.delivered.min(events.len());
+            let reached = delivered.checked_sub(1).map_or(position, |last| batch[last].position());
             let backoff = match &delivery.error {
                 None => {
                     failures = 0;
@@ -94,27 +110,90 @@ impl Dispatcher {
                     backoff
                 }
             };
-            let now = now_ms();
-            if let Err(error) = outbox::settle_claim(
-                &self.database,
-                &token,
-                delivered_through,
-                now,
-                now + backoff.as_millis() as i64,
-                delivery.error.as_deref(),
-            )
-            .await
-            {
-                // The lease expires and the rows are delivered again: at least once.
-                tracing::warn!(sink = %self.sink_name, %error, "could not record a metering delivery");
-            }
+            self.record(&mut held, reached, delivery.error.as_deref()).await;
+
             if !backoff.is_zero() {
                 tokio::time::sleep(backoff).await;
-            } else if batch.len() < self.config.batch_size.max(1) && !linger.is_zero() {
-                // Caught up: let events gather instead of claiming each one as it
-                // commits, so outbox writes stay few and off the ledger's back. A
-                // full batch means a backlog, which drains without pause.
+            } else if batch.len() < batch_size && !linger.is_zero() {
+                // Caught up: let events gather, so one delivery and one cursor
+                // write cover many requests. A full batch means a backlog, which
+                // drains without pause.
                 tokio::time::sleep(linger).await;
+            }
+        }
+    }
+
+    /// The cursor position, leasing (or renewing) the cursor when this
+    /// dispatcher does not hold it for at least half a lease more.
+    async fn hold(&self, held: &mut Option<Held>) -> sqlx::Result<Option<Position>> {
+        let now = now_ms();
+        let lease_ms = self.config.lease_ms.max(1);
+        if let Some(current) = held
+            && current.lease_until_ms - now > (lease_ms / 2) as i64
+        {
+            return Ok(Some(current.position));
+        }
+        let leased = feed::lease(&self.database, &self.sink_name, &self.owner, now, lease_ms).await?;
+        *held = leased.map(|position| Held {
+            position,
+            lease_until_ms: now + lease_ms as i64,
+        });
+        Ok(leased)
+    }
+
+    /// Stores how far delivery got. If the write fails or the lease was lost,
+    /// the cursor stays behind and those events are delivered again: at least
+    /// once.
+    async fn record(&self, held: &mut Option<Held>, reached: Position, error: Option<&str>) {
+        let now = now_ms();
+        let lease_ms = self.config.lease_ms.max(1);
+        match feed::advance(
+            &self.database,
+            &self.sink_name,
+            &self.owner,
+            reached,
+            error,
+            now,
+            lease_ms,
+        )
+        .await
+        {
+            Ok(true) => {
+                *held = Some(Held {
+                    position: reached,
+                    lease_until_ms: now + lease_ms as i64,
+                })
+            }
+            Ok(false) => {
+                tracing::warn!(sink = %self.sink_name, "the metering cursor was taken over; another gateway delivers this sink");
+                *held = None;
+            }
+            Err(error) => {
+                tracing::warn!(sink = %self.sink_name, %error, "could not record a metering delivery");
+                *held = None;
+            }
+        }
+    }
+
+    fn event(&self, request: &SettledRequest) -> Option<StoredEvent> {
+        let json = event::structured_json(&self.identity, request).or_else(|error| {
+            // The row's own `source` (from an older configuration) is not a valid
+            // URI reference: send the event under this gateway's instead.
+            tracing::error!(request_id = %request.request_id, %error, "usage event rebuilt with this gateway's source");
+            let request = SettledRequest {
+                source: None,
+                ..request.clone()
+            };
+            event::structured_json(&self.identity, &request)
+        });
+        match json {
+            Ok(json) => Some(StoredEvent {
+                id: request.request_id.clone(),
+                json,
+            }),
+            Err(error) => {
+                tracing::error!(request_id = %request.request_id, %error, "cannot build the usage event");
+                None
             }
         }
     }

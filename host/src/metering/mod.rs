@@ -1,17 +1,18 @@
 //! Usage metering: one CloudEvents 1.0 usage event per metered request.
 //!
-//! The event is written to a transactional outbox in the same database
-//! transaction as the ledger settlement ([`Recorder::record`], called by the
-//! ledger writer), so an event exists exactly when its charge does. A
-//! dispatcher per sink delivers the outbox at least once ([`Metering::start`]);
-//! a sink that is down delays events, a gateway crash leaves them in the
-//! outbox for the next start, and nothing is lost. Redeliveries carry the
-//! same event id (the request id). See docs/metering.md.
+//! The event is not a separate write. The ledger's settle transaction writes the
+//! request log row, and that row is the event's only record, so an event exists
+//! exactly when its charge does and metering adds no write to the request path.
+//! A dispatcher per sink reads the log after the sink's cursor and delivers at
+//! least once ([`Metering::start`], `feed.rs`): a sink that is down delays
+//! events, a gateway crash leaves the cursor behind for the next start, and
+//! nothing is lost. Redeliveries are the same event (its id is the request id).
+//! See docs/metering.md.
 
 mod config;
 mod dispatcher;
 mod event;
-mod outbox;
+mod feed;
 mod sinks;
 
 use std::path::{Path, PathBuf};
@@ -19,61 +20,42 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use sqlx::{Any, Transaction};
 use tokio::sync::Notify;
 
 pub use config::{HttpMode, MeteringConfig, SinkConfig};
 pub use event::{EVENT_TYPE, SCHEMA, SCHEMA_PATH};
-pub use outbox::{Backlog, backlog};
+pub use feed::{Backlog, Position, SettledRequest, backlog, read as read_feed};
 
 use crate::db::{Database, now_ms};
-use crate::ledger::RequestLogRow;
-use crate::money::Nanos;
 
-/// Writes usage events into the outbox; held by the ledger writer.
+/// Tells the dispatchers that settlements committed, so events go out without
+/// waiting for the next poll; held by the ledger writer.
 #[derive(Clone)]
-pub struct Recorder {
-    identity: event::Identity,
-    sinks: Arc<[String]>,
+pub struct SettleNotifier {
     wake: Arc<Notify>,
 }
 
-impl Recorder {
-    /// Adds the request's usage event to the outbox, inside the settle
-    /// transaction. Requests refused before any upstream call (402) are not
-    /// metered.
-    pub async fn record(
-        &self,
-        tx: &mut Transaction<'static, Any>,
-        log: &RequestLogRow,
-        cost: Nanos,
-        outcome: &str,
-        now: i64,
-    ) -> sqlx::Result<()> {
-        if log.status == Some(402) {
-            return Ok(());
-        }
-        let json = match event::structured_json(&self.identity, log, cost, outcome, now) {
-            Ok(json) => json,
-            Err(error) => {
-                // Only a misconfigured `source`/`public_url` can cause this; the
-                // charge must still commit.
-                tracing::error!(request_id = %log.request_id, %error, "cannot build the usage event");
-                return Ok(());
-            }
-        };
-        outbox::enqueue(tx, &log.request_id, &self.sinks, &json, cost, now).await
-    }
-
-    /// Tells the dispatchers that new events committed.
-    pub fn wake(&self) {
+impl SettleNotifier {
+    pub fn notify(&self) {
         self.wake.notify_waiters();
     }
 }
 
-/// The metering service: the recorder plus one dispatcher per sink.
+/// This gateway's CloudEvents `source`, stored on every request log row so that
+/// whichever gateway delivers the event names the one that served it.
+pub fn instance_source(config: &MeteringConfig) -> String {
+    config
+        .source
+        .clone()
+        .unwrap_or_else(|| format!("urn:tollgate:instance:{}", hostname()))
+}
+
+/// The metering service: one dispatcher per sink, and the backlog monitor.
 pub struct Metering {
-    recorder: Recorder,
+    /// Unique per process: with a sink's name, the owner of its cursor lease.
+    process: String,
+    identity: event::Identity,
+    wake: Arc<Notify>,
     sinks: Vec<(String, Arc<dyn sinks::Sink>)>,
     config: MeteringConfig,
     backlog_total: Arc<AtomicI64>,
@@ -103,27 +85,27 @@ impl Metering {
         }
         let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{listen}"));
         let identity = event::Identity {
-            source: config
-                .source
-                .clone()
-                .unwrap_or_else(|| format!("urn:tollgate:instance:{}", hostname())),
+            source: instance_source(config),
             dataschema: format!("{}{SCHEMA_PATH}", public_url.trim_end_matches('/')),
         };
-        let recorder = Recorder {
-            identity,
-            sinks: sinks.iter().map(|(name, _)| name.clone()).collect(),
-            wake: Arc::new(Notify::new()),
-        };
+        // Fail at startup, not at delivery, on a `source` or `public_url` that
+        // cannot make a valid event.
+        event::structured_json(&identity, &event::probe())
+            .map_err(|e| anyhow::anyhow!("metering.source / metering.public_url make no valid CloudEvent: {e}"))?;
         Ok(Some(Self {
-            recorder,
+            process: crate::db::new_id("disp"),
+            identity,
+            wake: Arc::new(Notify::new()),
             sinks,
             config: config.clone(),
             backlog_total: Arc::new(AtomicI64::new(0)),
         }))
     }
 
-    pub fn recorder(&self) -> Recorder {
-        self.recorder.clone()
+    pub fn notifier(&self) -> SettleNotifier {
+        SettleNotifier {
+            wake: self.wake.clone(),
+        }
     }
 
     /// Undelivered events across sinks, as last measured (for metrics).
@@ -131,42 +113,70 @@ impl Metering {
         self.backlog_total.clone()
     }
 
-    /// Starts the dispatchers and the housekeeping task on the current runtime.
-    pub fn start(&self, database: &Database) {
-        let process = crate::db::new_id("disp");
+    /// Gives every sink a cursor, then starts the dispatchers and the backlog
+    /// monitor on the current runtime. Call before serving: a sink's first
+    /// cursor is placed at the head of the feed.
+    pub async fn start(&self, database: &Database) -> anyhow::Result<()> {
+        for (name, _) in &self.sinks {
+            feed::ensure_cursor(database, name, now_ms())
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot create the metering cursor of sink '{name}': {e}"))?;
+        }
         for (name, sink) in &self.sinks {
             let dispatcher = dispatcher::Dispatcher {
                 database: database.clone(),
                 sink_name: name.clone(),
                 sink: sink.clone(),
-                wake: self.recorder.wake.clone(),
+                identity: self.identity.clone(),
+                wake: self.wake.clone(),
                 config: self.config.clone(),
-                owner: format!("{process}:{name}"),
+                owner: self.owner(name),
             };
             tokio::spawn(dispatcher.run());
         }
-        tokio::spawn(housekeeping(
+        tokio::spawn(monitor_backlog(
             database.clone(),
-            self.config.clone(),
+            self.sinks.iter().map(|(name, _)| name.clone()).collect(),
+            Duration::from_secs(self.config.backlog_log_interval_secs.max(1)),
             self.backlog_total.clone(),
         ));
+        Ok(())
+    }
+
+    fn owner(&self, sink: &str) -> String {
+        format!("{}:{sink}", self.process)
+    }
+
+    /// Hands the sinks' cursors back on a graceful shutdown, so the next start
+    /// (or another gateway) delivers at once rather than after `lease_ms`. A
+    /// delivery still in flight then fails to move the cursor and is repeated:
+    /// at least once.
+    pub async fn release(&self, database: &Database) {
+        for (name, _) in &self.sinks {
+            if let Err(error) = feed::release(database, name, &self.owner(name)).await {
+                tracing::warn!(sink = %name, %error, "cannot release the metering cursor; it frees itself after lease_ms");
+            }
+        }
     }
 }
 
 /// Backlog older than this is logged as a warning.
 const STALE_BACKLOG_SECS: i64 = 10;
 
-/// Logs and measures the backlog, and deletes delivered events past retention.
-async fn housekeeping(database: Database, config: MeteringConfig, total: Arc<AtomicI64>) {
-    let mut interval = tokio::time::interval(Duration::from_secs(config.backlog_log_interval_secs.max(1)));
+/// Measures and logs the backlog: events settled but not yet delivered.
+async fn monitor_backlog(database: Database, sinks: Vec<String>, every: Duration, total: Arc<AtomicI64>) {
+    let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
-        match backlog(&database).await {
+        match backlog(&database, &sinks).await {
             Ok(rows) => {
                 total.store(rows.iter().map(|b| b.events).sum(), Ordering::Relaxed);
                 for row in rows {
-                    let oldest_age_s = (now_ms() - row.oldest_created_at_ms) / 1000;
+                    let Some(oldest) = row.oldest_settled_at_ms else {
+                        continue;
+                    };
+                    let oldest_age_s = (now_ms() - oldest) / 1000;
                     // Events a few seconds old are simply in flight; older ones
                     // mean a sink is failing.
                     if oldest_age_s >= STALE_BACKLOG_SECS {
@@ -177,12 +187,6 @@ async fn housekeeping(database: Database, config: MeteringConfig, total: Arc<Ato
                 }
             }
             Err(error) => tracing::warn!(%error, "cannot measure the metering backlog"),
-        }
-        let cutoff = now_ms() - (config.retention_secs as i64).saturating_mul(1000);
-        match outbox::purge_delivered(&database, cutoff).await {
-            Ok(0) => {}
-            Ok(purged) => tracing::debug!(purged, "purged delivered usage events past retention"),
-            Err(error) => tracing::warn!(%error, "cannot purge delivered usage events"),
         }
     }
 }

@@ -180,6 +180,17 @@ impl Gateway {
         let _ = self.child.wait();
     }
 
+    /// Sends SIGTERM and waits for the gateway to shut down gracefully.
+    pub fn terminate(&mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = self.child.wait().unwrap();
+        assert!(exit.success(), "graceful shutdown exits 0, got {exit}");
+    }
+
     /// Sends SIGHUP: the gateway reloads its configuration.
     pub fn hangup(&self) {
         let status = Command::new("kill")

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# A/B comparison with tollgate-bench: runs the benchmark in interleaved rounds
+# with setting A and setting B (environment assignments for the gateway), then
+# prints the median of each figure per side. One run's noise on a small machine
+# is larger than the effects worth measuring; interleaving spreads drift over
+# both sides, and each run is still measured against the direct mock in the same
+# run.
+#
+#   tests/bench/ab.sh [--rounds N] A_ENV B_ENV [tollgate-bench options...]
+#   tests/bench/ab.sh --rounds 5 TOLLGATE_METERING__ENABLED=false TOLLGATE_METERING__ENABLED=true \
+#       --concurrency 1,16,64 --duration-secs 4
+#
+# Build first: cargo build --release -p tollgate -p tollgate-bench
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+rounds=3
+if [ "${1:-}" = "--rounds" ]; then
+  rounds=$2
+  shift 2
+fi
+if [ $# -lt 2 ]; then
+  sed -n '2,13p' "$0"
+  exit 2
+fi
+a=$1
+b=$2
+shift 2
+bench=./target/release/tollgate-bench
+[ -x "$bench" ] || { echo "ab.sh: build $bench first (cargo build --release -p tollgate -p tollgate-bench)" >&2; exit 2; }
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for round in $(seq 1 "$rounds"); do
+  for side in a b; do
+    [ "$side" = a ] && assignment=$a || assignment=$b
+    echo "ab.sh: round $round/$rounds, $side: $assignment" >&2
+    env "$assignment" "$bench" --json "$out/$side-$round.json" "$@" >/dev/null
+  done
+done
+
+python3 - "$out" "$a" "$b" <<'EOF'
+import json, pathlib, statistics, sys
+
+out, labels = pathlib.Path(sys.argv[1]), {"a": sys.argv[2], "b": sys.argv[3]}
+runs = {side: [json.loads(p.read_text()) for p in sorted(out.glob(f"{side}-*.json"))] for side in "ab"}
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+print(f"medians over {len(runs['a'])} interleaved rounds per side")
+print(f"  a: {labels['a']}\n  b: {labels['b']}")
+print(f"{'':>6} {'figure':<24} {'a':>12} {'b':>12} {'b - a':>12}")
+levels = [level["concurrency"] for level in runs["a"][0]["load"]]
+for i, c in enumerate(levels):
+    for name, pick in [
+        ("added p50 (us)", lambda l: l["added_p50_us"]),
+        ("added p99 (us)", lambda l: l["added_p99_us"]),
+        ("gateway p50 (us)", lambda l: l["gateway"]["p50_us"]),
+        ("gateway req/s", lambda l: l["gateway"]["rps"]),
+        ("share of direct req/s", lambda l: l["throughput_ratio"]),
+    ]:
+        each = {s: [pick(r["load"][i]) for r in runs[s]] for s in "ab"}
+        va, vb = median(each["a"]), median(each["b"])
+        spread = "  runs a: " + " ".join(f"{v:.0f}" for v in each["a"]) + " | b: " + " ".join(f"{v:.0f}" for v in each["b"])
+        print(f"{'c=' + str(c):>6} {name:<24} {va:>12.3f} {vb:>12.3f} {vb - va:>+12.3f}{spread if 'share' not in name else ''}")
+for name, key in [("added TTFB p50 (us)", "added_ttfb_p50_us"), ("added per chunk (us)", "added_per_chunk_p50_us")]:
+    va = median([r["stream"][key] for r in runs["a"]])
+    vb = median([r["stream"][key] for r in runs["b"]])
+    print(f"{'stream':>6} {name:<24} {va:>12.3f} {vb:>12.3f} {vb - va:>+12.3f}")
+rss = {s: median([r["gateway_peak_rss_kib"] / 1024 for r in runs[s] if r.get("gateway_peak_rss_kib")]) for s in "ab"}
+print(f"{'':>6} {'peak RSS (MiB)':<24} {rss['a']:>12.1f} {rss['b']:>12.1f} {rss['b'] - rss['a']:>+12.1f}")
+EOF
