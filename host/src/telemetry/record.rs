@@ -177,7 +177,7 @@ pub fn record_reserve_latency(elapsed: Duration) {
     }
 }
 
-/// Exports the metering outbox backlog as a gauge read from `backlog`.
+/// Exports the metering backlog (events settled but not yet delivered) as a gauge read from `backlog`.
 pub fn watch_outbox_backlog(backlog: Arc<AtomicI64>) {
     if !exporting() {
         return;

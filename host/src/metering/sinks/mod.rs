@@ -1,5 +1,5 @@
 //! Event sinks behind one small trait. A sink receives a batch of events in
-//! outbox order and reports how many, from the front, it delivered; the
+//! feed order (commit order) and reports how many, from the front, it delivered; the
 //! dispatcher retries the rest later.
 
 mod file;
