@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A/B comparison with tollgate-bench: runs the benchmark in interleaved rounds
 # with setting A and setting B (environment assignments for the gateway), then
-# prints the median of each figure per side. One run's noise on a small machine
-# is larger than the effects worth measuring; interleaving spreads drift over
-# both sides, and each run is still measured against the direct mock in the same
-# run.
+# prints the median of each figure per side and the median of the per-round
+# differences (b - a within a round, which cancels drift between rounds). One
+# run's noise on a small machine is larger than the effects worth measuring;
+# interleaving spreads drift over both sides, and each run is still measured
+# against the direct mock in the same run.
 #
 #   tests/bench/ab.sh [--rounds N] A_ENV B_ENV [tollgate-bench options...]
 #   tests/bench/ab.sh --rounds 5 TOLLGATE_METERING__ENABLED=false TOLLGATE_METERING__ENABLED=true \
@@ -32,7 +33,12 @@ bench=./target/release/tollgate-bench
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for round in $(seq 1 "$rounds"); do
-  for side in a b; do
+  # Alternate which side goes first (a b, b a, …), so that whatever one run
+  # leaves behind (a warm cache, a deleted database still being freed) does not
+  # always land on the same side.
+  order="a b"
+  [ $((round % 2)) -eq 0 ] && order="b a"
+  for side in $order; do
     [ "$side" = a ] && assignment=$a || assignment=$b
     echo "ab.sh: round $round/$rounds, $side: $assignment" >&2
     env "$assignment" "$bench" --json "$out/$side-$round.json" "$@" >/dev/null
@@ -43,14 +49,17 @@ python3 - "$out" "$a" "$b" <<'EOF'
 import json, pathlib, statistics, sys
 
 out, labels = pathlib.Path(sys.argv[1]), {"a": sys.argv[2], "b": sys.argv[3]}
-runs = {side: [json.loads(p.read_text()) for p in sorted(out.glob(f"{side}-*.json"))] for side in "ab"}
+def by_round(path):
+    return int(path.stem.split("-")[1])
+
+runs = {side: [json.loads(p.read_text()) for p in sorted(out.glob(f"{side}-*.json"), key=by_round)] for side in "ab"}
 
 def median(values):
     return statistics.median(values) if values else float("nan")
 
 print(f"medians over {len(runs['a'])} interleaved rounds per side")
 print(f"  a: {labels['a']}\n  b: {labels['b']}")
-print(f"{'':>6} {'figure':<24} {'a':>12} {'b':>12} {'b - a':>12}")
+print(f"{'':>6} {'figure':<24} {'a':>12} {'b':>12} {'b - a':>12} {'paired':>10}")
 levels = [level["concurrency"] for level in runs["a"][0]["load"]]
 for i, c in enumerate(levels):
     for name, pick in [
@@ -62,8 +71,9 @@ for i, c in enumerate(levels):
     ]:
         each = {s: [pick(r["load"][i]) for r in runs[s]] for s in "ab"}
         va, vb = median(each["a"]), median(each["b"])
+        paired = median([b - a for a, b in zip(each["a"], each["b"])])
         spread = "  runs a: " + " ".join(f"{v:.0f}" for v in each["a"]) + " | b: " + " ".join(f"{v:.0f}" for v in each["b"])
-        print(f"{'c=' + str(c):>6} {name:<24} {va:>12.3f} {vb:>12.3f} {vb - va:>+12.3f}{spread if 'share' not in name else ''}")
+        print(f"{'c=' + str(c):>6} {name:<24} {va:>12.3f} {vb:>12.3f} {vb - va:>+12.3f} {paired:>+10.1f}{spread if 'share' not in name else ''}")
 for name, key in [("added TTFB p50 (us)", "added_ttfb_p50_us"), ("added per chunk (us)", "added_per_chunk_p50_us")]:
     va = median([r["stream"][key] for r in runs["a"]])
     vb = median([r["stream"][key] for r in runs["b"]])
