@@ -208,3 +208,116 @@ impl Dispatcher {
         Duration::from_millis(jittered)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::db::{SqliteSync, sqlite_url};
+    use crate::metering::sinks::DeliveryFuture;
+
+    /// Accepts the first `accept_first` events of its first delivery, then
+    /// fails that delivery; accepts everything afterwards.
+    struct FlakySink {
+        accept_first: usize,
+        deliveries: Mutex<usize>,
+        received: Mutex<Vec<String>>,
+    }
+
+    impl Sink for FlakySink {
+        fn deliver<'a>(&'a self, events: &'a [StoredEvent]) -> DeliveryFuture<'a> {
+            Box::pin(async move {
+                let first = {
+                    let mut deliveries = self.deliveries.lock().unwrap();
+                    *deliveries += 1;
+                    *deliveries == 1
+                };
+                let accepted = if first {
+                    self.accept_first.min(events.len())
+                } else {
+                    events.len()
+                };
+                self.received
+                    .lock()
+                    .unwrap()
+                    .extend(events[..accepted].iter().map(|e| e.id.clone()));
+                match first {
+                    true => Delivery::failed_at(accepted, "503 from the test sink"),
+                    false => Delivery::all(accepted),
+                }
+            })
+        }
+    }
+
+    async fn insert(database: &Database, request_id: &str) {
+        sqlx::query(
+            "INSERT INTO request_log (request_id, key_id, workspace_id, model, streamed, outcome, status, usage_source, \
+             cost_nano, reserved_nano, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source) \
+             VALUES ($1, 'key_t', 'ws_t', 'mock/small', 0, 'success', 200, 'upstream', 7, 10, '[]', 1, 1, 1, 2, \
+             'urn:tollgate:instance:t')",
+        )
+        .bind(request_id)
+        .execute(&database.pool)
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_partial_delivery_moves_the_cursor_past_the_delivered_prefix_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = Database::open(&sqlite_url(&dir.path().join("t.db")), SqliteSync::Normal)
+            .await
+            .unwrap();
+        feed::ensure_cursor(&database, "flaky", now_ms()).await.unwrap();
+        let ids: Vec<String> = (0..10).map(|n| format!("req_{n:02}")).collect();
+        for id in &ids {
+            insert(&database, id).await;
+        }
+        let sink = Arc::new(FlakySink {
+            accept_first: 3,
+            deliveries: Mutex::new(0),
+            received: Mutex::new(Vec::new()),
+        });
+        let config = MeteringConfig {
+            linger_ms: 0,
+            poll_interval_ms: 10,
+            retry_base_ms: 10,
+            retry_max_ms: 20,
+            lease_ms: 60_000,
+            ..MeteringConfig::default()
+        };
+        let dispatcher = Dispatcher {
+            database: database.clone(),
+            sink_name: "flaky".into(),
+            sink: sink.clone(),
+            identity: Identity {
+                source: "urn:tollgate:instance:t".into(),
+                dataschema: "http://t/schemas/usage.v1.json".into(),
+            },
+            wake: Arc::new(Notify::new()),
+            config,
+            owner: "test-owner".into(),
+        };
+        let running = tokio::spawn(dispatcher.run());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sink.received.lock().unwrap().len() < ids.len() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        running.abort();
+
+        // The three accepted before the failure are not sent again; the rest
+        // follow in order, each once.
+        assert_eq!(*sink.received.lock().unwrap(), ids);
+        assert_eq!(*sink.deliveries.lock().unwrap(), 2, "one failed delivery, one retry");
+        let (seq, failures, last_error): (i64, i64, Option<String>) =
+            sqlx::query_as("SELECT seq, failures, last_error FROM metering_cursors WHERE sink = 'flaky'")
+                .fetch_one(&database.pool)
+                .await
+                .unwrap();
+        assert_eq!(seq, 10, "the cursor is at the last row");
+        assert_eq!((failures, last_error), (0, None), "a success clears the failure record");
+    }
+}
