@@ -17,14 +17,17 @@ fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 
 echo "== build (host + wasm plugins)"
-cargo build --locked -p tollgate
+# The A2A kit's scripted mode is a test double: built for the tests only.
+features="--features tollgate/a2a-conformance"
+cargo build --locked -p tollgate -p tollgate-mock-upstream $features
 
 echo "== rust tests"
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --locked --workspace --exclude tollgate-bench --exclude tollgate-test-misbehaving --no-fail-fast
+  cargo nextest run --locked --workspace $features --exclude tollgate-bench --exclude tollgate-test-misbehaving --no-fail-fast
 else
-  cargo test --locked --workspace --exclude tollgate-bench --exclude tollgate-test-misbehaving --no-fail-fast
+  cargo test --locked --workspace $features --exclude tollgate-bench --exclude tollgate-test-misbehaving --no-fail-fast
 fi
 
-echo "== python client tests"
-TOLLGATE_BIN="$root/target/debug/tollgate" "$venv/bin/python" -m pytest -q tests/python
+echo "== python client tests (with the A2A TCK at MUST level when ../shared/conformance/a2a-tck exists)"
+# -rs prints why a test was skipped (e.g. the TCK is absent).
+TOLLGATE_BIN="$root/target/debug/tollgate" "$venv/bin/python" -m pytest -q -rs tests/python

@@ -2,7 +2,50 @@
 //!
 //! An adapter translates between the OpenAI chat-completions shape and one
 //! provider's wire protocol (WIT world `tollgate:provider/provider-adapter@0.1.0`).
-//! Writing one means implementing [`Adapter`] and calling [`export_adapter!`]:
+//! The host calls it through the [`Adapter`] trait; [`export_adapter!`] turns
+//! an implementation into the component's exports.
+//!
+//! # A protocol, not an exchange
+//!
+//! Most adapters implement [`Protocol`] and let [`Exchange`] be the
+//! [`Adapter`]. A protocol states only what is specific to it: how to build
+//! the upstream request (and what the answer's translation must know about
+//! it, its [`Shape`](Protocol::Shape)), how to translate a whole answer, which
+//! [`StreamTranslator`] turns stream events into chunks, and how to classify
+//! errors. The exchange keeps the context and body, stores the shape, keeps
+//! the usage, creates the stream translator on the first event and loops
+//! events through it.
+//!
+//! ```ignore
+//! use tollgate_plugin_sdk::stream::ChunkWriter;
+//! use tollgate_plugin_sdk::{AdapterError, CallContext, Event, Exchange, OutboundRequest,
+//!     Protocol, ResponseHead, StreamTranslator, Translated, Usage};
+//!
+//! pub struct MyProtocol;
+//!
+//! impl Protocol for MyProtocol {
+//!     type Shape = ();            // or what `response` and the stream need from the request
+//!     type Stream = MyStream;
+//!     fn request(ctx: &CallContext, openai_body: &[u8]) -> Result<(OutboundRequest, ()), AdapterError> { /* ... */ }
+//!     fn response(ctx: &CallContext, shape: &(), head: ResponseHead, body: Vec<u8>) -> Result<Translated, AdapterError> { /* ... */ }
+//!     fn stream(ctx: &CallContext, shape: &()) -> MyStream { MyStream { chunks: ChunkWriter::new(ctx), usage: None } }
+//!     // `classify_error` defaults to `openai::classify_error`.
+//! }
+//!
+//! pub struct MyStream { chunks: ChunkWriter, usage: Option<Usage> }
+//!
+//! impl StreamTranslator for MyStream {
+//!     fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> { /* ... */ }
+//!     fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> { /* ... */ }
+//!     fn usage(&self) -> Option<Usage> { self.usage }
+//! }
+//!
+//! pub type MyAdapter = Exchange<MyProtocol>;
+//! tollgate_plugin_sdk::export_adapter!(MyAdapter);
+//! ```
+//!
+//! An adapter whose state does not fit that split implements [`Adapter`]
+//! itself (the `tollgate plugin new` template does, as the shortest start):
 //!
 //! ```ignore
 //! use tollgate_plugin_sdk::{Adapter, AdapterError, CallContext, Event, OutboundRequest,
@@ -28,8 +71,11 @@
 //! - [`json::RawObject`]: a JSON object whose values stay unparsed, for cheap
 //!   "edit a few top-level keys and pass the rest through" work.
 //! - [`openai`]: request preparation, usage extraction, error classification and
-//!   OpenAI-shaped error bodies.
-//! - [`stream`]: recognising empty / `[DONE]` / JSON stream event payloads.
+//!   OpenAI-shaped error bodies; and [`openai::Compatible`], the whole
+//!   protocol of an OpenAI-compatible upstream, for adapters that wrap it.
+//! - [`stream`]: recognising empty / `[DONE]` / JSON stream event payloads;
+//!   [`stream::ChunkWriter`], which writes a translated stream's chunks (id,
+//!   model, `created`, the role on the first chunk, tool-call indexes).
 //! - `golden` (feature `golden`): the golden-file test runner adapters share.
 //! - [`time`]: RFC 3339 and HTTP `date` timestamps → Unix seconds (adapters
 //!   have no clock).
@@ -40,8 +86,11 @@ use std::cell::RefCell;
 pub mod golden;
 pub mod json;
 pub mod openai;
+mod protocol;
 pub mod stream;
 pub mod time;
+
+pub use protocol::{Exchange, Protocol, StreamTranslator, Translated};
 
 /// Raw bindings generated from `wit/provider/0.1.0`. Adapters normally use the
 /// re-exports at the crate root instead.

@@ -1,5 +1,6 @@
 //! Helpers for OpenAI chat-completions payloads: preparing a request for an
-//! upstream, reading `usage`, classifying and building errors.
+//! upstream, reading `usage`, classifying and building errors; and
+//! [`Compatible`], the whole protocol of an OpenAI-compatible upstream.
 
 use std::borrow::Cow;
 
@@ -8,6 +9,10 @@ use serde_json::value::RawValue;
 
 use crate::json::{RawObject, is_object};
 use crate::{AdapterError, ErrorClass, ResponseHead, Usage};
+
+mod compatible;
+
+pub use compatible::{Compatible, CompatibleStream};
 
 /// Upper bound, in bytes, for [`AdapterError::message`] built by this crate.
 pub const MAX_ERROR_MESSAGE: usize = 1024;

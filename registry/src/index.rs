@@ -47,7 +47,7 @@ pub enum IndexError {
 
 #[derive(Clone)]
 pub struct Index {
-    pool: AnyPool,
+    pub(crate) pool: AnyPool,
 }
 
 fn now_ms() -> i64 {

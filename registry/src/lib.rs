@@ -1,20 +1,22 @@
 //! The Tollgate component registry: what a package is called, what kind it is
 //! and how its content is addressed (this file); the manifest (`manifest`), the
 //! component world check (`component`), content-addressed blob storage
-//! (`blobs`), the SQL index (`index`) and the [`Registry`] that ties them
-//! together with the immutability rules (`registry`). The HTTP API lives in the
-//! host.
+//! (`blobs`), the SQL index (`index`), per-owner upload accounting for quotas
+//! (`uploads`) and the [`Registry`] that ties them together with the
+//! immutability rules (`registry`). The HTTP API lives in the host.
 
 pub mod blobs;
 pub mod component;
 pub mod index;
 pub mod manifest;
 mod registry;
+pub mod uploads;
 
 pub use blobs::{BlobStore, StorageConfig};
 pub use index::{Index, PackageSummary, VersionRecord};
 pub use manifest::{Content, Manifest, ManifestError, Metadata};
 pub use registry::{Published, Registry, RegistryError};
+pub use uploads::QuotaError;
 
 use std::fmt;
 use std::str::FromStr;

@@ -200,7 +200,10 @@ mod tests {
         sqlx::any::install_default_drivers();
         let url = format!("sqlite://{}?mode=rwc", dir.join("index.db").display());
         let pool = sqlx::AnyPool::connect(&url).await.unwrap();
-        sqlx::migrate!("../host/migrations/sqlite").run(&pool).await.unwrap();
+        sqlx::migrate!("../host/core/migrations/sqlite")
+            .run(&pool)
+            .await
+            .unwrap();
         let blobs = BlobStore::open(&StorageConfig::Local, &dir.join("blobs")).unwrap();
         Registry::new(Index::new(pool), blobs)
     }

@@ -10,6 +10,8 @@
 #   tests/bench/ab.sh [--rounds N] A_ENV B_ENV [tollgate-bench options...]
 #   tests/bench/ab.sh --rounds 5 TOLLGATE_METERING__ENABLED=false TOLLGATE_METERING__ENABLED=true \
 #       --concurrency 1,16,64 --duration-secs 4
+#   tests/bench/ab.sh TOLLGATE_BENCH_BIN=/old/build/tollgate TOLLGATE_BENCH_BIN=./target/release/tollgate
+#       (two builds; each directory needs a tollgate-mock-upstream beside the binary)
 #
 # Build first: cargo build --release -p tollgate -p tollgate-bench
 set -euo pipefail
@@ -21,7 +23,7 @@ if [ "${1:-}" = "--rounds" ]; then
   shift 2
 fi
 if [ $# -lt 2 ]; then
-  sed -n '2,13p' "$0"
+  sed -n '2,15p' "$0"
   exit 2
 fi
 a=$1

@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("TOLLGATE_BIN", str(ROOT / "target" / "debug" / "tollgate"))
+# The fake provider is a program of its own, built beside the gateway.
+MOCK_BIN = os.environ.get("TOLLGATE_MOCK_BIN", str(Path(BIN).with_name("tollgate-mock-upstream")))
 
 
 def free_port() -> int:
@@ -46,7 +48,7 @@ class Stack:
         self.mock_url = f"http://127.0.0.1:{mock_port}"
         self.url = f"http://127.0.0.1:{gw_port}"
         self.procs = []
-        mock = subprocess.Popen([BIN, "mock-upstream", "--listen", f"127.0.0.1:{mock_port}"])
+        mock = subprocess.Popen([MOCK_BIN, "--listen", f"127.0.0.1:{mock_port}"])
         self.procs.append(mock)
         wait_healthy(self.mock_url, mock)
 

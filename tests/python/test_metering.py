@@ -15,7 +15,7 @@ import pytest
 from cloudevents.v1.http import from_http
 from openai import OpenAI
 
-from conftest import BIN, free_port, wait_healthy
+from conftest import BIN, free_port, wait_healthy, MOCK_BIN
 
 MODES = ("structured", "binary", "batch")
 
@@ -60,7 +60,7 @@ def metered():
     tmp = tempfile.TemporaryDirectory()
     mock_port, gw_port = free_port(), free_port()
     mock_url, url = f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gw_port}"
-    procs = [subprocess.Popen([BIN, "mock-upstream", "--listen", f"127.0.0.1:{mock_port}"])]
+    procs = [subprocess.Popen([MOCK_BIN, "--listen", f"127.0.0.1:{mock_port}"])]
     wait_healthy(mock_url, procs[0])
     sinks = "".join(
         f'[[metering.sinks]]\nkind = "http"\nurl = "{sink_url}/{mode}"\nmode = "{mode}"\n'

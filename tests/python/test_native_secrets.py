@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, free_port, wait_healthy
+from conftest import BIN, free_port, wait_healthy, MOCK_BIN
 
 KEYS = {
     "anthropic": "sk-ant-SECRET-anthropic-0001",
@@ -41,7 +41,7 @@ def gateway():
     tmp = tempfile.TemporaryDirectory()
     mock_port, gw_port = free_port(), free_port()
     mock_url, url = f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gw_port}"
-    procs = [subprocess.Popen([BIN, "mock-upstream", "--listen", f"127.0.0.1:{mock_port}"])]
+    procs = [subprocess.Popen([MOCK_BIN, "--listen", f"127.0.0.1:{mock_port}"])]
     wait_healthy(mock_url, procs[0])
     bases = {
         "anthropic": mock_url,

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from conftest import BIN, free_port, wait_healthy
+from conftest import BIN, free_port, wait_healthy, MOCK_BIN
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN_ID = "00f067aa0ba902b7"
@@ -88,7 +88,7 @@ def traced():
     tmp = tempfile.TemporaryDirectory()
     mock_port, gw_port = free_port(), free_port()
     mock_url, url = f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gw_port}"
-    mock = subprocess.Popen([BIN, "mock-upstream", "--listen", f"127.0.0.1:{mock_port}"])
+    mock = subprocess.Popen([MOCK_BIN, "--listen", f"127.0.0.1:{mock_port}"])
     wait_healthy(mock_url, mock)
     config = Path(tmp.name) / "tollgate.toml"
     config.write_text(

@@ -1,9 +1,11 @@
-//! The `Adapter` implementation: wires the translation modules to the WIT
-//! exchange and keeps the per-exchange state (usage, stream position).
+//! The Messages API as a [`Protocol`]: the request's headers and auth slot,
+//! and which module translates each direction. [`Exchange`] keeps the state.
 
-use tollgate_plugin_sdk::{Adapter, AdapterError, AuthSlot, CallContext, Event, OutboundRequest, ResponseHead, Usage};
+use tollgate_plugin_sdk::{
+    AdapterError, AuthSlot, CallContext, Exchange, OutboundRequest, Protocol, ResponseHead, Translated,
+};
 
-use crate::request::{self, Prepared};
+use crate::request::{self, Prepared, Shape};
 use crate::stream::StreamState;
 use crate::{error, response};
 
@@ -14,32 +16,18 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// One exchange with the Messages API.
-pub struct Anthropic {
-    ctx: CallContext,
-    body: Vec<u8>,
-    /// What the answer translation needs to know about the request, set by
-    /// [`Adapter::request`].
-    shape: request::Shape,
-    /// Usage of a non-streamed answer.
-    usage: Option<Usage>,
-    stream: Option<StreamState>,
-}
+pub type Anthropic = Exchange<Messages>;
 
-impl Adapter for Anthropic {
-    fn new(ctx: CallContext, openai_body: Vec<u8>) -> Self {
-        Anthropic {
-            ctx,
-            body: openai_body,
-            shape: request::Shape::default(),
-            usage: None,
-            stream: None,
-        }
-    }
+/// Anthropic's Messages API.
+pub struct Messages;
 
-    fn request(&mut self) -> Result<OutboundRequest, AdapterError> {
-        let Prepared { url, body, shape } = request::prepare(&self.ctx, &self.body)?;
-        self.shape = shape;
-        Ok(OutboundRequest {
+impl Protocol for Messages {
+    type Shape = Shape;
+    type Stream = StreamState;
+
+    fn request(ctx: &CallContext, openai_body: &[u8]) -> Result<(OutboundRequest, Shape), AdapterError> {
+        let Prepared { url, body, shape } = request::prepare(ctx, openai_body)?;
+        let request = OutboundRequest {
             method: "POST".to_owned(),
             url,
             headers: vec![
@@ -48,37 +36,24 @@ impl Adapter for Anthropic {
             ],
             body,
             auth: AuthSlot::Header(API_KEY_HEADER.to_owned()),
-        })
+        };
+        Ok((request, shape))
     }
 
-    fn response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<Vec<u8>, AdapterError> {
-        let translated = response::completion(&self.ctx, &self.shape, &head, &body)?;
-        self.usage = translated.usage;
-        Ok(translated.body)
+    fn response(
+        ctx: &CallContext,
+        shape: &Shape,
+        head: ResponseHead,
+        body: Vec<u8>,
+    ) -> Result<Translated, AdapterError> {
+        response::completion(ctx, shape, &head, &body)
     }
 
-    fn on_events(&mut self, events: Vec<Event>) -> Result<Vec<Vec<u8>>, AdapterError> {
-        let stream = self
-            .stream
-            .get_or_insert_with(|| StreamState::new(&self.ctx, &self.shape));
-        let mut out = Vec::with_capacity(events.len() + 1);
-        for event in &events {
-            stream.on_event(event, &mut out)?;
-        }
-        Ok(out)
+    fn stream(ctx: &CallContext, shape: &Shape) -> StreamState {
+        StreamState::new(ctx, shape)
     }
 
-    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
-        self.stream
-            .get_or_insert_with(|| StreamState::new(&self.ctx, &self.shape))
-            .finish()
-    }
-
-    fn usage(&self) -> Option<Usage> {
-        self.usage.or(self.stream.as_ref().and_then(StreamState::usage))
-    }
-
-    fn classify_error(&mut self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
+    fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {
         error::classify(head.status, &head.headers, &body)
     }
 }

@@ -19,8 +19,8 @@
 //! as an upstream failure, so the gateway can fail over and continue.
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::stream::{EventData, event_data};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage};
+use tollgate_plugin_sdk::stream::{ChunkWriter, EventData, event_data, tool_call_arguments, tool_call_start};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, StreamTranslator, Usage};
 
 use crate::request::Shape;
 use crate::{error, response};
@@ -39,17 +39,12 @@ enum Block {
 
 /// Stream position of one exchange.
 pub struct StreamState {
-    request_id: String,
-    upstream_model: String,
+    chunks: ChunkWriter,
     json_tool: Option<String>,
     /// Whitespace cut from the prefill, still to be cut from the answer.
     prefix: String,
-    id: Option<String>,
-    model: Option<String>,
-    role_sent: bool,
     /// (upstream block index, what it is).
     blocks: Vec<(u64, Block)>,
-    tool_calls: usize,
     json_answer: bool,
     stopped: bool,
     /// The latest usage counts, merged across events.
@@ -59,68 +54,14 @@ pub struct StreamState {
 impl StreamState {
     pub fn new(ctx: &CallContext, shape: &Shape) -> Self {
         StreamState {
-            request_id: ctx.request_id.clone(),
-            upstream_model: ctx.upstream_model.clone(),
+            chunks: ChunkWriter::new(ctx),
             json_tool: shape.json_tool.clone(),
             prefix: shape.trimmed_prefill.clone(),
-            id: None,
-            model: None,
-            role_sent: false,
             blocks: Vec::new(),
-            tool_calls: 0,
             json_answer: false,
             stopped: false,
             usage: Map::new(),
         }
-    }
-
-    pub fn usage(&self) -> Option<Usage> {
-        if self.usage.is_empty() {
-            return None;
-        }
-        response::usage(&Value::Object(self.usage.clone()))
-    }
-
-    /// Translate one event, appending its chunks to `out`.
-    pub fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        let text = match event_data(&event.data)? {
-            EventData::Empty | EventData::Done => return Ok(()),
-            EventData::Json(text) => text,
-        };
-        let data: Value = serde_json::from_str(text)
-            .map_err(|_| AdapterError::internal("Anthropic sent an invalid JSON stream event"))?;
-        if let Some(error) = error::in_body(&data) {
-            return Err(error);
-        }
-        match data.get("type").and_then(Value::as_str).unwrap_or("") {
-            "message_start" => {
-                let message = data.get("message").unwrap_or(&Value::Null);
-                if let Some(id) = message.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) {
-                    self.id = Some(format!("chatcmpl-{id}"));
-                }
-                if let Some(model) = message.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()) {
-                    self.model = Some(model.to_owned());
-                }
-                self.merge_usage(message.get("usage"));
-                out.push(self.chunk(json!({}), None)?);
-            }
-            "content_block_start" => self.block_start(&data, out)?,
-            "content_block_delta" => self.block_delta(&data, out)?,
-            "message_delta" => {
-                self.merge_usage(data.get("usage"));
-                let stop_reason = data
-                    .get("delta")
-                    .and_then(|d| d.get("stop_reason"))
-                    .and_then(Value::as_str);
-                if let Some(reason) = response::finish_reason(stop_reason, self.json_answer) {
-                    out.push(self.chunk(json!({}), Some(reason))?);
-                }
-            }
-            "message_stop" => self.stopped = true,
-            // ping, content_block_stop, and event types newer than this adapter.
-            _ => {}
-        }
-        Ok(())
     }
 
     fn block_start(&mut self, data: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
@@ -138,18 +79,9 @@ impl StreamState {
                     self.json_answer = true;
                     Block::Json
                 } else {
-                    let at = self.tool_calls;
-                    self.tool_calls += 1;
-                    let delta = json!({
-                        "content": null,
-                        "tool_calls": [{
-                            "index": at,
-                            "id": block.get("id").and_then(Value::as_str).unwrap_or(""),
-                            "type": "function",
-                            "function": { "name": name, "arguments": "" },
-                        }],
-                    });
-                    out.push(self.chunk(delta, None)?);
+                    let at = self.chunks.next_tool_index();
+                    let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+                    out.push(self.chunks.chunk(tool_call_start(at, id, name, ""), None)?);
                     Block::Tool(at)
                 }
             }
@@ -176,14 +108,13 @@ impl StreamState {
             (Some("input_json_delta"), Block::Tool(at)) => {
                 let fragment = delta.get("partial_json").and_then(Value::as_str).unwrap_or("");
                 if !fragment.is_empty() {
-                    let delta = json!({"tool_calls": [{"index": at, "function": {"arguments": fragment}}]});
-                    out.push(self.chunk(delta, None)?);
+                    out.push(self.chunks.chunk(tool_call_arguments(at, fragment), None)?);
                 }
             }
             (Some("input_json_delta"), Block::Json) => {
                 let fragment = delta.get("partial_json").and_then(Value::as_str).unwrap_or("");
                 if !fragment.is_empty() {
-                    out.push(self.chunk(json!({ "content": fragment }), None)?);
+                    out.push(self.chunks.chunk(json!({ "content": fragment }), None)?);
                 }
             }
             // thinking_delta, signature_delta, citations_delta, …
@@ -193,6 +124,9 @@ impl StreamState {
     }
 
     /// A content delta, minus what is left of the trimmed prefill whitespace.
+    /// (Bedrock's stream drops only a whole leading match; this also drops
+    /// the common part of a delta that starts like the whitespace and then
+    /// differs.)
     fn text(&mut self, mut text: &str, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
         if !self.prefix.is_empty() {
             let same = text
@@ -209,7 +143,7 @@ impl StreamState {
             text = &text[same..];
         }
         if !text.is_empty() {
-            out.push(self.chunk(json!({ "content": text }), None)?);
+            out.push(self.chunks.chunk(json!({ "content": text }), None)?);
         }
         Ok(())
     }
@@ -221,53 +155,65 @@ impl StreamState {
             }
         }
     }
+}
+
+impl StreamTranslator for StreamState {
+    fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        let text = match event_data(&event.data)? {
+            EventData::Empty | EventData::Done => return Ok(()),
+            EventData::Json(text) => text,
+        };
+        let data: Value = serde_json::from_str(text)
+            .map_err(|_| AdapterError::internal("Anthropic sent an invalid JSON stream event"))?;
+        if let Some(error) = error::in_body(&data) {
+            return Err(error);
+        }
+        match data.get("type").and_then(Value::as_str).unwrap_or("") {
+            "message_start" => {
+                let message = data.get("message").unwrap_or(&Value::Null);
+                if let Some(id) = message.get("id").and_then(Value::as_str) {
+                    self.chunks.set_id(id);
+                }
+                if let Some(model) = message.get("model").and_then(Value::as_str) {
+                    self.chunks.set_model(model);
+                }
+                self.merge_usage(message.get("usage"));
+                out.push(self.chunks.chunk(json!({}), None)?);
+            }
+            "content_block_start" => self.block_start(&data, out)?,
+            "content_block_delta" => self.block_delta(&data, out)?,
+            "message_delta" => {
+                self.merge_usage(data.get("usage"));
+                let stop_reason = data
+                    .get("delta")
+                    .and_then(|d| d.get("stop_reason"))
+                    .and_then(Value::as_str);
+                if let Some(reason) = response::finish_reason(stop_reason, self.json_answer) {
+                    out.push(self.chunks.chunk(json!({}), Some(reason))?);
+                }
+            }
+            "message_stop" => self.stopped = true,
+            // ping, content_block_stop, and event types newer than this adapter.
+            _ => {}
+        }
+        Ok(())
+    }
 
     /// The stream ended: the closing chunk, or an error if it was cut short.
-    pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
         if !self.stopped {
             return Err(AdapterError::new(
                 ErrorClass::Upstream(502),
                 "Anthropic's stream ended before message_stop",
             ));
         }
-        let chunk = json!({
-            "id": self.id(),
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": self.model(),
-            "choices": [],
-        });
-        Ok(vec![
-            serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))?,
-        ])
+        Ok(vec![self.chunks.final_chunk()?])
     }
 
-    fn id(&self) -> String {
-        self.id
-            .clone()
-            .unwrap_or_else(|| format!("chatcmpl-{}", self.request_id))
-    }
-
-    fn model(&self) -> &str {
-        self.model.as_deref().unwrap_or(&self.upstream_model)
-    }
-
-    /// One chunk with one choice; the first also names the role.
-    fn chunk(&mut self, mut delta: Value, finish_reason: Option<&str>) -> Result<Vec<u8>, AdapterError> {
-        if !self.role_sent {
-            self.role_sent = true;
-            delta["role"] = Value::from("assistant");
-            if delta.get("content").is_none() {
-                delta["content"] = Value::from("");
-            }
+    fn usage(&self) -> Option<Usage> {
+        if self.usage.is_empty() {
+            return None;
         }
-        let chunk = json!({
-            "id": self.id(),
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": self.model(),
-            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason }],
-        });
-        serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))
+        response::usage(&Value::Object(self.usage.clone()))
     }
 }

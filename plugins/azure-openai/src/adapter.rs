@@ -1,28 +1,29 @@
-//! The Azure OpenAI adapter: the OpenAI-compatible one with Azure's URL,
-//! auth header and error conventions.
+//! The Azure OpenAI protocol: the SDK's `openai::Compatible` with Azure's URL,
+//! auth header, prompt-filter chunks and content-filter errors.
 
 use tollgate_plugin_sdk::json::{RawObject, is_empty_array};
+use tollgate_plugin_sdk::openai::{self, Compatible, CompatibleStream};
 use tollgate_plugin_sdk::stream::{EventData, event_data};
 use tollgate_plugin_sdk::{
-    Adapter, AdapterError, AuthSlot, CallContext, ErrorClass, Event, OutboundRequest, ResponseHead, Usage, openai,
+    AdapterError, AuthSlot, CallContext, ErrorClass, Event, Exchange, OutboundRequest, Protocol, ResponseHead,
+    StreamTranslator, Translated, Usage,
 };
-
-use crate::openai_compatible::OpenAiCompatible;
 
 /// Used when `base_url` carries no `?api-version=`: the latest GA version of
 /// the Azure OpenAI data-plane API that supports tools, `json_schema` and
 /// streamed usage.
 pub const DEFAULT_API_VERSION: &str = "2024-10-21";
 
-pub struct AzureOpenAi {
-    inner: OpenAiCompatible,
-}
+/// One exchange with an Azure OpenAI deployment.
+pub type AzureOpenAi = Exchange<Azure>;
 
-impl AzureOpenAi {
+/// Azure OpenAI's flavour of the chat-completions protocol.
+pub struct Azure;
+
+impl Azure {
     /// `{resource}/openai/deployments/{deployment}/chat/completions?api-version=…`,
     /// keeping any other query parameters of `base_url`.
-    pub fn url(&self) -> Result<String, AdapterError> {
-        let ctx = self.inner.context();
+    pub fn url(ctx: &CallContext) -> Result<String, AdapterError> {
         let deployment = &ctx.upstream_model;
         let valid = !deployment.is_empty()
             && deployment
@@ -56,30 +57,13 @@ impl AzureOpenAi {
     }
 }
 
-/// Azure's first stream chunk reports only the prompt's content-filter
-/// results, with an empty `id` and `model` and no choices; OpenAI never sends
-/// one, so it is dropped.
-fn is_prompt_filter_chunk(event: &Event) -> bool {
-    let Ok(EventData::Json(text)) = event_data(&event.data) else {
-        return false;
-    };
-    if !text.contains("\"prompt_filter_results\"") {
-        return false;
-    }
-    RawObject::parse(text)
-        .is_ok_and(|chunk| chunk.get("choices").is_some_and(is_empty_array) && chunk.get_non_null("usage").is_none())
-}
+impl Protocol for Azure {
+    type Shape = ();
+    type Stream = AzureStream;
 
-impl Adapter for AzureOpenAi {
-    fn new(ctx: CallContext, openai_body: Vec<u8>) -> Self {
-        AzureOpenAi {
-            inner: OpenAiCompatible::new(ctx, openai_body),
-        }
-    }
-
-    fn request(&mut self) -> Result<OutboundRequest, AdapterError> {
-        let url = self.url()?;
-        let mut request = self.inner.request()?;
+    fn request(ctx: &CallContext, openai_body: &[u8]) -> Result<(OutboundRequest, ()), AdapterError> {
+        let url = Self::url(ctx)?;
+        let (mut request, ()) = Compatible::request(ctx, openai_body)?;
         let mut body = RawObject::parse_slice(&request.body)
             .map_err(|e| AdapterError::internal(format!("prepared body is not a JSON object: {e}")))?;
         // The deployment in the URL picks the model.
@@ -87,27 +71,18 @@ impl Adapter for AzureOpenAi {
         request.body = body.to_vec();
         request.url = url;
         request.auth = AuthSlot::Header("api-key".to_owned());
-        Ok(request)
+        Ok((request, ()))
     }
 
-    fn response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<Vec<u8>, AdapterError> {
-        self.inner.response(head, body)
+    fn response(ctx: &CallContext, shape: &(), head: ResponseHead, body: Vec<u8>) -> Result<Translated, AdapterError> {
+        Compatible::response(ctx, shape, head, body)
     }
 
-    fn on_events(&mut self, mut events: Vec<Event>) -> Result<Vec<Vec<u8>>, AdapterError> {
-        events.retain(|event| !is_prompt_filter_chunk(event));
-        self.inner.on_events(events)
+    fn stream(ctx: &CallContext, shape: &()) -> AzureStream {
+        AzureStream(Compatible::stream(ctx, shape))
     }
 
-    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
-        self.inner.finish()
-    }
-
-    fn usage(&self) -> Option<Usage> {
-        self.inner.usage()
-    }
-
-    fn classify_error(&mut self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
+    fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {
         let detail = openai::ErrorDetail::from_body(&body);
         let mut error = openai::classify_status(head.status, openai::retry_after(&head.headers), &detail);
         // A content-filter refusal is about this prompt: not retryable, and the
@@ -120,4 +95,38 @@ impl Adapter for AzureOpenAi {
         }
         error
     }
+}
+
+/// An OpenAI-compatible stream without Azure's prompt-filter chunks.
+pub struct AzureStream(CompatibleStream);
+
+impl StreamTranslator for AzureStream {
+    fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        if is_prompt_filter_chunk(event) {
+            return Ok(());
+        }
+        self.0.on_event(event, out)
+    }
+
+    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+        self.0.finish()
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.0.usage()
+    }
+}
+
+/// Azure's first stream chunk reports only the prompt's content-filter
+/// results, with an empty `id` and `model` and no choices; OpenAI never sends
+/// one, so it is dropped.
+fn is_prompt_filter_chunk(event: &Event) -> bool {
+    let Ok(EventData::Json(text)) = event_data(&event.data) else {
+        return false;
+    };
+    if !text.contains("\"prompt_filter_results\"") {
+        return false;
+    }
+    RawObject::parse(text)
+        .is_ok_and(|chunk| chunk.get("choices").is_some_and(is_empty_array) && chunk.get_non_null("usage").is_none())
 }

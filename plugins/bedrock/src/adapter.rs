@@ -1,11 +1,14 @@
-//! The `Adapter` implementation: ties the request, response, stream and error
-//! translations to one exchange's state.
+//! Bedrock's Converse API as a [`Protocol`]: the request's headers and SigV4
+//! auth slot, and which module translates each direction. [`Exchange`] keeps
+//! the state.
 
-use tollgate_plugin_sdk::{Adapter, AdapterError, AuthSlot, CallContext, Event, OutboundRequest, ResponseHead, Usage};
+use tollgate_plugin_sdk::{
+    AdapterError, AuthSlot, CallContext, Exchange, OutboundRequest, Protocol, ResponseHead, Translated,
+};
 
 use crate::error;
-use crate::request::{self, Prepared};
-use crate::response::{self, Answering};
+use crate::request::{self, Prepared, Shape};
+use crate::response;
 use crate::stream::StreamState;
 
 /// The SigV4 signing name of Bedrock Runtime (`bedrock`, not the endpoint
@@ -13,45 +16,23 @@ use crate::stream::StreamState;
 const SIGNING_SERVICE: &str = "bedrock";
 
 /// One exchange with Bedrock's Converse API.
-pub struct Bedrock {
-    ctx: CallContext,
-    body: Vec<u8>,
-    response_tool: Option<String>,
-    prefill_whitespace: String,
-    usage: Option<Usage>,
-    stream: Option<StreamState>,
-}
+pub type Bedrock = Exchange<Converse>;
 
-impl Bedrock {
-    fn stream_state(&mut self) -> &mut StreamState {
-        let (ctx, tool, whitespace) = (&self.ctx, &self.response_tool, &self.prefill_whitespace);
-        self.stream
-            .get_or_insert_with(|| StreamState::new(ctx, tool.clone(), whitespace.clone()))
-    }
-}
+/// Bedrock's Converse / ConverseStream API.
+pub struct Converse;
 
-impl Adapter for Bedrock {
-    fn new(ctx: CallContext, openai_body: Vec<u8>) -> Self {
-        Bedrock {
-            ctx,
-            body: openai_body,
-            response_tool: None,
-            prefill_whitespace: String::new(),
-            usage: None,
-            stream: None,
-        }
-    }
+impl Protocol for Converse {
+    type Shape = Shape;
+    type Stream = StreamState;
 
-    fn request(&mut self) -> Result<OutboundRequest, AdapterError> {
+    fn request(ctx: &CallContext, openai_body: &[u8]) -> Result<(OutboundRequest, Shape), AdapterError> {
         let Prepared {
             url,
             body,
             response_tool,
             prefill_whitespace,
-        } = request::prepare(&self.ctx, &self.body)?;
-        self.response_tool = response_tool;
-        self.prefill_whitespace = prefill_whitespace;
-        Ok(OutboundRequest {
+        } = request::prepare(ctx, openai_body)?;
+        let request = OutboundRequest {
             method: "POST".to_owned(),
             url,
             // The host signs these headers along with the body; it adds
@@ -59,38 +40,30 @@ impl Adapter for Bedrock {
             headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             body,
             auth: AuthSlot::AwsSigv4(SIGNING_SERVICE.to_owned()),
-        })
-    }
-
-    fn response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<Vec<u8>, AdapterError> {
-        let answering = Answering {
-            ctx: &self.ctx,
-            response_tool: self.response_tool.as_deref(),
-            prefill_whitespace: &self.prefill_whitespace,
         };
-        let (completion, usage) = response::completion(&answering, &head, &body)?;
-        self.usage = usage;
-        Ok(completion)
+        Ok((
+            request,
+            Shape {
+                response_tool,
+                prefill_whitespace,
+            },
+        ))
     }
 
-    fn on_events(&mut self, events: Vec<Event>) -> Result<Vec<Vec<u8>>, AdapterError> {
-        let state = self.stream_state();
-        let mut out = Vec::with_capacity(events.len());
-        for event in &events {
-            state.on_event(event, &mut out)?;
-        }
-        Ok(out)
+    fn response(
+        ctx: &CallContext,
+        shape: &Shape,
+        head: ResponseHead,
+        body: Vec<u8>,
+    ) -> Result<Translated, AdapterError> {
+        response::completion(ctx, shape, &head, &body)
     }
 
-    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
-        self.stream_state().finish()
+    fn stream(ctx: &CallContext, shape: &Shape) -> StreamState {
+        StreamState::new(ctx, shape)
     }
 
-    fn usage(&self) -> Option<Usage> {
-        self.stream.as_ref().and_then(StreamState::usage).or(self.usage)
-    }
-
-    fn classify_error(&mut self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
+    fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {
         error::classify_http(&head, &body)
     }
 }

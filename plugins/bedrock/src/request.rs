@@ -21,6 +21,14 @@ pub struct Prepared {
     pub prefill_whitespace: String,
 }
 
+/// What the answer's translation (whole or streamed) needs from the request:
+/// the fields of [`Prepared`] after the URL and body.
+#[derive(Debug, Default)]
+pub struct Shape {
+    pub response_tool: Option<String>,
+    pub prefill_whitespace: String,
+}
+
 /// Builds the Converse request for `ctx` from the caller's `openai_body`.
 /// Fields Converse has no place for (`user`, `seed`, penalties, `logprobs`, …)
 /// are dropped, as are the gateway's own.

@@ -4,14 +4,9 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai, time};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Translated, Usage, openai, time};
 
-/// What `response` needs besides the body.
-pub struct Answering<'a> {
-    pub ctx: &'a CallContext,
-    pub response_tool: Option<&'a str>,
-    pub prefill_whitespace: &'a str,
-}
+use crate::request::Shape;
 
 /// The parts of a Converse answer the adapter reads. Tool inputs stay raw so
 /// their key order reaches the caller as the model wrote it.
@@ -54,10 +49,11 @@ struct AnswerToolUse {
 
 /// The `chat.completion` and the usage it reports.
 pub fn completion(
-    answering: &Answering<'_>,
+    ctx: &CallContext,
+    shape: &Shape,
     head: &ResponseHead,
     body: &[u8],
-) -> Result<(Vec<u8>, Option<Usage>), AdapterError> {
+) -> Result<Translated, AdapterError> {
     let answer: Answer = serde_json::from_slice(body)
         .map_err(|e| AdapterError::internal(format!("Bedrock returned an answer that is not Converse JSON: {e}")))?;
     let blocks = answer
@@ -75,7 +71,7 @@ pub fn completion(
                 .input
                 .as_deref()
                 .map_or_else(|| "{}".to_owned(), |raw| compact_json(raw.get()));
-            if Some(tool_use.name.as_str()) == answering.response_tool {
+            if Some(tool_use.name.as_str()) == shape.response_tool.as_deref() {
                 // The structured answer: its input is the content.
                 text.push_str(&input);
                 continue;
@@ -90,7 +86,7 @@ pub fn completion(
             }));
         }
     }
-    let text = strip_prefix_whitespace(&text, answering.prefill_whitespace);
+    let text = strip_prefix_whitespace(&text, &shape.prefill_whitespace);
     let stop_reason = answer.stop_reason.as_deref().unwrap_or("end_turn");
     let usage = answer.usage.as_ref().and_then(usage_from);
     let mut message = json!({
@@ -106,17 +102,17 @@ pub fn completion(
         .and_then(time::http_date)
         .unwrap_or(0);
     let mut completion = json!({
-        "id": completion_id(answering.ctx),
+        "id": completion_id(ctx),
         "object": "chat.completion",
         "created": created,
-        "model": answering.ctx.upstream_model,
+        "model": ctx.upstream_model,
         "choices": [{ "index": 0, "message": message, "logprobs": null, "finish_reason": finish }],
     });
     if let Some(usage) = &usage {
         completion["usage"] = openai::usage_json(usage);
     }
-    let bytes = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
-    Ok((bytes, usage))
+    let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
+    Ok(Translated { body, usage })
 }
 
 /// Valid JSON text without the whitespace between tokens, keys in their

@@ -11,54 +11,132 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage};
+use tollgate_plugin_sdk::stream::{ChunkWriter, tool_call_arguments};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, StreamTranslator, Usage};
 
 use crate::error;
-use crate::response::{completion_id, finish_reason, usage_from};
+use crate::request::Shape;
+use crate::response::{finish_reason, usage_from};
 
 /// What a content block of the answer is, by `contentBlockIndex`.
 enum Block {
     /// A caller's tool call, with its OpenAI `tool_calls[].index`.
-    ToolCall(u32),
+    ToolCall(usize),
     /// The response tool: its input deltas are the content.
     Response,
 }
 
+/// Stream position of one exchange. Converse streams name no id, model or
+/// time: the writer's defaults (`chatcmpl-{request_id}`, the upstream model,
+/// `created: 0`) are the chunks' (as in a whole answer).
 pub struct StreamState {
-    id: String,
-    model: String,
+    chunks: ChunkWriter,
     response_tool: Option<String>,
     /// Whitespace still to drop from the start of the text (continuation).
     pending_whitespace: String,
     /// A `BTreeMap`: `HashMap`'s random seed needs a WASI import, which traps.
     blocks: BTreeMap<u64, Block>,
-    next_tool_index: u32,
-    role_sent: bool,
     stop_reason: Option<String>,
     usage: Option<Usage>,
 }
 
 impl StreamState {
-    pub fn new(ctx: &CallContext, response_tool: Option<String>, prefill_whitespace: String) -> Self {
+    pub fn new(ctx: &CallContext, shape: &Shape) -> Self {
         StreamState {
-            id: completion_id(ctx),
-            model: ctx.upstream_model.clone(),
-            response_tool,
-            pending_whitespace: prefill_whitespace,
+            chunks: ChunkWriter::new(ctx),
+            response_tool: shape.response_tool.clone(),
+            pending_whitespace: shape.prefill_whitespace.clone(),
             blocks: BTreeMap::new(),
-            next_tool_index: 0,
-            role_sent: false,
             stop_reason: None,
             usage: None,
         }
     }
 
-    pub fn usage(&self) -> Option<Usage> {
-        self.usage
+    /// The role goes in a chunk of its own, before any other.
+    fn ensure_role(&mut self, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        if !self.chunks.role_sent() {
+            out.push(self.chunks.chunk(json!({}), None)?);
+        }
+        Ok(())
     }
 
-    /// Translates one event, appending the chunks it yields to `out`.
-    pub fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+    fn block_start(&mut self, data: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        let Some(tool_use) = data.pointer("/start/toolUse") else {
+            return Ok(());
+        };
+        let index = block_index(data)?;
+        let name = tool_use.get("name").and_then(Value::as_str).unwrap_or_default();
+        self.ensure_role(out)?;
+        if self.response_tool.as_deref() == Some(name) {
+            self.blocks.insert(index, Block::Response);
+            return Ok(());
+        }
+        let id = tool_use
+            .get("toolUseId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| AdapterError::internal("Bedrock started a toolUse block without toolUseId"))?;
+        let tool_index = self.chunks.next_tool_index();
+        self.blocks.insert(index, Block::ToolCall(tool_index));
+        // Unlike `stream::tool_call_start`, no `content: null`: the role
+        // chunk came first.
+        let call = json!({
+            "index": tool_index, "id": id, "type": "function",
+            "function": { "name": name, "arguments": "" }
+        });
+        out.push(self.chunks.chunk(json!({ "tool_calls": [call] }), None)?);
+        Ok(())
+    }
+
+    fn block_delta(&mut self, data: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        let Some(delta) = data.get("delta") else {
+            return Ok(());
+        };
+        if let Some(text) = delta.get("text").and_then(Value::as_str) {
+            return self.text(text, out);
+        }
+        let Some(input) = delta.pointer("/toolUse/input").and_then(Value::as_str) else {
+            // reasoningContent, citations, …: no OpenAI form.
+            return Ok(());
+        };
+        match self.blocks.get(&block_index(data)?) {
+            Some(Block::Response) => self.text(input, out),
+            Some(Block::ToolCall(tool_index)) => {
+                let delta = tool_call_arguments(*tool_index, input);
+                out.push(self.chunks.chunk(delta, None)?);
+                Ok(())
+            }
+            None => Err(AdapterError::internal(
+                "Bedrock sent toolUse input for a block it did not start",
+            )),
+        }
+    }
+
+    /// A content delta, minus the continuation's whitespace when the delta
+    /// starts with it (or is a part of it).
+    fn text(&mut self, text: &str, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        self.ensure_role(out)?;
+        let mut text = text;
+        if !self.pending_whitespace.is_empty() {
+            if let Some(rest) = text.strip_prefix(self.pending_whitespace.as_str()) {
+                text = rest;
+                self.pending_whitespace.clear();
+            } else if let Some(rest) = self.pending_whitespace.strip_prefix(text) {
+                // The delta is all whitespace the caller already has.
+                self.pending_whitespace = rest.to_owned();
+                text = "";
+            } else {
+                self.pending_whitespace.clear();
+            }
+        }
+        if !text.is_empty() {
+            out.push(self.chunks.chunk(json!({ "content": text }), None)?);
+        }
+        Ok(())
+    }
+}
+
+impl StreamTranslator for StreamState {
+    fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
         let Some(name) = event.name.as_deref() else {
             if event.data.trim_ascii().is_empty() {
                 return Ok(());
@@ -94,7 +172,7 @@ impl StreamState {
     /// The held-back `finish_reason` chunk. A stream that ends without
     /// `messageStop` was cut short: an upstream failure, so the host can fail
     /// over or continue on another candidate.
-    pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
         let Some(reason) = self.stop_reason.take() else {
             return Err(AdapterError::new(
                 ErrorClass::Upstream(502),
@@ -105,99 +183,12 @@ impl StreamState {
         self.ensure_role(&mut out)?;
         let called_tools = self.blocks.values().any(|b| matches!(b, Block::ToolCall(_)));
         let finish = finish_reason(&reason, called_tools);
-        out.push(self.chunk(json!({}), Some(finish))?);
+        out.push(self.chunks.chunk(json!({}), Some(finish))?);
         Ok(out)
     }
 
-    fn ensure_role(&mut self, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        if !self.role_sent {
-            self.role_sent = true;
-            out.push(self.chunk(json!({ "role": "assistant", "content": "" }), None)?);
-        }
-        Ok(())
-    }
-
-    fn block_start(&mut self, data: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        let Some(tool_use) = data.pointer("/start/toolUse") else {
-            return Ok(());
-        };
-        let index = block_index(data)?;
-        let name = tool_use.get("name").and_then(Value::as_str).unwrap_or_default();
-        self.ensure_role(out)?;
-        if self.response_tool.as_deref() == Some(name) {
-            self.blocks.insert(index, Block::Response);
-            return Ok(());
-        }
-        let id = tool_use
-            .get("toolUseId")
-            .and_then(Value::as_str)
-            .ok_or_else(|| AdapterError::internal("Bedrock started a toolUse block without toolUseId"))?;
-        let tool_index = self.next_tool_index;
-        self.next_tool_index += 1;
-        self.blocks.insert(index, Block::ToolCall(tool_index));
-        let call = json!({
-            "index": tool_index, "id": id, "type": "function",
-            "function": { "name": name, "arguments": "" }
-        });
-        out.push(self.chunk(json!({ "tool_calls": [call] }), None)?);
-        Ok(())
-    }
-
-    fn block_delta(&mut self, data: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        let Some(delta) = data.get("delta") else {
-            return Ok(());
-        };
-        if let Some(text) = delta.get("text").and_then(Value::as_str) {
-            return self.text(text, out);
-        }
-        let Some(input) = delta.pointer("/toolUse/input").and_then(Value::as_str) else {
-            // reasoningContent, citations, …: no OpenAI form.
-            return Ok(());
-        };
-        match self.blocks.get(&block_index(data)?) {
-            Some(Block::Response) => self.text(input, out),
-            Some(Block::ToolCall(tool_index)) => {
-                let call = json!({ "index": tool_index, "function": { "arguments": input } });
-                out.push(self.chunk(json!({ "tool_calls": [call] }), None)?);
-                Ok(())
-            }
-            None => Err(AdapterError::internal(
-                "Bedrock sent toolUse input for a block it did not start",
-            )),
-        }
-    }
-
-    fn text(&mut self, text: &str, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        self.ensure_role(out)?;
-        let mut text = text;
-        if !self.pending_whitespace.is_empty() {
-            if let Some(rest) = text.strip_prefix(self.pending_whitespace.as_str()) {
-                text = rest;
-                self.pending_whitespace.clear();
-            } else if let Some(rest) = self.pending_whitespace.strip_prefix(text) {
-                // The delta is all whitespace the caller already has.
-                self.pending_whitespace = rest.to_owned();
-                text = "";
-            } else {
-                self.pending_whitespace.clear();
-            }
-        }
-        if !text.is_empty() {
-            out.push(self.chunk(json!({ "content": text }), None)?);
-        }
-        Ok(())
-    }
-
-    fn chunk(&self, delta: Value, finish: Option<&str>) -> Result<Vec<u8>, AdapterError> {
-        let chunk = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            // Adapters have no clock, and stream events carry no time.
-            "created": 0,
-            "model": self.model,
-            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
-        });
-        serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))
+    fn usage(&self) -> Option<Usage> {
+        self.usage
     }
 }
 

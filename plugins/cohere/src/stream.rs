@@ -19,20 +19,17 @@
 //! an upstream failure (so the gateway can fail over and continue the answer).
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::stream::{EventData, event_data};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage};
+use tollgate_plugin_sdk::stream::{ChunkWriter, EventData, event_data, tool_call_arguments, tool_call_start};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, StreamTranslator, Usage};
 
 use crate::{error, response};
 
-/// Stream position of one exchange.
+/// Stream position of one exchange. The id is fixed by `message-start`;
+/// Cohere streams carry no model or timestamp (`created` is 0). Tool calls
+/// started so far are counted by the writer; the last one receives argument
+/// deltas.
 pub struct StreamState {
-    request_id: String,
-    model: String,
-    /// `chatcmpl-…`, fixed by `message-start`.
-    id: Option<String>,
-    role_sent: bool,
-    /// Tool calls started so far; the last one receives argument deltas.
-    tool_calls: usize,
+    chunks: ChunkWriter,
     finished: bool,
     usage: Option<Usage>,
 }
@@ -40,22 +37,30 @@ pub struct StreamState {
 impl StreamState {
     pub fn new(ctx: &CallContext) -> Self {
         StreamState {
-            request_id: ctx.request_id.clone(),
-            model: ctx.upstream_model.clone(),
-            id: None,
-            role_sent: false,
-            tool_calls: 0,
+            chunks: ChunkWriter::new(ctx),
             finished: false,
             usage: None,
         }
     }
 
-    pub fn usage(&self) -> Option<Usage> {
-        self.usage
+    /// `message-end`: usage, then the finish chunk or the reported error.
+    fn end(&mut self, delta: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+        if let Some(usage) = delta.get("usage").and_then(response::usage) {
+            self.usage = Some(usage);
+        }
+        if let Some(message) = delta.get("error").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+            return Err(error::reported(message));
+        }
+        let called_tools = self.chunks.tool_calls() > 0;
+        let reason = response::finish_reason(delta.get("finish_reason").and_then(Value::as_str), called_tools)?;
+        self.finished = true;
+        out.push(self.chunks.chunk(json!({}), Some(reason))?);
+        Ok(())
     }
+}
 
-    /// Translate one event, appending its chunks to `out`.
-    pub fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+impl StreamTranslator for StreamState {
+    fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
         let text = match event_data(&event.data)? {
             EventData::Empty | EventData::Done => return Ok(()),
             EventData::Json(text) => text,
@@ -70,8 +75,8 @@ impl StreamState {
         let message = data.get("delta").and_then(|d| d.get("message"));
         let delta = match kind {
             "message-start" => {
-                if let Some(id) = data.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) {
-                    self.id = Some(format!("chatcmpl-{id}"));
+                if let Some(id) = data.get("id").and_then(Value::as_str) {
+                    self.chunks.set_id(id);
                 }
                 json!({})
             }
@@ -101,17 +106,7 @@ impl StreamState {
                     .and_then(|f| f.get("arguments"))
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                let index = self.tool_calls;
-                self.tool_calls += 1;
-                json!({
-                    "content": null,
-                    "tool_calls": [{
-                        "index": index,
-                        "id": id,
-                        "type": "function",
-                        "function": { "name": name, "arguments": arguments },
-                    }],
-                })
+                tool_call_start(self.chunks.next_tool_index(), id, name, arguments)
             }
             "tool-call-delta" => {
                 let fragment = message
@@ -123,12 +118,12 @@ impl StreamState {
                 if fragment.is_empty() {
                     return Ok(());
                 }
-                let Some(index) = self.tool_calls.checked_sub(1) else {
+                let Some(index) = self.chunks.tool_calls().checked_sub(1) else {
                     return Err(AdapterError::internal(
                         "Cohere sent tool-call-delta before tool-call-start",
                     ));
                 };
-                json!({ "tool_calls": [{ "index": index, "function": { "arguments": fragment } }] })
+                tool_call_arguments(index, fragment)
             }
             "message-end" => return self.end(data.get("delta").unwrap_or(&Value::Null), out),
             // An error object in place of an event.
@@ -138,67 +133,22 @@ impl StreamState {
             },
             _ => return Ok(()),
         };
-        out.push(self.chunk(delta, None)?);
-        Ok(())
-    }
-
-    /// `message-end`: usage, then the finish chunk or the reported error.
-    fn end(&mut self, delta: &Value, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        if let Some(usage) = delta.get("usage").and_then(response::usage) {
-            self.usage = Some(usage);
-        }
-        if let Some(message) = delta.get("error").and_then(Value::as_str).filter(|m| !m.is_empty()) {
-            return Err(error::reported(message));
-        }
-        let reason = response::finish_reason(delta.get("finish_reason").and_then(Value::as_str), self.tool_calls > 0)?;
-        self.finished = true;
-        out.push(self.chunk(json!({}), Some(reason))?);
+        out.push(self.chunks.chunk(delta, None)?);
         Ok(())
     }
 
     /// The stream ended: the closing chunk, or an error if it was cut short.
-    pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
         if !self.finished {
             return Err(AdapterError::new(
                 ErrorClass::Upstream(502),
                 "Cohere's stream ended before message-end",
             ));
         }
-        let chunk = json!({
-            "id": self.id(),
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": self.model,
-            "choices": [],
-        });
-        Ok(vec![
-            serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))?,
-        ])
+        Ok(vec![self.chunks.final_chunk()?])
     }
 
-    fn id(&self) -> String {
-        self.id
-            .clone()
-            .unwrap_or_else(|| format!("chatcmpl-{}", self.request_id))
-    }
-
-    /// One chunk with one choice; the first also names the role. Cohere
-    /// streams carry no timestamp, so `created` is 0.
-    fn chunk(&mut self, mut delta: Value, finish_reason: Option<&str>) -> Result<Vec<u8>, AdapterError> {
-        if !self.role_sent {
-            self.role_sent = true;
-            delta["role"] = Value::from("assistant");
-            if delta.get("content").is_none() {
-                delta["content"] = Value::from("");
-            }
-        }
-        let chunk = json!({
-            "id": self.id(),
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": self.model,
-            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason }],
-        });
-        serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))
+    fn usage(&self) -> Option<Usage> {
+        self.usage
     }
 }

@@ -1,7 +1,9 @@
-//! The `Adapter` implementation: wires the translation modules to the WIT
-//! exchange and keeps the per-exchange state (usage, stream position).
+//! The Gemini API as a [`Protocol`]: the request's headers and auth slot, and
+//! which module translates each direction. [`Exchange`] keeps the state.
 
-use tollgate_plugin_sdk::{Adapter, AdapterError, AuthSlot, CallContext, Event, OutboundRequest, ResponseHead, Usage};
+use tollgate_plugin_sdk::{
+    AdapterError, AuthSlot, CallContext, Exchange, OutboundRequest, Protocol, ResponseHead, Translated,
+};
 
 use crate::stream::StreamState;
 use crate::{error, request, response};
@@ -10,59 +12,36 @@ use crate::{error, request, response};
 pub const API_KEY_HEADER: &str = "x-goog-api-key";
 
 /// One exchange with the Gemini API.
-pub struct Gemini {
-    ctx: CallContext,
-    body: Vec<u8>,
-    /// Usage of a non-streamed answer.
-    usage: Option<Usage>,
-    stream: StreamState,
-}
+pub type Gemini = Exchange<GenerateContent>;
 
-impl Adapter for Gemini {
-    fn new(ctx: CallContext, openai_body: Vec<u8>) -> Self {
-        let stream = StreamState::new(&ctx);
-        Gemini {
-            ctx,
-            body: openai_body,
-            usage: None,
-            stream,
-        }
-    }
+/// Gemini's `generateContent` / `streamGenerateContent` API.
+pub struct GenerateContent;
 
-    fn request(&mut self) -> Result<OutboundRequest, AdapterError> {
-        let prepared = request::prepare(&self.ctx, &self.body)?;
-        Ok(OutboundRequest {
+impl Protocol for GenerateContent {
+    type Shape = ();
+    type Stream = StreamState;
+
+    fn request(ctx: &CallContext, openai_body: &[u8]) -> Result<(OutboundRequest, ()), AdapterError> {
+        let prepared = request::prepare(ctx, openai_body)?;
+        let request = OutboundRequest {
             method: "POST".to_owned(),
             url: prepared.url,
             headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             body: prepared.body,
             auth: AuthSlot::Header(API_KEY_HEADER.to_owned()),
-        })
+        };
+        Ok((request, ()))
     }
 
-    fn response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<Vec<u8>, AdapterError> {
-        let translated = response::completion(&self.ctx, &head, &body)?;
-        self.usage = translated.usage;
-        Ok(translated.body)
+    fn response(ctx: &CallContext, _shape: &(), head: ResponseHead, body: Vec<u8>) -> Result<Translated, AdapterError> {
+        response::completion(ctx, &head, &body)
     }
 
-    fn on_events(&mut self, events: Vec<Event>) -> Result<Vec<Vec<u8>>, AdapterError> {
-        let mut out = Vec::with_capacity(events.len() + 1);
-        for event in &events {
-            self.stream.on_event(event, &mut out)?;
-        }
-        Ok(out)
+    fn stream(ctx: &CallContext, _shape: &()) -> StreamState {
+        StreamState::new(ctx)
     }
 
-    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
-        self.stream.finish()
-    }
-
-    fn usage(&self) -> Option<Usage> {
-        self.usage.or(self.stream.usage())
-    }
-
-    fn classify_error(&mut self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
+    fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {
         error::classify(head.status, &head.headers, &body)
     }
 }

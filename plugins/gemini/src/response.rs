@@ -3,15 +3,9 @@
 //! usage, ids.
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Usage, openai, time};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Translated, Usage, openai, time};
 
 use crate::error;
-
-/// The translated completion and the usage it reported.
-pub struct Translated {
-    pub body: Vec<u8>,
-    pub usage: Option<Usage>,
-}
 
 /// Translate a non-streamed 2xx answer.
 pub fn completion(ctx: &CallContext, head: &ResponseHead, body: &[u8]) -> Result<Translated, AdapterError> {

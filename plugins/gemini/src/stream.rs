@@ -15,22 +15,15 @@
 //! fail over and continue the answer elsewhere).
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::stream::{EventData, event_data};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, Usage, time};
+use tollgate_plugin_sdk::stream::{ChunkWriter, EventData, event_data, tool_call_start};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, StreamTranslator, Usage, time};
 
 use crate::error;
 use crate::response::{self, Part};
 
 /// Stream position of one exchange.
 pub struct StreamState {
-    request_id: String,
-    upstream_model: String,
-    /// `chatcmpl-…`, fixed by the first event.
-    id: Option<String>,
-    model: Option<String>,
-    created: u64,
-    role_sent: bool,
-    tool_calls: usize,
+    chunks: ChunkWriter,
     finished: bool,
     usage: Option<Usage>,
 }
@@ -38,24 +31,34 @@ pub struct StreamState {
 impl StreamState {
     pub fn new(ctx: &CallContext) -> Self {
         StreamState {
-            request_id: ctx.request_id.clone(),
-            upstream_model: ctx.upstream_model.clone(),
-            id: None,
-            model: None,
-            created: 0,
-            role_sent: false,
-            tool_calls: 0,
+            chunks: ChunkWriter::new(ctx),
             finished: false,
             usage: None,
         }
     }
 
-    pub fn usage(&self) -> Option<Usage> {
-        self.usage
+    /// Id, model and creation time come from the first event that has them.
+    fn remember(&mut self, answer: &Value) {
+        if !self.chunks.has_id()
+            && let Some(id) = answer.get("responseId").and_then(Value::as_str)
+        {
+            self.chunks.set_id(id);
+        }
+        if !self.chunks.has_model()
+            && let Some(model) = answer.get("modelVersion").and_then(Value::as_str)
+        {
+            self.chunks.set_model(model);
+        }
+        if self.chunks.created() == 0
+            && let Some(created) = answer.get("createTime").and_then(Value::as_str).and_then(time::rfc3339)
+        {
+            self.chunks.set_created(created);
+        }
     }
+}
 
-    /// Translate one event, appending its chunks to `out`.
-    pub fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
+impl StreamTranslator for StreamState {
+    fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
         let text = match event_data(&event.data)? {
             EventData::Empty | EventData::Done => return Ok(()),
             EventData::Json(text) => text,
@@ -85,99 +88,32 @@ impl StreamState {
                 Part::Text("") => continue,
                 Part::Text(text) => json!({ "content": text }),
                 Part::Call { name, args } => {
-                    let index = self.tool_calls;
-                    self.tool_calls += 1;
-                    json!({
-                        "content": null,
-                        "tool_calls": [{
-                            "index": index,
-                            "id": response::call_id(index),
-                            "type": "function",
-                            "function": { "name": name, "arguments": response::arguments(args)? },
-                        }],
-                    })
+                    let index = self.chunks.next_tool_index();
+                    let arguments = response::arguments(args)?;
+                    tool_call_start(index, &response::call_id(index), name, &arguments)
                 }
             };
-            out.push(self.chunk(delta, None)?);
+            out.push(self.chunks.chunk(delta, None)?);
         }
-        if let Some(reason) = response::finish_reason(candidate, self.tool_calls > 0) {
+        if let Some(reason) = response::finish_reason(candidate, self.chunks.tool_calls() > 0) {
             self.finished = true;
-            out.push(self.chunk(json!({}), Some(reason))?);
+            out.push(self.chunks.chunk(json!({}), Some(reason))?);
         }
         Ok(())
     }
 
     /// The stream ended: the closing chunk, or an error if it was cut short.
-    pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+    fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
         if !self.finished {
             return Err(AdapterError::new(
                 ErrorClass::Upstream(502),
                 "Gemini's stream ended before the answer finished (no finishReason)",
             ));
         }
-        let chunk = json!({
-            "id": self.id(),
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model(),
-            "choices": [],
-        });
-        Ok(vec![
-            serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))?,
-        ])
+        Ok(vec![self.chunks.final_chunk()?])
     }
 
-    /// Id, model and creation time come from the first event that has them.
-    fn remember(&mut self, answer: &Value) {
-        if self.id.is_none()
-            && let Some(id) = answer
-                .get("responseId")
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty())
-        {
-            self.id = Some(format!("chatcmpl-{id}"));
-        }
-        if self.model.is_none()
-            && let Some(model) = answer
-                .get("modelVersion")
-                .and_then(Value::as_str)
-                .filter(|m| !m.is_empty())
-        {
-            self.model = Some(model.to_owned());
-        }
-        if self.created == 0
-            && let Some(created) = answer.get("createTime").and_then(Value::as_str).and_then(time::rfc3339)
-        {
-            self.created = created;
-        }
-    }
-
-    fn id(&self) -> String {
-        self.id
-            .clone()
-            .unwrap_or_else(|| format!("chatcmpl-{}", self.request_id))
-    }
-
-    fn model(&self) -> &str {
-        self.model.as_deref().unwrap_or(&self.upstream_model)
-    }
-
-    /// One chunk with one choice; the first also names the role.
-    fn chunk(&mut self, mut delta: Value, finish_reason: Option<&str>) -> Result<Vec<u8>, AdapterError> {
-        if !self.role_sent {
-            self.role_sent = true;
-            delta["role"] = Value::from("assistant");
-            if delta.get("content").is_none() {
-                delta["content"] = Value::from("");
-            }
-        }
-        let chunk = json!({
-            "id": self.id(),
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model(),
-            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason }],
-        });
-        serde_json::to_vec(&chunk).map_err(|e| AdapterError::internal(e.to_string()))
+    fn usage(&self) -> Option<Usage> {
+        self.usage
     }
 }

@@ -4,11 +4,8 @@
 //! Requests and responses are already in the OpenAI shape, so the adapter only
 //! pins the upstream model, strips gateway-only fields, asks for streamed
 //! usage, records usage and drops a provider-specific top-level `provider` key.
-//!
-//! [`OpenAiCompatible`] is public so other adapters can wrap it. Because this
-//! crate exports a component, a wrapping *component* cannot link it as a
-//! library (the export symbols would be defined twice); it compiles
-//! `src/adapter.rs` into itself instead, as `tests/plugins/misbehaving` does.
+//! All of that is the SDK's `openai::Compatible` protocol, which adapters for
+//! OpenAI-like APIs wrap; this crate only exports it.
 
 mod adapter;
 

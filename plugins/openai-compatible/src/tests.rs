@@ -1,3 +1,6 @@
+//! Unit tests of the OpenAI-compatible adapter: the request it sends, the
+//! answers and chunks it passes through, usage and error classification.
+
 use serde_json::{Value, json};
 use tollgate_plugin_sdk::{Adapter, AdapterError, AuthSlot, CallContext, ErrorClass, Event, ResponseHead, Usage};
 

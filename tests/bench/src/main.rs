@@ -31,8 +31,9 @@ const STREAM_BUDGET: Duration = Duration::from_secs(60);
 #[derive(Parser)]
 #[command(about = "Benchmark the Tollgate gateway against the direct mock, in the same run")]
 struct Args {
-    /// The tollgate binary that runs the mock and the gateway.
-    #[arg(long, default_value_os_t = default_bin())]
+    /// The tollgate binary to measure; the mock is the `tollgate-mock-upstream`
+    /// beside it. `TOLLGATE_BENCH_BIN` lets `ab.sh` compare two builds.
+    #[arg(long, env = "TOLLGATE_BENCH_BIN", default_value_os_t = default_bin())]
     tollgate_bin: PathBuf,
     /// Closed-loop concurrency levels (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]

@@ -34,12 +34,9 @@ impl Stack {
         let dir = TempDir::new()?;
 
         let mock_addr = format!("127.0.0.1:{}", free_port()?);
-        let mut mock = Managed::spawn(
-            "mock",
-            bin,
-            &["mock-upstream", "--listen", &mock_addr],
-            &dir.0.join("mock.log"),
-        )?;
+        // The fake provider is its own program, built beside the gateway.
+        let mock_bin = bin.with_file_name("tollgate-mock-upstream");
+        let mut mock = Managed::spawn("mock", &mock_bin, &["--listen", &mock_addr], &dir.0.join("mock.log"))?;
         let mock_url = format!("http://{mock_addr}");
         mock.wait_healthy(client, &mock_url, startup_timeout).await?;
 

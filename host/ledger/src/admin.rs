@@ -1,0 +1,192 @@
+//! Operator views and actions on the ledger: balances, credits, the request log,
+//! and a full reconciliation of every wallet against the journal.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::writer::journal;
+use tollgate_core::db::{Database, new_id, now_ms};
+use tollgate_core::money::Nanos;
+
+#[derive(Debug, Serialize)]
+pub struct WalletBalances {
+    pub workspace_id: String,
+    /// Posted balance minus pending holds: what new requests can reserve.
+    pub available_usd: String,
+    /// Pending holds.
+    pub pending_usd: String,
+    /// Credits minus posted charges.
+    pub posted_usd: String,
+}
+
+pub async fn wallet(database: &Database, workspace_id: &str) -> anyhow::Result<WalletBalances> {
+    let row: Option<(i64, i64)> =
+        sqlx::query_as("SELECT balance_nano, reserved_nano FROM wallets WHERE workspace_id = $1")
+            .bind(workspace_id)
+            .fetch_optional(&database.pool)
+            .await?;
+    let (balance, reserved) = row.ok_or_else(|| anyhow::anyhow!("no wallet for workspace '{workspace_id}'"))?;
+    Ok(WalletBalances {
+        workspace_id: workspace_id.to_string(),
+        available_usd: Nanos(balance - reserved).usd_string(),
+        pending_usd: Nanos(reserved).usd_string(),
+        posted_usd: Nanos(balance).usd_string(),
+    })
+}
+
+/// Adds `amount` to the wallet, journaled. Creates the wallet if the workspace
+/// has none.
+pub async fn credit(database: &Database, workspace_id: &str, amount: Nanos) -> anyhow::Result<()> {
+    anyhow::ensure!(amount.0 > 0, "a credit must be positive");
+    let mut tx = database.begin_write().await?;
+    let exists: Option<String> = sqlx::query_scalar("SELECT id FROM workspaces WHERE id = $1")
+        .bind(workspace_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    anyhow::ensure!(exists.is_some(), "no workspace '{workspace_id}'");
+    sqlx::query(
+        "INSERT INTO wallets (workspace_id, balance_nano, reserved_nano) VALUES ($1, $2, 0) \
+         ON CONFLICT (workspace_id) DO UPDATE SET balance_nano = wallets.balance_nano + $2",
+    )
+    .bind(workspace_id)
+    .bind(amount.0)
+    .execute(&mut *tx)
+    .await?;
+    journal_credit(&mut tx, workspace_id, amount).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The journal entry for a credit, inside the caller's transaction.
+pub async fn journal_credit(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    workspace_id: &str,
+    amount: Nanos,
+) -> sqlx::Result<()> {
+    journal(tx, &new_id("cr"), workspace_id, "credit", amount, None, now_ms()).await
+}
+
+/// Recomputes every wallet from the journal and the pending holds. Returns one
+/// line per discrepancy; empty means the books balance.
+pub async fn verify(database: &Database) -> anyhow::Result<Vec<String>> {
+    let wallets: Vec<(String, i64, i64)> =
+        sqlx::query_as("SELECT workspace_id, balance_nano, reserved_nano FROM wallets ORDER BY workspace_id")
+            .fetch_all(&database.pool)
+            .await?;
+    let mut drift = Vec::new();
+    for (workspace_id, balance, reserved) in wallets {
+        let sum = |kind: &'static str| {
+            let pool = database.pool.clone();
+            let workspace_id = workspace_id.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT CAST(COALESCE(SUM(amount_nano), 0) AS BIGINT) FROM ledger_entries WHERE workspace_id = $1 AND kind = $2",
+                )
+                .bind(workspace_id)
+                .bind(kind)
+                .fetch_one(&pool)
+                .await
+            }
+        };
+        let (credits, posts, reserves, releases) = (
+            sum("credit").await?,
+            sum("post").await?,
+            sum("reserve").await?,
+            sum("release").await?,
+        );
+        let pending: i64 = sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(amount_nano), 0) AS BIGINT) FROM reservations WHERE workspace_id = $1 AND state = 'pending'",
+        )
+        .bind(&workspace_id)
+        .fetch_one(&database.pool)
+        .await?;
+        if balance != credits - posts {
+            drift.push(format!(
+                "{workspace_id}: balance {balance} ≠ credits {credits} − posts {posts}"
+            ));
+        }
+        if reserved != reserves - releases {
+            drift.push(format!(
+                "{workspace_id}: reserved {reserved} ≠ reserves {reserves} − releases {releases}"
+            ));
+        }
+        if reserved != pending {
+            drift.push(format!("{workspace_id}: reserved {reserved} ≠ pending holds {pending}"));
+        }
+        if balance - reserved < 0 {
+            drift.push(format!(
+                "{workspace_id}: available balance is negative ({})",
+                balance - reserved
+            ));
+        }
+    }
+    Ok(drift)
+}
+
+/// One request log row as JSON, or `None`.
+pub async fn request_log(database: &Database, request_id: &str) -> anyhow::Result<Option<Value>> {
+    type Row = (
+        String,
+        String,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        i64,
+        String,
+        Option<i64>,
+    );
+    type Usage = (
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        String,
+        i64,
+        i64,
+        Option<i64>,
+        Option<String>,
+    );
+    let head: Option<Row> = sqlx::query_as(
+        "SELECT request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, status \
+         FROM request_log WHERE request_id = $1",
+    )
+    .bind(request_id)
+    .fetch_optional(&database.pool)
+    .await?;
+    let Some((request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, status)) = head
+    else {
+        return Ok(None);
+    };
+    let (input, output, cached, reasoning, usage_source, cost, reserved, snapshot_id, reservation_id): Usage = sqlx::query_as(
+        "SELECT input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
+         snapshot_id, reservation_id FROM request_log WHERE request_id = $1",
+    )
+    .bind(&request_id)
+    .fetch_one(&database.pool)
+    .await?;
+    let (attempts, started_at_ms, duration_ms): (String, i64, i64) =
+        sqlx::query_as("SELECT attempts, started_at_ms, duration_ms FROM request_log WHERE request_id = $1")
+            .bind(&request_id)
+            .fetch_one(&database.pool)
+            .await?;
+    Ok(Some(json!({
+        "request_id": request_id,
+        "key_id": key_id,
+        "workspace_id": workspace_id,
+        "model": model,
+        "provider": provider,
+        "upstream_model": upstream_model,
+        "streamed": streamed != 0,
+        "outcome": outcome,
+        "status": status,
+        "tokens": { "input": input, "output": output, "cached": cached, "reasoning": reasoning, "source": usage_source },
+        "cost_usd": Nanos(cost).usd_string(),
+        "reserved_usd": Nanos(reserved).usd_string(),
+        "pricing_snapshot_id": snapshot_id,
+        "reservation_id": reservation_id,
+        "attempts": serde_json::from_str::<Value>(&attempts).unwrap_or(Value::Null),
+        "started_at_ms": started_at_ms,
+        "duration_ms": duration_ms,
+    })))
+}

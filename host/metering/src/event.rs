@@ -1,0 +1,229 @@
+//! The usage event: one CloudEvents 1.0 envelope per metered request, built with
+//! the `cloudevents-sdk` and stored in structured JSON form. Its schema is
+//! `docs/schemas/usage.v1.json` (served at [`SCHEMA_PATH`]).
+
+use cloudevents::{EventBuilder, EventBuilderV10};
+use serde::Serialize;
+
+use super::feed::SettledRequest;
+use tollgate_core::money::Nanos;
+
+pub const EVENT_TYPE: &str = "dev.tollgate.usage.v1";
+/// Where the gateway serves the data schema.
+pub const SCHEMA_PATH: &str = "/schemas/usage.v1.json";
+/// The JSON Schema of the event's `data`.
+pub const SCHEMA: &str = include_str!("../../../docs/schemas/usage.v1.json");
+
+/// The event's `data`.
+#[derive(Serialize)]
+struct UsageData<'a> {
+    request_id: &'a str,
+    workspace_id: &'a str,
+    key_id: &'a str,
+    model: &'a str,
+    provider: Option<&'a str>,
+    upstream_model: Option<&'a str>,
+    input_tokens: u64,
+    output_tokens: u64,
+    cached_tokens: Option<u64>,
+    reasoning_tokens: Option<u64>,
+    usage_source: &'a str,
+    /// Exact decimal USD, the amount posted to the ledger.
+    cost: String,
+    cost_nano: i64,
+    currency: &'static str,
+    pricing_snapshot_id: Option<i64>,
+    attempts: u32,
+    streamed: bool,
+    outcome: &'a str,
+    status: Option<u16>,
+    duration_ms: i64,
+}
+
+/// This gateway's event identity.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    /// The `source` of events whose request log row predates the `source`
+    /// column; every newer row names the gateway that served it.
+    pub source: String,
+    pub dataschema: String,
+}
+
+/// Builds the structured-mode JSON of a settled request's usage event. It is
+/// a function of the request log row alone (plus the schema URL), so every
+/// redelivery, by any gateway, is the same event; its cost is what the ledger
+/// posted, so Σ event costs = Σ ledger posts.
+pub fn structured_json(identity: &Identity, request: &SettledRequest) -> anyhow::Result<String> {
+    let count = |v: Option<i64>| v.map(|n| u64::try_from(n).unwrap_or(0));
+    let cost = Nanos(request.cost_nano);
+    let data = UsageData {
+        request_id: &request.request_id,
+        workspace_id: &request.workspace_id,
+        key_id: &request.key_id,
+        model: &request.model,
+        provider: request.provider.as_deref(),
+        upstream_model: request.upstream_model.as_deref(),
+        input_tokens: count(request.input_tokens).unwrap_or(0),
+        output_tokens: count(request.output_tokens).unwrap_or(0),
+        cached_tokens: count(request.cached_tokens),
+        reasoning_tokens: count(request.reasoning_tokens),
+        usage_source: &request.usage_source,
+        cost: cost.usd_string(),
+        cost_nano: cost.0,
+        currency: "USD",
+        pricing_snapshot_id: request.snapshot_id,
+        attempts: u32::try_from(request.attempt_count).unwrap_or(0),
+        streamed: request.streamed != 0,
+        outcome: &request.outcome,
+        status: request.status.and_then(|s| u16::try_from(s).ok()),
+        duration_ms: request.duration_ms,
+    };
+    let time = chrono::DateTime::from_timestamp_millis(request.settled_at_ms).unwrap_or_default();
+    let event = EventBuilderV10::new()
+        .id(request.request_id.as_str())
+        .source(request.source.as_deref().unwrap_or(&identity.source))
+        .ty(EVENT_TYPE)
+        .subject(request.workspace_id.as_str())
+        .time(time)
+        .data_with_schema(
+            "application/json",
+            identity.dataschema.as_str(),
+            serde_json::to_value(&data)?,
+        )
+        .build()?;
+    Ok(serde_json::to_string(&event)?)
+}
+
+/// A complete settled request, to check at startup that this gateway's
+/// identity makes valid events.
+pub(super) fn probe() -> SettledRequest {
+    SettledRequest {
+        xid: 0,
+        seq: 0,
+        request_id: "req_probe".into(),
+        key_id: "key_probe".into(),
+        workspace_id: "ws_probe".into(),
+        model: "probe/model".into(),
+        provider: None,
+        upstream_model: None,
+        streamed: 0,
+        outcome: "success".into(),
+        status: Some(200),
+        input_tokens: Some(0),
+        output_tokens: Some(0),
+        cached_tokens: None,
+        reasoning_tokens: None,
+        usage_source: "upstream".into(),
+        cost_nano: 0,
+        snapshot_id: None,
+        attempt_count: 1,
+        duration_ms: 0,
+        settled_at_ms: 0,
+        source: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn row() -> SettledRequest {
+        SettledRequest {
+            xid: 0,
+            seq: 7,
+            request_id: "req_1".into(),
+            key_id: "key_1".into(),
+            workspace_id: "ws_1".into(),
+            model: "acme/small".into(),
+            provider: Some("acme".into()),
+            upstream_model: Some("small".into()),
+            streamed: 1,
+            outcome: "ok".into(),
+            status: Some(200),
+            input_tokens: Some(9),
+            output_tokens: Some(3),
+            cached_tokens: None,
+            reasoning_tokens: Some(1),
+            usage_source: "upstream".into(),
+            cost_nano: 9_500,
+            snapshot_id: Some(4),
+            attempt_count: 2,
+            duration_ms: 12,
+            settled_at_ms: 1_700_000_000_123,
+            source: Some("urn:tollgate:instance:served".into()),
+        }
+    }
+
+    #[test]
+    fn builds_a_complete_cloudevent() {
+        let identity = Identity {
+            source: "urn:tollgate:instance:test".into(),
+            dataschema: "http://127.0.0.1:8080/schemas/usage.v1.json".into(),
+        };
+        let json = structured_json(&identity, &row()).unwrap();
+        let event: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(event["specversion"], "1.0");
+        assert_eq!(event["id"], "req_1");
+        assert_eq!(event["type"], EVENT_TYPE);
+        assert_eq!(
+            event["source"], "urn:tollgate:instance:served",
+            "the serving gateway, not the delivering one"
+        );
+        assert_eq!(event["subject"], "ws_1");
+        assert_eq!(event["datacontenttype"], "application/json");
+        assert_eq!(event["dataschema"], identity.dataschema);
+        assert!(event["time"].as_str().unwrap().starts_with("2023-11-14T22:13:20.123"));
+        let data = &event["data"];
+        assert_eq!(data["cost"], "0.000009500");
+        assert_eq!(data["cost_nano"], 9_500);
+        assert_eq!(data["currency"], "USD");
+        assert_eq!(data["attempts"], 2);
+        assert_eq!(data["pricing_snapshot_id"], 4);
+        assert_eq!(data["cached_tokens"], Value::Null);
+        assert_eq!(data["streamed"], true);
+        assert_eq!(data["status"], 200);
+        // The event round-trips through the SDK's own parser.
+        let parsed: cloudevents::Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(cloudevents::AttributesReader::id(&parsed), "req_1");
+    }
+
+    #[test]
+    fn rows_older_than_the_source_column_take_this_gateways_source() {
+        let identity = Identity {
+            source: "urn:tollgate:instance:here".into(),
+            dataschema: "http://h/schemas/usage.v1.json".into(),
+        };
+        let request = SettledRequest { source: None, ..row() };
+        let event: Value = serde_json::from_str(&structured_json(&identity, &request).unwrap()).unwrap();
+        assert_eq!(event["source"], "urn:tollgate:instance:here");
+        // Same row, same event: redeliveries are identical.
+        assert_eq!(
+            structured_json(&identity, &request).unwrap(),
+            structured_json(&identity, &request).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_published_schema_is_valid_json() {
+        let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        for field in [
+            "request_id",
+            "model",
+            "provider",
+            "cost",
+            "currency",
+            "attempts",
+            "streamed",
+            "outcome",
+        ] {
+            assert!(required.contains(&field), "{field} should be required");
+        }
+    }
+}

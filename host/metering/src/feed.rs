@@ -1,0 +1,248 @@
+//! The usage feed: settled requests, read from the request log in commit order
+//! after each sink's cursor.
+//!
+//! The settle transaction writes the `request_log` row, and that row is the
+//! event: metering writes nothing else on the request path. Each sink has a
+//! cursor (`metering_cursors`), the [`Position`] of the last row it delivered.
+//! A dispatcher leases the cursor before delivering, so gateways sharing a
+//! Postgres database never deliver the same sink at once; an expired lease (the
+//! gateway died) is taken over. Delivery is at least once: a crash between
+//! delivering and advancing the cursor delivers those events again, with the
+//! same ids.
+//!
+//! Why the cursor cannot pass a row that commits later:
+//! - SQLite has one writer at a time and `seq` is `AUTOINCREMENT`, so `seq`
+//!   order is commit order; `xid` is always 0.
+//! - Postgres hands out `seq` at insert but commits in any order. Each row
+//!   carries its transaction id, and a read takes only rows whose `xid` is below
+//!   the snapshot's `xmin` (the [`frontier`]): every transaction below it has
+//!   ended, so no row at or before the new cursor can appear afterwards.
+
+use tollgate_core::db::{Backend, Database};
+
+/// A place in the feed. Rows are ordered by `(xid, seq)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    pub xid: i64,
+    pub seq: i64,
+}
+
+/// A settled, metered request: everything its usage event says.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SettledRequest {
+    pub xid: i64,
+    pub seq: i64,
+    pub request_id: String,
+    pub key_id: String,
+    pub workspace_id: String,
+    pub model: String,
+    pub provider: Option<String>,
+    pub upstream_model: Option<String>,
+    pub streamed: i64,
+    pub outcome: String,
+    pub status: Option<i64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cached_tokens: Option<i64>,
+    pub reasoning_tokens: Option<i64>,
+    pub usage_source: String,
+    /// What the ledger posted for the request.
+    pub cost_nano: i64,
+    pub snapshot_id: Option<i64>,
+    pub attempt_count: i64,
+    pub duration_ms: i64,
+    pub settled_at_ms: i64,
+    /// The serving gateway's CloudEvents `source`; `None` on rows older than it.
+    pub source: Option<String>,
+}
+
+impl SettledRequest {
+    pub fn position(&self) -> Position {
+        Position {
+            xid: self.xid,
+            seq: self.seq,
+        }
+    }
+}
+
+/// Undelivered events for one sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlog {
+    pub sink: String,
+    pub events: i64,
+    pub oldest_settled_at_ms: Option<i64>,
+}
+
+// A request refused before any upstream call (402) is not metered. On SQLite,
+// `xid = $1 AND seq > $2` keeps the scan on the rowid; Postgres uses the
+// (xid, seq) index.
+const READ_SQLITE: &str = "SELECT xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, \
+     streamed, outcome, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, \
+     snapshot_id, attempt_count, duration_ms, settled_at_ms, source FROM request_log \
+     WHERE xid = $1 AND seq > $2 AND xid < $3 AND (status IS NULL OR status <> 402) ORDER BY seq LIMIT $4";
+const READ_POSTGRES: &str = "SELECT xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, \
+     streamed, outcome, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, \
+     snapshot_id, attempt_count, duration_ms, settled_at_ms, source FROM request_log \
+     WHERE (xid, seq) > ($1, $2) AND xid < $3 AND (status IS NULL OR status <> 402) ORDER BY xid, seq LIMIT $4";
+
+const BACKLOG_SQLITE: &str = "SELECT c.sink, COUNT(r.seq), MIN(r.settled_at_ms) FROM metering_cursors c \
+     LEFT JOIN request_log r ON r.xid = c.xid AND r.seq > c.seq AND (r.status IS NULL OR r.status <> 402) \
+     GROUP BY c.sink ORDER BY c.sink";
+const BACKLOG_POSTGRES: &str = "SELECT c.sink, COUNT(r.seq), MIN(r.settled_at_ms) FROM metering_cursors c \
+     LEFT JOIN request_log r ON (r.xid, r.seq) > (c.xid, c.seq) AND (r.status IS NULL OR r.status <> 402) \
+     GROUP BY c.sink ORDER BY c.sink";
+
+/// Rows with an `xid` below this are final: no transaction that could still
+/// add one is running.
+pub async fn frontier(database: &Database) -> sqlx::Result<i64> {
+    match database.backend {
+        Backend::Sqlite => Ok(i64::MAX),
+        Backend::Postgres => {
+            sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+                .fetch_one(&database.pool)
+                .await
+        }
+    }
+}
+
+/// Up to `limit` metered requests after `after`, in feed order.
+pub async fn read(database: &Database, after: Position, limit: usize) -> sqlx::Result<Vec<SettledRequest>> {
+    let frontier = frontier(database).await?;
+    let sql = match database.backend {
+        Backend::Sqlite => READ_SQLITE,
+        Backend::Postgres => READ_POSTGRES,
+    };
+    sqlx::query_as(sql)
+        .bind(after.xid)
+        .bind(after.seq)
+        .bind(frontier)
+        .bind(limit as i64)
+        .fetch_all(&database.pool)
+        .await
+}
+
+/// The last final position: a cursor placed here receives every request
+/// settled from now on.
+pub async fn head(database: &Database) -> sqlx::Result<Position> {
+    let frontier = frontier(database).await?;
+    // On SQLite every xid is 0 and seq is the rowid: the last row is one step.
+    let sql = match database.backend {
+        Backend::Sqlite => "SELECT xid, seq FROM request_log WHERE xid < $1 ORDER BY seq DESC LIMIT 1",
+        Backend::Postgres => "SELECT xid, seq FROM request_log WHERE xid < $1 ORDER BY xid DESC, seq DESC LIMIT 1",
+    };
+    let last: Option<(i64, i64)> = sqlx::query_as(sql)
+        .bind(frontier)
+        .fetch_optional(&database.pool)
+        .await?;
+    Ok(last.map_or(Position::default(), |(xid, seq)| Position { xid, seq }))
+}
+
+/// Gives `sink` a cursor at the head of the feed if it has none. A new sink
+/// receives the events of requests settled from now on; a sink that had a
+/// cursor before resumes where it stopped.
+pub async fn ensure_cursor(database: &Database, sink: &str, now_ms: i64) -> sqlx::Result<()> {
+    let head = head(database).await?;
+    let _turn = database.write_turn().await;
+    sqlx::query(
+        "INSERT INTO metering_cursors (sink, xid, seq, updated_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (sink) DO NOTHING",
+    )
+    .bind(sink)
+    .bind(head.xid)
+    .bind(head.seq)
+    .bind(now_ms)
+    .execute(&database.pool)
+    .await?;
+    Ok(())
+}
+
+/// Leases the sink's cursor to `owner` until `now_ms + lease_ms`, if it is
+/// free, expired or already `owner`'s; returns its position, or `None` while
+/// another dispatcher holds it.
+pub async fn lease(
+    database: &Database,
+    sink: &str,
+    owner: &str,
+    now_ms: i64,
+    lease_ms: u64,
+) -> sqlx::Result<Option<Position>> {
+    let _turn = database.write_turn().await;
+    let position: Option<(i64, i64)> = sqlx::query_as(
+        "UPDATE metering_cursors SET lease_owner = $1, lease_until = $2, updated_at = $3 \
+         WHERE sink = $4 AND (lease_owner = $1 OR lease_until IS NULL OR lease_until < $3) \
+         RETURNING xid, seq",
+    )
+    .bind(owner)
+    .bind(now_ms + lease_ms as i64)
+    .bind(now_ms)
+    .bind(sink)
+    .fetch_optional(&database.pool)
+    .await?;
+    Ok(position.map(|(xid, seq)| Position { xid, seq }))
+}
+
+/// Records a delivery attempt: moves the cursor to `to` (the last delivered
+/// row) and renews the lease. With `error`, the attempt counts as a failure.
+/// Returns false when `owner` no longer holds the cursor; the new holder
+/// delivers from the stored position.
+pub async fn advance(
+    database: &Database,
+    sink: &str,
+    owner: &str,
+    to: Position,
+    error: Option<&str>,
+    now_ms: i64,
+    lease_ms: u64,
+) -> sqlx::Result<bool> {
+    let _turn = database.write_turn().await;
+    let updated = sqlx::query(
+        "UPDATE metering_cursors SET xid = $1, seq = $2, lease_until = $3, updated_at = $4, \
+         failures = CASE WHEN $5 = 0 THEN 0 ELSE failures + 1 END, last_error = $6 \
+         WHERE sink = $7 AND lease_owner = $8",
+    )
+    .bind(to.xid)
+    .bind(to.seq)
+    .bind(now_ms + lease_ms as i64)
+    .bind(now_ms)
+    .bind(i64::from(error.is_some()))
+    .bind(error)
+    .bind(sink)
+    .bind(owner)
+    .execute(&database.pool)
+    .await?
+    .rows_affected();
+    Ok(updated == 1)
+}
+
+/// Gives up `owner`'s lease on the sink's cursor, so that a restarted or
+/// another gateway delivers at once instead of after the lease runs out.
+pub async fn release(database: &Database, sink: &str, owner: &str) -> sqlx::Result<()> {
+    let _turn = database.write_turn().await;
+    sqlx::query(
+        "UPDATE metering_cursors SET lease_owner = NULL, lease_until = NULL WHERE sink = $1 AND lease_owner = $2",
+    )
+    .bind(sink)
+    .bind(owner)
+    .execute(&database.pool)
+    .await?;
+    Ok(())
+}
+
+/// Undelivered events of each of `sinks`, oldest first. Cursors of sinks no
+/// longer configured are left alone: such a sink resumes if it comes back.
+pub async fn backlog(database: &Database, sinks: &[String]) -> sqlx::Result<Vec<Backlog>> {
+    let sql = match database.backend {
+        Backend::Sqlite => BACKLOG_SQLITE,
+        Backend::Postgres => BACKLOG_POSTGRES,
+    };
+    let rows: Vec<(String, i64, Option<i64>)> = sqlx::query_as(sql).fetch_all(&database.pool).await?;
+    Ok(rows
+        .into_iter()
+        .filter(|(sink, _, _)| sinks.contains(sink))
+        .map(|(sink, events, oldest_settled_at_ms)| Backlog {
+            sink,
+            events,
+            oldest_settled_at_ms,
+        })
+        .collect())
+}

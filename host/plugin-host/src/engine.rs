@@ -1,0 +1,70 @@
+//! The one wasmtime engine shared by all adapters: pooling allocator (instances
+//! come from pre-reserved slots, so a fresh instance per request is cheap), epoch
+//! interruption driven by a 5 ms ticker (so a looping guest is stopped), and no
+//! component-model concurrency (adapter calls are short and synchronous).
+
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::PluginLimits;
+
+/// Deadline resolution. Coarse on purpose: every tick wakes a thread, and on a
+/// small machine 1 ms wakeups measurably compete with request handling, while
+/// a call limit only needs to be enforced to within a few milliseconds.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+pub struct PluginEngine {
+    pub(crate) engine: Engine,
+    /// Linear-memory cap per instance, in bytes.
+    pub(crate) memory_cap: usize,
+    /// Epoch ticks one call may run for.
+    pub(crate) call_deadline_ticks: u64,
+    pub(crate) call_timeout_ms: u64,
+}
+
+impl PluginEngine {
+    pub fn new(limits: &PluginLimits) -> anyhow::Result<Self> {
+        anyhow::ensure!(limits.memory_mib >= 1, "plugins.memory_mib must be at least 1");
+        anyhow::ensure!(limits.max_instances >= 1, "plugins.max_instances must be at least 1");
+        let memory_cap = limits.memory_mib << 20;
+        let instances = limits.max_instances;
+
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(instances)
+            .total_core_instances(instances.saturating_mul(4))
+            .total_memories(instances.saturating_mul(2))
+            .total_tables(instances.saturating_mul(4))
+            .max_memory_size(memory_cap);
+
+        let mut config = Config::new();
+        config
+            .epoch_interruption(true)
+            .concurrency_support(false)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config)?;
+        start_epoch_ticker(&engine);
+        Ok(Self {
+            engine,
+            memory_cap,
+            call_deadline_ticks: limits.call_timeout_ms.div_ceil(EPOCH_TICK.as_millis() as u64).max(1),
+            call_timeout_ms: limits.call_timeout_ms,
+        })
+    }
+}
+
+/// Advances the engine's epoch every tick until the engine is dropped. The thread
+/// holds only a weak handle, so it never keeps the engine alive.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("cannot start the epoch ticker thread");
+}

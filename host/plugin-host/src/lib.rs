@@ -1,0 +1,121 @@
+//! The plugin host: one wasmtime engine, provider adapters compiled once and kept
+//! as pre-linked `InstancePre`s, and a fresh sandboxed instance per request.
+//!
+//! Adapters are pure translators with no capabilities (every import they declare is
+//! linked to a trap), so they cannot reach the network, the filesystem or secrets.
+
+mod adapter;
+mod cache;
+mod engine;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+
+pub use adapter::{
+    AdapterError, AdapterFault, AuthSlot, CallContext, ErrorClass, Event, ExchangeError, LoadedAdapter,
+    OutboundRequest, ResponseHead, Session, Usage,
+};
+pub use engine::PluginEngine;
+
+use serde::{Deserialize, Serialize};
+
+mod builtin {
+    include!(concat!(env!("OUT_DIR"), "/builtin_adapters.rs"));
+}
+
+/// Every built-in adapter component: (name, bytes), compiled into the binary.
+pub fn builtin_components() -> &'static [(&'static str, &'static [u8])] {
+    builtin::BUILTIN_ADAPTERS
+}
+
+/// Loaded adapters by name: built-ins and configured files by their plain name,
+/// registry installs by `namespace/name@version`. New adapters are added
+/// without a restart by swapping in a new map; nothing is ever removed, so a
+/// request that resolved a name keeps finding the same adapter. A lookup is
+/// one atomic load. The engine lives as long as any adapter compiled with it
+/// (each `InstancePre` holds it), and so does its epoch ticker.
+pub struct Adapters {
+    by_name: ArcSwap<HashMap<String, Arc<LoadedAdapter>>>,
+    engine: PluginEngine,
+    cache_dir: PathBuf,
+}
+
+impl Adapters {
+    /// Loads the built-in adapters plus `files` (name → component path). Compiled
+    /// code is cached in `cache_dir`, keyed by component digest and engine.
+    pub fn load(limits: &PluginLimits, cache_dir: &Path, files: &[(String, &Path)]) -> anyhow::Result<Self> {
+        let engine = PluginEngine::new(limits)?;
+        std::fs::create_dir_all(cache_dir)
+            .with_context(|| format!("cannot create cache dir {}", cache_dir.display()))?;
+        let mut by_name = HashMap::new();
+        for (name, bytes) in builtin::BUILTIN_ADAPTERS {
+            let adapter = LoadedAdapter::load(&engine, name, bytes, cache_dir)
+                .with_context(|| format!("built-in adapter '{name}'"))?;
+            by_name.insert(name.to_string(), Arc::new(adapter));
+        }
+        for (name, path) in files {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("adapter '{name}': cannot read {}", path.display()))?;
+            let adapter = LoadedAdapter::load(&engine, name, &bytes, cache_dir)
+                .with_context(|| format!("adapter '{name}' from {}", path.display()))?;
+            by_name.insert(name.clone(), Arc::new(adapter));
+        }
+        Ok(Self {
+            by_name: ArcSwap::from_pointee(by_name),
+            engine,
+            cache_dir: cache_dir.to_path_buf(),
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<LoadedAdapter>> {
+        self.by_name.load().get(name).cloned()
+    }
+
+    /// Compiles (or takes from the cache) `bytes` and makes it available as
+    /// `name` for new lookups. A name already loaded is kept as it is: names of
+    /// registry installs carry their version, and versions are immutable.
+    /// Blocking (compiling takes a while): call it off the async workers.
+    pub fn add(&self, name: &str, bytes: &[u8]) -> anyhow::Result<Arc<LoadedAdapter>> {
+        if let Some(loaded) = self.get(name) {
+            return Ok(loaded);
+        }
+        let adapter = Arc::new(LoadedAdapter::load(&self.engine, name, bytes, &self.cache_dir)?);
+        self.by_name.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            next.entry(name.to_string()).or_insert_with(|| adapter.clone());
+            next
+        });
+        Ok(self.get(name).expect("just added"))
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginLimits {
+    /// Linear-memory cap per adapter instance.
+    pub memory_mib: usize,
+    /// CPU time one adapter call may take before it is interrupted.
+    pub call_timeout_ms: u64,
+    /// Adapter instances alive at once (one per in-flight request or stream).
+    pub max_instances: u32,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self {
+            memory_mib: 64,
+            call_timeout_ms: 200,
+            max_instances: 1_000,
+        }
+    }
+}
+
+/// The test-only adapter that traps, loops or eats memory on request
+/// (`tests/plugins/misbehaving`), built beside the built-in ones. For the
+/// gateway's own sandbox tests; never loaded unless a config names it.
+#[doc(hidden)]
+pub const MISBEHAVING_TEST_COMPONENT: &str = env!("TG_TEST_MISBEHAVING_WASM");

@@ -1,0 +1,69 @@
+//! Provider configuration as written under `[providers.<id>]`: overrides of a
+//! built-in catalog entry, or a bring-your-own endpoint.
+
+use serde::{Deserialize, Serialize};
+
+/// A provider entry. Every field is optional so that a few lines can override one
+/// field of a built-in provider; a new (bring-your-own) provider needs `base_url`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub name: Option<String>,
+    pub adapter: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key: Option<tollgate_core::secret::Secret>,
+    pub api_key_env: Option<String>,
+    /// Where the key goes: `none`, `bearer`, `header` (with `auth_header`),
+    /// `query` (with `auth_query`) or `aws-sigv4` (with `aws_service`). Adapters
+    /// may ask only for this slot.
+    pub auth: Option<crate::catalog::AuthStyle>,
+    pub auth_header: Option<String>,
+    pub auth_query: Option<String>,
+    pub aws_service: Option<String>,
+    pub aws_region: Option<String>,
+    /// Origins besides `base_url`'s that the provider's adapter may send to.
+    pub allowed_origins: Option<Vec<String>>,
+    pub models: Vec<ModelConfig>,
+}
+
+impl ProviderConfig {
+    /// Applies the credential-slot and egress settings given here over a
+    /// catalog entry's.
+    pub fn overlay_auth(&self, entry: &mut crate::catalog::CatalogProvider) {
+        if let Some(auth) = self.auth {
+            entry.auth = auth;
+        }
+        let fields = [
+            (&self.auth_header, &mut entry.auth_header),
+            (&self.auth_query, &mut entry.auth_query),
+            (&self.aws_service, &mut entry.aws_service),
+            (&self.aws_region, &mut entry.aws_region),
+        ];
+        for (configured, field) in fields {
+            if configured.is_some() {
+                field.clone_from(configured);
+            }
+        }
+        if let Some(origins) = &self.allowed_origins {
+            entry.allowed_origins.clone_from(origins);
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Served as `<provider>/<id>`.
+    pub id: String,
+    /// The provider's own model name, when it differs from `id`.
+    pub upstream: Option<String>,
+    /// USD per million input tokens, as a decimal string. Omit both prices to
+    /// list a model whose price is not known: it cannot be served while the
+    /// wallet ledger is on, because nothing could be billed for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_price_per_mtok: Option<String>,
+    /// USD per million output tokens, as a decimal string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_price_per_mtok: Option<String>,
+    pub context_length: Option<u64>,
+}

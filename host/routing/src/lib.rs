@@ -1,0 +1,19 @@
+//! Routing: which upstream serves a model, at what price, and whether now.
+//!
+//! - `catalog`: the built-in provider catalog (`catalog/*.toml`, embedded)
+//!   merged with the configured providers into `ModelRoute`s;
+//! - `egress`: each provider's allowed origins and declared credential slot;
+//! - `aws`: the SigV4 region and credential rules a provider is resolved with;
+//! - `health`: circuit breakers per `provider/model`;
+//! - `snapshots`: content-addressed pricing snapshots (table `pricing_snapshots`).
+//!
+//! It depends only on `tollgate-core`. It sends nothing: the data plane does.
+
+pub mod aws;
+pub mod catalog;
+pub mod config;
+pub mod egress;
+pub mod health;
+pub mod snapshots;
+
+pub use catalog::{Catalog, ModelConfig, ModelRoute, Provider, ProviderConfig};

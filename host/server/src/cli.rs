@@ -1,0 +1,280 @@
+//! The `tollgate` command line: serve the gateway, operate accounts, drive the
+//! control plane over HTTP (`client.rs`), and publish and install packages.
+
+mod client;
+mod output;
+mod packages;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{CliOverrides, Config};
+use tollgate_core::money::Nanos;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tollgate",
+    version,
+    about = "Tollgate: a metered AI gateway with sandboxed WebAssembly provider adapters"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the gateway (OpenAI-compatible API on /v1).
+    Serve(ServeArgs),
+    /// Operate the gateway's data: accounts, keys, wallets.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+    #[command(flatten)]
+    Client(client::ClientCommand),
+    #[command(flatten)]
+    Packages(packages::PackagesCommand),
+}
+
+#[derive(Args, Debug)]
+struct ConfigArgs {
+    /// Configuration file (default: ./tollgate.toml if present).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory for the embedded database and caches (overrides the config).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Address to listen on, e.g. 127.0.0.1:8080 (overrides the config).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum AdminCommand {
+    /// Create an account with a workspace, a wallet credit and its first API key.
+    /// The key is printed once and cannot be shown again.
+    CreateAccount(CreateAccountArgs),
+    /// Show a workspace's wallet: available, pending and posted balances (exact USD).
+    Wallet(WalletArgs),
+    /// Add credit to a workspace's wallet (journaled).
+    Credit(CreditArgs),
+    /// Recompute every wallet from the journal; exits non-zero on any drift.
+    LedgerVerify(LedgerVerifyArgs),
+    /// Show one request's log entry: the auditable trace of that request.
+    Request(RequestArgs),
+}
+
+#[derive(Args, Debug)]
+struct WalletArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Workspace id (as printed by create-account).
+    #[arg(long)]
+    workspace: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CreditArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Workspace id.
+    #[arg(long)]
+    workspace: String,
+    /// Amount in USD, e.g. 25 or 0.50 (up to 9 decimals).
+    #[arg(long, value_name = "AMOUNT")]
+    usd: String,
+}
+
+#[derive(Args, Debug)]
+struct LedgerVerifyArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Release expired holds before verifying (as the server's sweeper would).
+    #[arg(long)]
+    sweep: bool,
+}
+
+#[derive(Args, Debug)]
+struct RequestArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// The request id (`service.request_id`, or the X-Request-Id header).
+    request_id: String,
+    /// Print JSON (the default; kept for symmetry with other commands).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CreateAccountArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Account name.
+    #[arg(long)]
+    name: String,
+    /// The account user's e-mail (lets owners add them with `members add`).
+    #[arg(long)]
+    email: Option<String>,
+    /// Opening wallet credit in USD, e.g. 10 or 0.50 (up to 9 decimals).
+    #[arg(long, value_name = "AMOUNT", default_value = "0")]
+    credit_usd: String,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    crate::telemetry::init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = runtime.block_on(run(cli.command));
+    drop(runtime);
+    crate::telemetry::shutdown();
+    result
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => {
+            let config = load(&args.config, args.listen.clone())?;
+            let gateway = crate::server::Gateway::start(config).await?;
+            tokio::spawn(reload_on_hangup(gateway.clone(), args));
+            crate::server::serve(gateway, shutdown_signal()).await
+        }
+        Command::Admin(AdminCommand::CreateAccount(args)) => {
+            let credit = Nanos::from_usd(&args.credit_usd).map_err(|e| anyhow::anyhow!("--credit-usd: {e}"))?;
+            let database = open_database(&args.config).await?;
+            let created = crate::accounts::signup(&database, &args.name, args.email.as_deref(), credit).await?;
+            if args.json {
+                println!("{}", serde_json::to_string(&created)?);
+            } else {
+                println!("account:   {}", created.account_id);
+                println!("workspace: {}", created.workspace_id);
+                println!("credit:    {} USD", created.credit_usd);
+                println!("api key:   {}", created.api_key);
+                println!("(the key is shown only this once)");
+            }
+            Ok(())
+        }
+        Command::Admin(AdminCommand::Wallet(args)) => {
+            let database = open_database(&args.config).await?;
+            let wallet = tollgate_ledger::wallet(&database, &args.workspace).await?;
+            if args.json {
+                println!("{}", serde_json::to_string(&wallet)?);
+            } else {
+                println!("available: {} USD", wallet.available_usd);
+                println!("pending:   {} USD", wallet.pending_usd);
+                println!("posted:    {} USD", wallet.posted_usd);
+            }
+            Ok(())
+        }
+        Command::Admin(AdminCommand::Credit(args)) => {
+            let amount = Nanos::from_usd(&args.usd).map_err(|e| anyhow::anyhow!("--usd: {e}"))?;
+            let database = open_database(&args.config).await?;
+            tollgate_ledger::credit(&database, &args.workspace, amount).await?;
+            let wallet = tollgate_ledger::wallet(&database, &args.workspace).await?;
+            println!(
+                "credited {} USD; available {} USD",
+                amount.usd_string(),
+                wallet.available_usd
+            );
+            Ok(())
+        }
+        Command::Admin(AdminCommand::LedgerVerify(args)) => {
+            let database = open_database(&args.config).await?;
+            if args.sweep {
+                let expired = tollgate_ledger::sweep(&database).await?;
+                println!("released {expired} expired holds");
+            }
+            let drift = tollgate_ledger::verify(&database).await?;
+            if drift.is_empty() {
+                println!("ledger verified: every wallet matches its journal");
+                Ok(())
+            } else {
+                for line in &drift {
+                    println!("DRIFT {line}");
+                }
+                anyhow::bail!("{} discrepancies", drift.len())
+            }
+        }
+        Command::Admin(AdminCommand::Request(args)) => {
+            let database = open_database(&args.config).await?;
+            let _ = args.json;
+            match tollgate_ledger::request_log(&database, &args.request_id).await? {
+                Some(row) => {
+                    println!("{}", serde_json::to_string_pretty(&row)?);
+                    Ok(())
+                }
+                None => anyhow::bail!("no request '{}' in the request log", args.request_id),
+            }
+        }
+        Command::Client(command) => client::run(command).await,
+        Command::Packages(command) => packages::run(command).await,
+    }
+}
+
+async fn open_database(args: &ConfigArgs) -> anyhow::Result<tollgate_core::db::Database> {
+    let config = load(args, None)?;
+    std::fs::create_dir_all(&config.data_dir)?;
+    tollgate_core::db::Database::open(&config.database_url(), config.ledger.sqlite_sync).await
+}
+
+/// SIGHUP re-reads the configuration and swaps in the new providers and prices
+/// (a new pricing snapshot); requests in flight keep the prices they started with.
+async fn reload_on_hangup(gateway: std::sync::Arc<crate::server::Gateway>, args: ServeArgs) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            let reloaded = match load(&args.config, args.listen.clone()) {
+                Ok(config) => gateway.reload(&config).await,
+                Err(e) => Err(e),
+            };
+            match reloaded {
+                Ok(snapshot) => tracing::info!(snapshot, "configuration reloaded"),
+                Err(error) => tracing::error!("configuration reload failed, keeping the old one: {error:#}"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (gateway, args);
+}
+
+fn load(args: &ConfigArgs, listen: Option<String>) -> anyhow::Result<Config> {
+    Config::load(
+        args.config.as_deref(),
+        CliOverrides {
+            listen,
+            data_dir: args.data_dir.clone(),
+        },
+    )
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        if let Ok(mut signal) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            signal.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

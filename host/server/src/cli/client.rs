@@ -1,0 +1,393 @@
+//! The control-plane client: `tollgate signup`, `workspaces …`, `keys …`,
+//! `members …`, `namespaces …`, `wallet`, `usage`, `request ID`. Each command is
+//! one JSON-RPC call of an extension method on `POST /a2a`, so the CLI has
+//! exactly the permissions of its key. The server URL and key come from flags,
+//! then `TOLLGATE_URL` / `TOLLGATE_API_KEY`, then a profile file.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
+#[derive(Args, Debug)]
+pub struct Connection {
+    /// Gateway URL (default: the profile's, else http://127.0.0.1:8080).
+    #[arg(long, env = "TOLLGATE_URL", global = true)]
+    url: Option<String>,
+    /// API key (default: the profile's).
+    #[arg(long, env = "TOLLGATE_API_KEY", global = true, hide_env_values = true)]
+    api_key: Option<String>,
+    /// Profile in the profile file (`~/.config/tollgate/profiles.toml`, or
+    /// `TOLLGATE_PROFILE_FILE`).
+    #[arg(long, env = "TOLLGATE_PROFILE", global = true, default_value = "default")]
+    profile: String,
+    /// Act on this workspace instead of the key's own.
+    #[arg(long, global = true)]
+    workspace: Option<String>,
+    /// Print the raw JSON result (for scripts).
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClientCommand {
+    /// Create a user with a default workspace (Free plan) and its first API key.
+    Signup {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        email: String,
+        /// Save the URL and the new key in the profile file.
+        #[arg(long)]
+        save: bool,
+    },
+    /// Workspaces you belong to.
+    Workspaces {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: WorkspacesCommand,
+    },
+    /// Namespaces of a workspace.
+    Namespaces {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: NamespacesCommand,
+    },
+    /// API keys of a workspace.
+    Keys {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Members of a workspace and their roles (owner, admin, developer, viewer).
+    Members {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: MembersCommand,
+    },
+    /// The workspace's wallet balances.
+    Wallet {
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// The request log, newest first.
+    Usage {
+        #[command(flatten)]
+        connection: Connection,
+        /// Only requests since this time (Unix milliseconds).
+        #[arg(long)]
+        since_ms: Option<i64>,
+        /// Only requests before this time (Unix milliseconds).
+        #[arg(long)]
+        until_ms: Option<i64>,
+        /// Only requests made with this key id.
+        #[arg(long)]
+        key: Option<String>,
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The `next_cursor` printed by the previous page.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// One request's full trace, including attempts.
+    Request {
+        #[command(flatten)]
+        connection: Connection,
+        request_id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkspacesCommand {
+    List,
+    Create {
+        name: String,
+    },
+    /// Show a workspace (default: the key's).
+    Get {
+        workspace_id: Option<String>,
+    },
+    Rename {
+        workspace_id: String,
+        name: String,
+    },
+    Delete {
+        workspace_id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NamespacesCommand {
+    List,
+    Create { name: String },
+    Delete { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    List,
+    /// Create a key for yourself; the secret is printed once.
+    Create {
+        #[arg(long)]
+        name: Option<String>,
+        /// `workspace`: the key may act only in this workspace; `user`
+        /// (default): in each of your workspaces.
+        #[arg(long, value_parser = ["user", "workspace"])]
+        scope: Option<String>,
+        /// The key's own data-plane limit; can only tighten the gateway's.
+        #[arg(long)]
+        requests_per_minute: Option<u32>,
+    },
+    Revoke {
+        key_id: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MembersCommand {
+    List,
+    /// Add a signed-up user by e-mail.
+    Add {
+        email: String,
+        #[arg(long)]
+        role: String,
+    },
+    SetRole {
+        user_id: String,
+        #[arg(long)]
+        role: String,
+    },
+    Remove {
+        user_id: String,
+    },
+}
+
+impl ClientCommand {
+    fn connection(&self) -> &Connection {
+        use ClientCommand as C;
+        match self {
+            C::Signup { connection, .. }
+            | C::Workspaces { connection, .. }
+            | C::Namespaces { connection, .. }
+            | C::Keys { connection, .. }
+            | C::Members { connection, .. }
+            | C::Wallet { connection }
+            | C::Usage { connection, .. }
+            | C::Request { connection, .. } => connection,
+        }
+    }
+
+    /// The op and its params.
+    fn op(&self, workspace: Option<&str>) -> (&'static str, Value) {
+        use ClientCommand as C;
+        let (op, mut params) = match self {
+            C::Signup { name, email, .. } => ("accounts.signup", json!({"name": name, "email": email})),
+            C::Workspaces {
+                command: WorkspacesCommand::List,
+                ..
+            } => ("workspaces.list", json!({})),
+            C::Workspaces {
+                command: WorkspacesCommand::Create { name },
+                ..
+            } => ("workspaces.create", json!({"name": name})),
+            C::Workspaces {
+                command: WorkspacesCommand::Get { workspace_id },
+                ..
+            } => (
+                "workspaces.get",
+                json!({"workspace_id": workspace_id.as_deref().or(workspace)}),
+            ),
+            C::Workspaces {
+                command: WorkspacesCommand::Rename { workspace_id, name },
+                ..
+            } => ("workspaces.rename", json!({"workspace_id": workspace_id, "name": name})),
+            C::Workspaces {
+                command: WorkspacesCommand::Delete { workspace_id },
+                ..
+            } => ("workspaces.delete", json!({"workspace_id": workspace_id})),
+            C::Namespaces {
+                command: NamespacesCommand::List,
+                ..
+            } => ("namespaces.list", json!({})),
+            C::Namespaces {
+                command: NamespacesCommand::Create { name },
+                ..
+            } => ("namespaces.create", json!({"name": name})),
+            C::Namespaces {
+                command: NamespacesCommand::Delete { name },
+                ..
+            } => ("namespaces.delete", json!({"name": name})),
+            C::Keys {
+                command: KeysCommand::List,
+                ..
+            } => ("keys.list", json!({})),
+            C::Keys {
+                command:
+                    KeysCommand::Create {
+                        name,
+                        scope,
+                        requests_per_minute,
+                    },
+                ..
+            } => (
+                "keys.create",
+                json!({"name": name, "scope": scope, "requests_per_minute": requests_per_minute}),
+            ),
+            C::Keys {
+                command: KeysCommand::Revoke { key_id },
+                ..
+            } => ("keys.revoke", json!({"key_id": key_id})),
+            C::Members {
+                command: MembersCommand::List,
+                ..
+            } => ("members.list", json!({})),
+            C::Members {
+                command: MembersCommand::Add { email, role },
+                ..
+            } => ("members.add", json!({"email": email, "role": role})),
+            C::Members {
+                command: MembersCommand::SetRole { user_id, role },
+                ..
+            } => ("members.set-role", json!({"user_id": user_id, "role": role})),
+            C::Members {
+                command: MembersCommand::Remove { user_id },
+                ..
+            } => ("members.remove", json!({"user_id": user_id})),
+            C::Wallet { .. } => ("wallet.get", json!({})),
+            C::Usage {
+                since_ms,
+                until_ms,
+                key,
+                limit,
+                cursor,
+                ..
+            } => (
+                "usage.list",
+                json!({"since_ms": since_ms, "until_ms": until_ms, "key_id": key, "limit": limit, "cursor": cursor}),
+            ),
+            C::Request { request_id, .. } => ("requests.get", json!({"request_id": request_id})),
+        };
+        let object = params.as_object_mut().expect("params are an object");
+        object.retain(|_, v| !v.is_null());
+        let workspace_scoped = !matches!(op, "accounts.signup" | "workspaces.list" | "workspaces.create");
+        if workspace_scoped
+            && !object.contains_key("workspace_id")
+            && let Some(workspace) = workspace
+        {
+            object.insert("workspace_id".into(), json!(workspace));
+        }
+        (op, params)
+    }
+}
+
+pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
+    let connection = command.connection();
+    let profile = read_profile(&connection.profile)?;
+    let url = connection
+        .url
+        .clone()
+        .or_else(|| profile.get("url").and_then(|v| v.as_str()).map(str::to_string))
+        .unwrap_or_else(|| DEFAULT_URL.to_string());
+    let url = url.trim_end_matches('/').to_string();
+    let api_key = connection
+        .api_key
+        .clone()
+        .or_else(|| profile.get("api_key").and_then(|v| v.as_str()).map(str::to_string));
+    let (op, params) = command.op(connection.workspace.as_deref());
+    let result = call(&url, api_key.as_deref(), op, params).await?;
+    if let ClientCommand::Signup { save: true, .. } = &command {
+        save_profile(
+            &connection.profile,
+            &url,
+            result["api_key"].as_str().unwrap_or_default(),
+        )?;
+    }
+    if connection.json {
+        println!("{}", serde_json::to_string(&result)?);
+    } else {
+        super::output::print_human(&result);
+        if result.get("api_key").is_some() {
+            println!("(the key is shown only this once)");
+        }
+    }
+    Ok(())
+}
+
+async fn call(url: &str, api_key: Option<&str>, op: &str, params: Value) -> anyhow::Result<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": op.replacen('.', "/", 1), "params": params});
+    let mut request = reqwest::Client::new()
+        .post(format!("{url}/a2a"))
+        .header("A2A-Version", "1.0")
+        .json(&body);
+    if let Some(key) = api_key {
+        request = request.bearer_auth(key);
+    }
+    let response = request
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the gateway at {url}"))?;
+    let status = response.status();
+    let text = response.text().await?;
+    let answer: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{url}/a2a answered HTTP {status} with something other than JSON-RPC"))?;
+    if let Some(error) = answer.get("error") {
+        let reason = error["data"][0]["reason"].as_str().unwrap_or("ERROR");
+        anyhow::bail!("{reason}: {}", error["message"].as_str().unwrap_or("unknown error"));
+    }
+    Ok(answer["result"].clone())
+}
+
+fn profile_path() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("TOLLGATE_PROFILE_FILE") {
+        return Some(PathBuf::from(path));
+    }
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(config.join("tollgate").join("profiles.toml"))
+}
+
+fn read_profiles() -> anyhow::Result<toml::Table> {
+    let Some(path) = profile_path().filter(|p| p.is_file()) else {
+        return Ok(toml::Table::new());
+    };
+    let text = std::fs::read_to_string(&path)?;
+    text.parse()
+        .with_context(|| format!("invalid profile file {}", path.display()))
+}
+
+fn read_profile(name: &str) -> anyhow::Result<toml::Table> {
+    Ok(match read_profiles()?.remove(name) {
+        Some(toml::Value::Table(table)) => table,
+        _ => toml::Table::new(),
+    })
+}
+
+fn save_profile(name: &str, url: &str, api_key: &str) -> anyhow::Result<()> {
+    let path = profile_path().context("no profile file location: set TOLLGATE_PROFILE_FILE or HOME")?;
+    let mut profiles = read_profiles()?;
+    let mut profile = toml::Table::new();
+    profile.insert("url".into(), url.into());
+    profile.insert("api_key".into(), api_key.into());
+    profiles.insert(name.to_string(), toml::Value::Table(profile));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&path, toml::to_string(&profiles)?)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    eprintln!("saved profile '{name}' in {}", path.display());
+    Ok(())
+}

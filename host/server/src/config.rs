@@ -1,0 +1,250 @@
+//! Configuration: built-in defaults < `tollgate.toml` (or `--config FILE`) <
+//! `TOLLGATE_*` environment variables (`__` separates nesting levels) < command-line
+//! flags. Every field has a default, so `tollgate serve` runs with no file at all.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_CONFIG_FILE: &str = "tollgate.toml";
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the gateway listens on.
+    pub listen: String,
+    /// Where the embedded database, compiled plugins and other state live.
+    pub data_dir: PathBuf,
+    /// Database URL: `sqlite://…` or `postgres://…`; defaults to SQLite at
+    /// `<data_dir>/tollgate.db`.
+    pub database_url: Option<String>,
+    /// Compiled-component cache; defaults to `<data_dir>/cache`.
+    pub cache_dir: Option<PathBuf>,
+    /// Providers: overrides of built-in catalog entries and bring-your-own endpoints.
+    pub providers: BTreeMap<String, tollgate_routing::ProviderConfig>,
+    /// Extra provider adapters loaded from component files, by name.
+    pub adapters: BTreeMap<String, AdapterFileConfig>,
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+    pub plugins: tollgate_plugin_host::PluginLimits,
+    pub ledger: tollgate_ledger::LedgerConfig,
+    /// Per-provider circuit breakers.
+    pub breaker: tollgate_routing::health::BreakerConfig,
+    /// Usage events (CloudEvents) and their sinks.
+    pub metering: tollgate_metering::MeteringConfig,
+    /// Logging options; OTLP export is configured by the standard `OTEL_*` variables.
+    pub telemetry: crate::telemetry::TelemetryConfig,
+    /// The A2A control plane (`/a2a`).
+    pub control_plane: crate::control::ControlPlaneConfig,
+    /// The package registry: blob storage and who may install adapters.
+    pub registry: crate::packages::RegistryConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            data_dir: PathBuf::from("./.tollgate"),
+            database_url: None,
+            cache_dir: None,
+            providers: BTreeMap::new(),
+            adapters: BTreeMap::new(),
+            limits: Limits::default(),
+            timeouts: Timeouts::default(),
+            plugins: tollgate_plugin_host::PluginLimits::default(),
+            ledger: tollgate_ledger::LedgerConfig::default(),
+            breaker: tollgate_routing::health::BreakerConfig::default(),
+            metering: tollgate_metering::MeteringConfig::default(),
+            telemetry: crate::telemetry::TelemetryConfig::default(),
+            control_plane: crate::control::ControlPlaneConfig::default(),
+            registry: crate::packages::RegistryConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterFileConfig {
+    /// Path to a `tollgate:provider` component (`.wasm`).
+    pub path: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Largest accepted non-streamed upstream response body.
+    pub max_upstream_body_bytes: usize,
+    /// Data-plane requests each API key may make per minute, per gateway
+    /// process (bursts of as many); over it, 429 with `Retry-After`. 0: no
+    /// limit. A key created with its own `requests_per_minute` gets the lower
+    /// of the two.
+    pub key_requests_per_minute: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 4 << 20,
+            max_upstream_body_bytes: 32 << 20,
+            key_requests_per_minute: 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timeouts {
+    /// TCP/TLS connect to the upstream.
+    pub connect_ms: u64,
+    /// From sending the request to the upstream's response head.
+    pub first_byte_ms: u64,
+    /// Longest silence between two chunks of a response body.
+    pub idle_ms: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect_ms: 5_000,
+            first_byte_ms: 60_000,
+            idle_ms: 60_000,
+        }
+    }
+}
+
+/// Values given on the command line; they win over every other layer.
+#[derive(Debug, Default, Serialize)]
+pub struct CliOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Whether a `TOLLGATE_*` variable names configuration: its first segment must
+/// be a top-level key of [`Config`]. Other `TOLLGATE_*` variables (a script's
+/// `TOLLGATE_KEY`, say) are ignored rather than rejected.
+fn is_config_key(key: &figment::value::UncasedStr) -> bool {
+    static TOP_LEVEL_KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let keys = TOP_LEVEL_KEYS.get_or_init(|| match serde_json::to_value(Config::default()) {
+        Ok(serde_json::Value::Object(fields)) => fields.keys().cloned().collect(),
+        _ => Vec::new(),
+    });
+    let key = key.as_str().to_ascii_lowercase();
+    let top = key.split("__").next().unwrap_or_default();
+    keys.iter().any(|k| k == top)
+}
+
+impl Config {
+    /// Loads the layered configuration. An explicit `--config` file must exist;
+    /// the default `tollgate.toml` is used only if present.
+    pub fn load(file: Option<&Path>, overrides: CliOverrides) -> anyhow::Result<Self> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        match file {
+            Some(path) => {
+                anyhow::ensure!(path.is_file(), "config file {} does not exist", path.display());
+                figment = figment.merge(Toml::file_exact(path));
+            }
+            None if Path::new(DEFAULT_CONFIG_FILE).is_file() => {
+                figment = figment.merge(Toml::file_exact(DEFAULT_CONFIG_FILE))
+            }
+            None => {}
+        }
+        let config: Config = figment
+            .merge(Env::prefixed("TOLLGATE_").filter(is_config_key).split("__"))
+            .merge(Serialized::defaults(overrides))
+            .extract()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        Ok(config)
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| tollgate_core::db::sqlite_url(&self.data_dir.join("tollgate.db")))
+    }
+
+    pub fn cache_dir(&self) -> PathBuf {
+        self.cache_dir.clone().unwrap_or_else(|| self.data_dir.join("cache"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_documented_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(
+            &path,
+            r#"
+listen = "127.0.0.1:9999"
+data_dir = "./somewhere"
+[providers.acme]
+adapter = "openai-compatible"
+base_url = "http://127.0.0.1:9000/v1"
+api_key = "sk-anything"
+[[providers.acme.models]]
+id = "small"
+input_price_per_mtok = "0.50"
+output_price_per_mtok = "1.50"
+context_length = 128000
+[providers.openai]
+base_url = "http://127.0.0.1:9001/v1"
+"#,
+        )
+        .unwrap();
+        let config = Config::load(
+            Some(&path),
+            CliOverrides {
+                listen: Some("127.0.0.1:1".into()),
+                data_dir: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(config.listen, "127.0.0.1:1");
+        assert_eq!(config.data_dir, PathBuf::from("./somewhere"));
+        let acme = &config.providers["acme"];
+        assert_eq!(acme.models[0].id, "small");
+        assert_eq!(acme.models[0].context_length, Some(128000));
+        assert_eq!(
+            config.providers["openai"].base_url.as_deref(),
+            Some("http://127.0.0.1:9001/v1")
+        );
+        assert_eq!(config.plugins.memory_mib, 64);
+    }
+
+    #[test]
+    fn environment_overrides_nested_keys_and_ignores_foreign_variables() {
+        // SAFETY: tests in this module touch only these TOLLGATE_ variables.
+        unsafe {
+            std::env::set_var("TOLLGATE_TIMEOUTS__CONNECT_MS", "1234");
+            std::env::set_var("TOLLGATE_LEDGER__ENABLED", "false");
+            std::env::set_var("TOLLGATE_SOME_SCRIPT_VARIABLE", "ignored");
+        }
+        let config = Config::load(None, CliOverrides::default()).unwrap();
+        assert_eq!(config.timeouts.connect_ms, 1234);
+        assert!(!config.ledger.enabled);
+        unsafe {
+            std::env::remove_var("TOLLGATE_TIMEOUTS__CONNECT_MS");
+            std::env::remove_var("TOLLGATE_LEDGER__ENABLED");
+            std::env::remove_var("TOLLGATE_SOME_SCRIPT_VARIABLE");
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_missing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, "lisen = \"x\"\n").unwrap();
+        assert!(Config::load(Some(&path), CliOverrides::default()).is_err());
+        assert!(Config::load(Some(&dir.path().join("missing.toml")), CliOverrides::default()).is_err());
+    }
+}

@@ -1,0 +1,165 @@
+//! Errors: an operation's application error ([`OpError`]) and a JSON-RPC error
+//! object ([`RpcError`]) whose `data` is an array holding one
+//! `google.rpc.ErrorInfo`, as A2A v1.0 requires.
+
+use serde_json::{Value, json};
+
+pub const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+pub const A2A_DOMAIN: &str = "a2a-protocol.org";
+pub const TOLLGATE_DOMAIN: &str = "tollgate.dev";
+/// JSON-RPC code of every operation (application) error on an extension
+/// method; `reason` tells them apart.
+pub const OPERATION_FAILED: i64 = -32050;
+
+/// Why an operation failed. Cross-workspace access is `NotFound`, never
+/// `PermissionDenied`, so a caller learns nothing about other tenants.
+#[derive(Debug)]
+pub enum OpError {
+    InvalidParams(String),
+    Unauthenticated,
+    PermissionDenied(String),
+    NotFound(String),
+    AlreadyExists(String),
+    FailedPrecondition(String),
+    /// A rate limit or quota is used up; the message says which and what to do.
+    ResourceExhausted(String),
+    Internal(anyhow::Error),
+}
+
+impl OpError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            OpError::InvalidParams(_) => "INVALID_PARAMS",
+            OpError::Unauthenticated => "UNAUTHENTICATED",
+            OpError::PermissionDenied(_) => "PERMISSION_DENIED",
+            OpError::NotFound(_) => "NOT_FOUND",
+            OpError::AlreadyExists(_) => "ALREADY_EXISTS",
+            OpError::FailedPrecondition(_) => "FAILED_PRECONDITION",
+            OpError::ResourceExhausted(_) => "RESOURCE_EXHAUSTED",
+            OpError::Internal(_) => "INTERNAL",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            OpError::InvalidParams(m)
+            | OpError::PermissionDenied(m)
+            | OpError::AlreadyExists(m)
+            | OpError::FailedPrecondition(m)
+            | OpError::ResourceExhausted(m) => m.clone(),
+            OpError::NotFound(what) => format!("{what} not found"),
+            OpError::Unauthenticated => {
+                "This operation needs an API key: send 'Authorization: Bearer tg_live_…'.".into()
+            }
+            OpError::Internal(e) => {
+                tracing::error!("control-plane operation failed: {e:#}");
+                "Internal error.".into()
+            }
+        }
+    }
+
+    /// The structured error carried by a FAILED task's status message.
+    pub fn to_json(&self) -> Value {
+        json!({ "reason": self.reason(), "domain": TOLLGATE_DOMAIN, "message": self.message() })
+    }
+
+    pub fn into_rpc(self) -> RpcError {
+        match self {
+            OpError::InvalidParams(m) => RpcError::invalid_params(m),
+            other => RpcError::new(OPERATION_FAILED, other.message(), other.reason(), TOLLGATE_DOMAIN),
+        }
+    }
+}
+
+impl From<sqlx::Error> for OpError {
+    fn from(e: sqlx::Error) -> Self {
+        OpError::Internal(e.into())
+    }
+}
+
+impl From<anyhow::Error> for OpError {
+    fn from(e: anyhow::Error) -> Self {
+        OpError::Internal(e)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub reason: &'static str,
+    pub domain: &'static str,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>, reason: &'static str, domain: &'static str) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            reason,
+            domain,
+        }
+    }
+
+    fn a2a(code: i64, message: impl Into<String>, reason: &'static str) -> Self {
+        Self::new(code, message, reason, A2A_DOMAIN)
+    }
+
+    pub fn parse_error(detail: impl std::fmt::Display) -> Self {
+        Self::a2a(-32700, format!("Invalid JSON payload: {detail}"), "PARSE_ERROR")
+    }
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::a2a(-32600, message, "INVALID_REQUEST")
+    }
+    pub fn method_not_found(method: &str) -> Self {
+        Self::a2a(-32601, format!("Method '{method}' not found"), "METHOD_NOT_FOUND")
+    }
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::a2a(-32602, message, "INVALID_PARAMS")
+    }
+    pub fn internal() -> Self {
+        Self::a2a(-32603, "Internal error", "INTERNAL_ERROR")
+    }
+    pub fn task_not_found(id: &str) -> Self {
+        Self::a2a(-32001, format!("Task '{id}' not found"), "TASK_NOT_FOUND")
+    }
+    pub fn task_not_cancelable(id: &str) -> Self {
+        Self::a2a(
+            -32002,
+            format!("Task '{id}' is already in a terminal state"),
+            "TASK_NOT_CANCELABLE",
+        )
+    }
+    pub fn push_not_supported() -> Self {
+        Self::a2a(
+            -32003,
+            "Push notifications are not supported",
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        )
+    }
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::a2a(-32004, message, "UNSUPPORTED_OPERATION")
+    }
+    pub fn content_type_not_supported(content_type: &str) -> Self {
+        Self::a2a(
+            -32005,
+            format!("Content-Type '{content_type}' is not supported; send 'Content-Type: application/json'"),
+            "CONTENT_TYPE_NOT_SUPPORTED",
+        )
+    }
+    pub fn version_not_supported(version: &str) -> Self {
+        Self::a2a(
+            -32009,
+            format!("A2A version '{version}' is not supported; send 'A2A-Version: 1.0'"),
+            "VERSION_NOT_SUPPORTED",
+        )
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "code": self.code,
+            "message": self.message,
+            "data": [{ "@type": ERROR_INFO_TYPE, "reason": self.reason, "domain": self.domain }],
+        })
+    }
+}

@@ -1,0 +1,261 @@
+//! The operation registry: the single source of truth for every control-plane
+//! operation. Each op has a name (`workspaces.create`), JSON Schemas for its
+//! params and result (derived from the very types the handler uses), an access
+//! rule, and a handler. Authentication and the permission check happen here,
+//! once, before any handler runs; both the `SendMessage` path and the extension
+//! methods go through [`run`].
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::error::OpError;
+use super::{billing, members, workspaces};
+use crate::auth::Principal;
+use crate::auth::permissions::{Permission, Role};
+use crate::packages::ops as pkg;
+use crate::server::Gateway;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// No key needed (`accounts.signup`).
+    Public,
+    /// Any valid key; acts on the key's user, not on one workspace.
+    Authenticated,
+    /// A workspace-scoped op: `params.workspace_id` (default: the key's own
+    /// workspace) must be one the key's user belongs to, with this permission
+    /// (and the key's own workspace, for a key limited to it).
+    Workspace(Permission),
+}
+
+/// The workspace an op acts on and the caller's role there.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    pub workspace_id: String,
+    pub role: Role,
+}
+
+pub struct Ctx {
+    pub gateway: Arc<Gateway>,
+    pub caller: Option<Arc<Principal>>,
+    pub scope: Option<Scope>,
+    /// The client's address (behind trusted proxies, see `rate_limit::client_ip`),
+    /// when known; per-client limits key on it.
+    pub client_ip: Option<std::net::IpAddr>,
+}
+
+impl Ctx {
+    pub fn caller(&self) -> Result<&Principal, OpError> {
+        self.caller.as_deref().ok_or(OpError::Unauthenticated)
+    }
+
+    /// The resolved scope; present for every `Access::Workspace` op.
+    pub fn scope(&self) -> &Scope {
+        self.scope.as_ref().expect("workspace op without scope")
+    }
+
+    pub fn database(&self) -> &tollgate_core::db::Database {
+        &self.gateway.database
+    }
+}
+
+type Handler = for<'a> fn(&'a Ctx, Value) -> BoxFuture<'a, Result<Value, OpError>>;
+
+pub struct Op {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub access: Access,
+    pub params_schema: fn() -> Value,
+    pub result_schema: fn() -> Value,
+    handler: Handler,
+}
+
+impl Op {
+    /// `workspaces.create` → `workspaces/create`.
+    pub fn method(&self) -> String {
+        self.name.replacen('.', "/", 1)
+    }
+
+    pub fn category(&self) -> &'static str {
+        self.name.split_once('.').map_or(self.name, |(c, _)| c)
+    }
+
+    pub fn permission(&self) -> Option<Permission> {
+        match self.access {
+            Access::Workspace(permission) => Some(permission),
+            _ => None,
+        }
+    }
+}
+
+/// Builds an [`Op`] from a typed handler `async fn(&Ctx, P) -> Result<R, OpError>`.
+macro_rules! op {
+    ($name:literal, $access:expr, $summary:literal, $handler:path, $params:ty => $result:ty) => {{
+        fn handler<'a>(ctx: &'a Ctx, params: Value) -> BoxFuture<'a, Result<Value, OpError>> {
+            Box::pin(async move {
+                let params: $params = serde_json::from_value(params)
+                    .map_err(|e| OpError::InvalidParams(format!("invalid params for {}: {e}", $name)))?;
+                let result: $result = $handler(ctx, params).await?;
+                serde_json::to_value(result).map_err(|e| OpError::Internal(e.into()))
+            })
+        }
+        Op {
+            name: $name,
+            summary: $summary,
+            access: $access,
+            params_schema: || serde_json::to_value(schemars::schema_for!($params)).unwrap_or_default(),
+            result_schema: || serde_json::to_value(schemars::schema_for!($result)).unwrap_or_default(),
+            handler,
+        }
+    }};
+}
+
+pub fn ops() -> &'static [Op] {
+    use Access::*;
+    use Permission::*;
+    static OPS: std::sync::OnceLock<Vec<Op>> = std::sync::OnceLock::new();
+    OPS.get_or_init(|| {
+        vec![
+            op!("accounts.signup", Public, "Create a user, a default workspace on the Free plan with a wallet, and the first API key (shown once).",
+                workspaces::signup, workspaces::SignupParams => crate::accounts::CreatedAccount),
+            op!("workspaces.create", Authenticated, "Create a workspace owned by the caller.",
+                workspaces::create, workspaces::CreateParams => workspaces::Workspace),
+            op!("workspaces.list", Authenticated, "List the workspaces the caller belongs to.",
+                workspaces::list, workspaces::ListParams => workspaces::WorkspaceList),
+            op!("workspaces.get", Workspace(WorkspaceRead), "Show one workspace.",
+                workspaces::get, workspaces::Target => workspaces::Workspace),
+            op!("workspaces.rename", Workspace(WorkspaceRename), "Rename a workspace.",
+                workspaces::rename, workspaces::RenameParams => workspaces::Workspace),
+            op!("workspaces.delete", Workspace(WorkspaceDelete), "Delete a workspace and revoke its keys.",
+                workspaces::delete, workspaces::Target => workspaces::Deleted),
+            op!("namespaces.create", Workspace(NamespaceWrite), "Create a namespace in a workspace.",
+                workspaces::namespace_create, workspaces::NamespaceParams => workspaces::Namespace),
+            op!("namespaces.list", Workspace(NamespaceRead), "List a workspace's namespaces.",
+                workspaces::namespace_list, workspaces::Target => workspaces::NamespaceList),
+            op!("namespaces.delete", Workspace(NamespaceWrite), "Delete a namespace.",
+                workspaces::namespace_delete, workspaces::NamespaceParams => workspaces::Deleted),
+            op!("members.add", Workspace(MemberWrite), "Add a signed-up user (by e-mail) to a workspace with a role.",
+                members::add, members::AddParams => members::Member),
+            op!("members.list", Workspace(MemberRead), "List a workspace's members and roles.",
+                members::list, workspaces::Target => members::MemberList),
+            op!("members.set-role", Workspace(MemberWrite), "Change a member's role.",
+                members::set_role, members::SetRoleParams => members::Member),
+            op!("members.remove", Workspace(MemberWrite), "Remove a member from a workspace.",
+                members::remove, members::UserParams => workspaces::Deleted),
+            op!("keys.create", Workspace(KeyWrite), "Create an API key for the caller in a workspace; the secret is shown once.",
+                members::key_create, members::KeyCreateParams => members::CreatedKey),
+            op!("keys.list", Workspace(KeyRead), "List a workspace's keys (hint and metadata only).",
+                members::key_list, workspaces::Target => members::KeyList),
+            op!("keys.revoke", Workspace(KeyWrite), "Revoke a key; the data plane refuses it at once.",
+                members::key_revoke, members::KeyParams => members::RevokedKey),
+            op!("wallet.get", Workspace(BillingRead), "Show a workspace's wallet balances (exact USD).",
+                billing::wallet, workspaces::Target => billing::Wallet),
+            op!("usage.list", Workspace(UsageRead), "List the request log, newest first, filtered by time and key.",
+                billing::usage, billing::UsageParams => billing::UsagePage),
+            op!("requests.get", Workspace(UsageRead), "Show one request's full trace, including attempts.",
+                billing::request, billing::RequestParams => Value),
+            op!("packages.search", Public, "Search registry packages by kind and text.",
+                pkg::search, pkg::SearchParams => pkg::PackageList),
+            op!("packages.get", Public, "Show a package and its versions.",
+                pkg::get, pkg::PackageParams => pkg::PackageInfo),
+            op!("packages.yank", Workspace(NamespaceWrite), "Hide a version from new installs.",
+                pkg::yank, pkg::VersionParams => pkg::VersionState),
+            op!("packages.unyank", Workspace(NamespaceWrite), "Undo a yank.",
+                pkg::unyank, pkg::VersionParams => pkg::VersionState),
+            op!("packages.deprecate", Workspace(NamespaceWrite), "Deprecate a version with a message.",
+                pkg::deprecate, pkg::DeprecateParams => pkg::VersionState),
+            op!("installs.list", Authenticated, "List which adapter version serves each provider (operators).",
+                pkg::list_installs, pkg::NoParams => pkg::InstallList),
+            op!("installs.create", Authenticated, "Serve a provider with an adapter version, without a restart (operators).",
+                pkg::install, pkg::InstallParams => pkg::InstallEntry),
+        ]
+    })
+}
+
+pub fn by_name(name: &str) -> Option<&'static Op> {
+    ops().iter().find(|op| op.name == name)
+}
+
+pub fn by_method(method: &str) -> Option<&'static Op> {
+    ops().iter().find(|op| op.method() == method)
+}
+
+/// Runs `op`: authentication, then the workspace scope and permission, then the
+/// handler with validated params.
+pub async fn run(
+    op: &Op,
+    gateway: Arc<Gateway>,
+    caller: Option<Arc<Principal>>,
+    client_ip: Option<std::net::IpAddr>,
+    params: Value,
+) -> Result<Value, OpError> {
+    let params = match params {
+        Value::Null => Value::Object(Default::default()),
+        Value::Object(map) => Value::Object(map),
+        _ => return Err(OpError::InvalidParams("params must be an object".into())),
+    };
+    let mut ctx = Ctx {
+        gateway,
+        caller,
+        scope: None,
+        client_ip,
+    };
+    match op.access {
+        Access::Public => {}
+        Access::Authenticated => {
+            ctx.caller()?;
+        }
+        Access::Workspace(permission) => {
+            let target = match params.get("workspace_id") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(id)) => Some(id.clone()),
+                Some(_) => return Err(OpError::InvalidParams("workspace_id must be a string".into())),
+            };
+            let scope = resolve_scope(&ctx, target).await?;
+            if !scope.role.allows(permission) {
+                return Err(OpError::PermissionDenied(format!(
+                    "role '{}' lacks permission '{}' needed by {}",
+                    scope.role.as_str(),
+                    permission.as_str(),
+                    op.name
+                )));
+            }
+            ctx.scope = Some(scope);
+        }
+    }
+    (op.handler)(&ctx, params).await
+}
+
+/// The caller's role in `target` (default: the key's workspace). A workspace the
+/// user does not belong to, a deleted one, or (for a key limited to its own
+/// workspace) any other one is "not found".
+async fn resolve_scope(ctx: &Ctx, target: Option<String>) -> Result<Scope, OpError> {
+    let caller = ctx.caller()?;
+    let workspace_id = target.unwrap_or_else(|| caller.workspace_id.clone());
+    let not_found = || OpError::NotFound(format!("workspace '{workspace_id}'"));
+    if caller.scope == crate::auth::KeyScope::Workspace && workspace_id != caller.workspace_id {
+        return Err(not_found());
+    }
+    let Some(user_id) = &caller.user_id else {
+        // A key from before users existed acts as owner of its own workspace only.
+        return if workspace_id == caller.workspace_id && workspaces::is_live(ctx, &workspace_id).await? {
+            Ok(Scope {
+                workspace_id,
+                role: caller.role,
+            })
+        } else {
+            Err(not_found())
+        };
+    };
+    let role: Option<String> = sqlx::query_scalar(
+        "SELECT m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id \
+         WHERE m.workspace_id = $1 AND m.user_id = $2 AND w.deleted_at IS NULL",
+    )
+    .bind(&workspace_id)
+    .bind(user_id)
+    .fetch_optional(&ctx.database().pool)
+    .await?;
+    let role = role.and_then(|r| Role::parse(&r)).ok_or_else(not_found)?;
+    Ok(Scope { workspace_id, role })
+}

@@ -1,0 +1,338 @@
+//! One request's bill: the wallet hold taken before the upstream call and its
+//! settlement afterwards, together with the request log row.
+//!
+//! The hold covers the worst case: every byte of the request body counted as an
+//! input token, plus the output-token cap (the request's own, or the gateway's
+//! default, which is then sent upstream), for the dearest candidate, or summed
+//! over the candidates when a stream may continue on them. So the cost can never
+//! exceed it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::http::StatusCode;
+
+use super::provenance::{Attempt, Metered, Trail};
+use crate::auth::Principal;
+use crate::error::ApiError;
+use tollgate_core::db::now_ms;
+use tollgate_core::money::{Nanos, TokenCounts};
+use tollgate_ledger::{Hold, Ledger, RequestLogRow, ReserveError, Settled};
+use tollgate_plugin_host::Usage;
+use tollgate_routing::catalog::ModelRoute;
+
+/// Per-message framing tokens, on top of one token per body byte.
+const TOKENS_PER_MESSAGE: u64 = 8;
+
+pub struct Bill {
+    ledger: Option<Ledger>,
+    hold: Option<Hold>,
+    snapshot_id: i64,
+    log: RequestLogRow,
+    input_bytes: u64,
+    started: Instant,
+    /// The route an upstream call is waiting on, billed by estimate if the
+    /// bill is dropped mid-call.
+    in_flight: Option<Arc<ModelRoute>>,
+    /// The request's trace context, for the attempt spans recorded at close.
+    trace_parent: opentelemetry::Context,
+    /// From the answering attempt's start to its first relayed chunk.
+    time_to_first_chunk: Option<Duration>,
+}
+
+/// What the request asks of the wallet.
+pub struct Demand<'a> {
+    pub request_id: &'a str,
+    pub requested_model: &'a str,
+    pub streamed: bool,
+    pub body_bytes: usize,
+    pub messages: usize,
+    pub max_output_tokens: u64,
+    /// A stream that may continue on later candidates after content was sent.
+    pub may_continue: bool,
+}
+
+impl Bill {
+    /// Reserves the worst-case cost over the candidates. An insufficient balance
+    /// is logged and answered with 402 before any upstream call.
+    pub async fn open(
+        ledger: Option<&Ledger>,
+        caller: &Principal,
+        candidates: &[Arc<ModelRoute>],
+        snapshot_id: i64,
+        demand: Demand<'_>,
+    ) -> Result<Self, ApiError> {
+        let input_bound = demand.body_bytes as u64 + TOKENS_PER_MESSAGE * demand.messages as u64;
+        let per_candidate = candidates.iter().map(|route| {
+            let input = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
+            route.price.cost(TokenCounts {
+                input,
+                output: demand.max_output_tokens,
+            })
+        });
+        // Failed starts cost nothing, so one paid attempt is the worst case,
+        // unless a stream may continue on later candidates: then each candidate
+        // can be paid once.
+        let worst_case = if demand.may_continue {
+            per_candidate.fold(Nanos::ZERO, |sum, cost| Nanos(sum.0.saturating_add(cost.0)))
+        } else {
+            per_candidate.max().unwrap_or(Nanos::ZERO)
+        };
+        let primary = &candidates[0];
+        let log = RequestLogRow {
+            request_id: demand.request_id.to_string(),
+            key_id: caller.key_id.clone(),
+            workspace_id: caller.workspace_id.clone(),
+            model: demand.requested_model.to_string(),
+            provider: Some(primary.provider.id.clone()),
+            upstream_model: Some(primary.upstream_model.clone()),
+            streamed: demand.streamed,
+            outcome: String::new(),
+            status: None,
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            usage_source: "none",
+            reserved: worst_case,
+            snapshot_id: Some(snapshot_id),
+            attempts: "[]".into(),
+            attempt_count: 0,
+            started_at_ms: now_ms(),
+            duration_ms: 0,
+        };
+        let mut bill = Bill {
+            ledger: ledger.cloned(),
+            hold: None,
+            snapshot_id,
+            log,
+            input_bytes: demand.body_bytes as u64,
+            started: Instant::now(),
+            in_flight: None,
+            trace_parent: crate::telemetry::current_context(),
+            time_to_first_chunk: None,
+        };
+        let Some(ledger) = ledger else { return Ok(bill) };
+        let reserving = Instant::now();
+        let reserved = ledger.reserve(&caller.workspace_id, worst_case, snapshot_id).await;
+        crate::telemetry::record_reserve_latency(reserving.elapsed());
+        match reserved {
+            Ok(hold) => {
+                bill.hold = Some(hold);
+                Ok(bill)
+            }
+            Err(ReserveError::Insufficient { needed, available }) => {
+                let error = ApiError::new(
+                    StatusCode::PAYMENT_REQUIRED,
+                    "billing_error",
+                    "insufficient_balance",
+                    format!(
+                        "Insufficient balance: this request may cost up to {} USD and {} USD is available. Top up the wallet or lower max_tokens.",
+                        needed.usd_decimal(),
+                        available.usd_decimal()
+                    ),
+                );
+                bill.log.reserved = Nanos::ZERO;
+                bill.close(None, &Trail::default(), "insufficient_balance", Some(402))
+                    .await;
+                Err(error)
+            }
+            Err(ReserveError::Unavailable(reason)) => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "ledger_unavailable",
+                format!("The wallet ledger is unavailable: {reason}"),
+            )),
+        }
+    }
+
+    /// Marks `route` as being called; cleared by [`Bill::landed`].
+    pub fn calling(&mut self, route: &Arc<ModelRoute>) {
+        self.in_flight = Some(route.clone());
+    }
+
+    pub fn landed(&mut self) {
+        self.in_flight = None;
+    }
+
+    /// Notes that the answer's first chunk went out, for the attempt that
+    /// started at `attempt_started` (the first call counts).
+    pub fn first_chunk_sent(&mut self, attempt_started: Instant) {
+        self.time_to_first_chunk
+            .get_or_insert_with(|| attempt_started.elapsed());
+    }
+
+    pub fn snapshot_id(&self) -> i64 {
+        self.snapshot_id
+    }
+
+    /// Prices one attempt on `route`: from the upstream's usage when it reported
+    /// any, else from a local count (`output_units` content pieces seen, body
+    /// bytes / 4 for input), never zero tokens.
+    pub fn meter(&mut self, route: &ModelRoute, usage: Option<Usage>, output_units: u64) -> Metered {
+        let usage = match usage {
+            Some(usage) => {
+                self.log.usage_source = "upstream";
+                usage
+            }
+            None => {
+                self.log.usage_source = "estimated";
+                Usage {
+                    input: self.input_bytes.div_ceil(4).max(1),
+                    output: output_units.max(1),
+                    cache_read: None,
+                    cache_write: None,
+                    reasoning: None,
+                }
+            }
+        };
+        Metered {
+            usage: Some(usage),
+            cost: route.price.cost(TokenCounts {
+                input: usage.input,
+                output: usage.output,
+            }),
+        }
+    }
+
+    /// Posts the trail's total cost (never above the hold; a zero total voids
+    /// it) and writes the request log row naming `answered_by`. Returns what was
+    /// actually billed, which is what the answer must show. Only the first call
+    /// settles; later calls bill nothing.
+    pub async fn close(
+        &mut self,
+        answered_by: Option<&ModelRoute>,
+        trail: &Trail,
+        outcome: &str,
+        status: Option<u16>,
+    ) -> Metered {
+        let mut metered = trail.total();
+        if let Some(hold) = &self.hold {
+            metered.cost = metered.cost.min(hold.amount);
+        }
+        let Some(ledger) = self.ledger.take() else {
+            self.report(trail, outcome, status, metered.cost);
+            return metered;
+        };
+        let usage = metered.usage;
+        if let Some(route) = answered_by.or_else(|| trail.0.last().map(|a| &*a.route)) {
+            self.log.provider = Some(route.provider.id.clone());
+            self.log.upstream_model = Some(route.upstream_model.clone());
+        }
+        self.log.outcome = outcome.to_string();
+        self.log.status = status;
+        self.log.input_tokens = usage.map(|u| u.input);
+        self.log.output_tokens = usage.map(|u| u.output);
+        self.log.cached_tokens = usage.and_then(|u| u.cache_read);
+        self.log.reasoning_tokens = usage.and_then(|u| u.reasoning);
+        self.log.attempts = trail.to_json().to_string();
+        self.log.attempt_count = trail.0.len() as u32;
+        self.log.duration_ms = self.started.elapsed().as_millis() as i64;
+        let request_id = self.log.request_id.clone();
+        let settled = ledger.settle(self.hold.take(), metered.cost, self.log.clone()).await;
+        let billed = match settled {
+            Ok(Settled::Posted | Settled::NoHold) => metered,
+            Ok(Settled::HoldGone) => {
+                tracing::warn!(%request_id, "reservation expired before settlement; request not billed");
+                Metered {
+                    usage,
+                    cost: Nanos::ZERO,
+                }
+            }
+            Err(error) => {
+                tracing::error!(%request_id, %error, "settlement failed; the hold will expire unbilled");
+                Metered {
+                    usage,
+                    cost: Nanos::ZERO,
+                }
+            }
+        };
+        self.report(trail, outcome, status, billed.cost);
+        billed
+    }
+
+    /// Exports the request's attempt spans and metrics (when exporting), with
+    /// each attempt's own start and end times.
+    fn report(&self, trail: &Trail, outcome: &str, status: Option<u16>, billed: Nanos) {
+        if !crate::telemetry::exporting() {
+            return;
+        }
+        let (wall_now, now) = (SystemTime::now(), Instant::now());
+        let last = trail.0.len().saturating_sub(1);
+        let attempts = trail
+            .0
+            .iter()
+            .enumerate()
+            .map(|(index, attempt)| {
+                let ago = trail
+                    .ended_at(index)
+                    .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+                let ended = wall_now.checked_sub(ago).unwrap_or(wall_now);
+                let usage = attempt.metered.usage;
+                let succeeded = attempt.outcome == "success";
+                crate::telemetry::AttemptRecord {
+                    provider: &attempt.route.provider.id,
+                    response_model: &attempt.route.upstream_model,
+                    started: ended.checked_sub(attempt.latency).unwrap_or(ended),
+                    ended,
+                    error_type: (!succeeded).then_some(attempt.outcome.as_str()),
+                    status: attempt.status,
+                    input_tokens: usage.map(|u| u.input),
+                    output_tokens: usage.map(|u| u.output),
+                    cost_nano: attempt.metered.cost.0,
+                    time_to_first_chunk: self.time_to_first_chunk.filter(|_| index == last && succeeded),
+                }
+            })
+            .collect();
+        crate::telemetry::record(crate::telemetry::RequestRecord {
+            parent: &self.trace_parent,
+            request_id: &self.log.request_id,
+            requested_model: &self.log.model,
+            outcome,
+            status,
+            cost_nano: billed.0,
+            attempts,
+        });
+    }
+}
+
+/// A bill dropped unsettled (the caller went away while an upstream was still
+/// working) is settled in the background with a local estimate for the route
+/// it was waiting on, so the hold is not left to expire and the tokens the
+/// upstream spent are billed.
+impl Drop for Bill {
+    fn drop(&mut self) {
+        if self.ledger.is_none() || self.hold.is_none() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut orphan = Bill {
+            ledger: self.ledger.take(),
+            hold: self.hold.take(),
+            snapshot_id: self.snapshot_id,
+            log: self.log.clone(),
+            input_bytes: self.input_bytes,
+            started: self.started,
+            in_flight: None,
+            trace_parent: self.trace_parent.clone(),
+            time_to_first_chunk: self.time_to_first_chunk,
+        };
+        let in_flight = self.in_flight.take();
+        runtime.spawn(async move {
+            let mut trail = Trail::default();
+            if let Some(route) = in_flight {
+                let metered = orphan.meter(&route, None, 1);
+                trail.push(Attempt {
+                    route,
+                    outcome: "client_disconnected".into(),
+                    status: None,
+                    latency: orphan.started.elapsed(),
+                    metered,
+                });
+            }
+            orphan.close(None, &trail, "client_disconnected", None).await;
+        });
+    }
+}

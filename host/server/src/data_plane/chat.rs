@@ -1,0 +1,264 @@
+//! `POST /v1/chat/completions`: authenticate, parse the envelope, resolve the
+//! candidates (`model`, then `models`/`fallbacks`), reserve the worst case over
+//! them, try them in order until one answers, settle, and answer with
+//! provenance, as one body or as an SSE stream.
+//!
+//! A candidate is abandoned for the next on 429, 5xx, rate-limit/overload
+//! errors, connect errors, timeouts and adapter faults; a request the upstream
+//! calls invalid (other 4xx) is not retried elsewhere. Failing over before the
+//! answer starts is invisible to the caller apart from `service.attempts`.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+
+use super::Routes;
+use super::attempts::{Call, exchange_error, final_error, first_answer};
+use super::billing::{Bill, Demand};
+use super::envelope::ChatEnvelope;
+use super::provenance::{Attempt, Metered, Provenance, Trail, render};
+use super::stream::{self, Failover};
+use super::upstream::response_head;
+use crate::error::ApiError;
+use crate::server::{Caller, Gateway, RequestId};
+use tollgate_plugin_host::Session;
+use tollgate_routing::catalog::ModelRoute;
+
+pub async fn chat_completions(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    caller: Caller,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match handle(&gateway, &request_id, &caller, body).await {
+        Ok(response) => response,
+        Err(error) => error.with_request_id(&request_id.0).into_response(),
+    }
+}
+
+async fn handle(
+    gateway: &Arc<Gateway>,
+    request_id: &RequestId,
+    caller: &Caller,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::body_too_large(gateway.config.limits.max_body_bytes)
+        } else {
+            ApiError::invalid_request(format!("Could not read the request body: {rejection}"))
+        }
+    })?;
+    if gateway.config.telemetry.log_prompts {
+        tracing::info!(body = %String::from_utf8_lossy(&body), "chat request body (telemetry.log_prompts is on)");
+    }
+    let envelope = ChatEnvelope::parse(&body)?;
+    let routes = gateway.routes();
+    let candidates = resolve_candidates(&routes, &envelope, gateway.ledger.is_some())?;
+
+    // Without a caller-set cap the gateway injects its own, so the cost cannot
+    // outgrow the reservation.
+    let default_cap = gateway.config.ledger.default_max_output_tokens;
+    let injected_cap = envelope.max_output_tokens.is_none().then_some(default_cap);
+    let demand = Demand {
+        request_id: &request_id.0,
+        requested_model: &envelope.model,
+        streamed: envelope.stream,
+        body_bytes: body.len(),
+        messages: envelope.messages,
+        max_output_tokens: envelope.max_output_tokens.unwrap_or(u64::from(default_cap)),
+        may_continue: envelope.stream && envelope.continuation && candidates.len() > 1,
+    };
+    let mut bill = Bill::open(
+        gateway.ledger.as_ref(),
+        &caller.0,
+        &candidates,
+        routes.snapshot_id,
+        demand,
+    )
+    .await?;
+
+    let mut trail = Trail::default();
+    let mut remaining: VecDeque<Arc<ModelRoute>> = candidates.iter().cloned().collect();
+    let call = Call {
+        request_id: &request_id.0,
+        body: &body,
+        stream: envelope.stream,
+        injected_cap,
+        continuation: None,
+    };
+    let mut attempt = 0;
+    match first_answer(gateway, &mut remaining, &call, &mut attempt, &mut bill, &mut trail).await {
+        Ok(answered) if envelope.stream => {
+            let failover = Failover {
+                remaining,
+                body: body.clone(),
+                injected_cap,
+                enabled: envelope.continuation,
+                attempt,
+            };
+            Ok(stream::respond(
+                gateway.clone(),
+                answered,
+                bill,
+                trail,
+                failover,
+                request_id.clone(),
+            ))
+        }
+        Ok(answered) => {
+            let exchange = Exchange {
+                gateway,
+                route: &answered.route,
+                request_id,
+                started: answered.started,
+            };
+            exchange.whole(answered.session, answered.response, bill, trail).await
+        }
+        Err(error) => {
+            let status = trail.0.last().and_then(|a| a.status);
+            // A request the upstream rejected as invalid keeps its 4xx.
+            let upstream_failed = error.is_retryable();
+            let error = final_error(error, &trail);
+            let billed = bill.close(None, &trail, error.code, status).await;
+            // A stream whose upstreams all failed still answers as a stream,
+            // ending in one error chunk.
+            if envelope.stream && upstream_failed {
+                let last = &trail.0.last().expect("a failed candidate is in the trail").route;
+                return Ok(stream::failed(
+                    request_id,
+                    last,
+                    &trail,
+                    billed,
+                    bill.snapshot_id(),
+                    &error,
+                ));
+            }
+            Err(error.with_attempts(trail.to_json()))
+        }
+    }
+}
+
+/// `model` followed by the fallbacks, each resolved in the catalog (404 for an
+/// unknown one, before anything is reserved). Duplicates are tried once. With
+/// the wallet ledger on, a model without a price cannot be billed and is refused.
+fn resolve_candidates(
+    routes: &Routes,
+    envelope: &ChatEnvelope<'_>,
+    billing: bool,
+) -> Result<Vec<Arc<ModelRoute>>, ApiError> {
+    let mut candidates: Vec<Arc<ModelRoute>> = Vec::with_capacity(1 + envelope.fallbacks.len());
+    for (index, name) in std::iter::once(&envelope.model).chain(&envelope.fallbacks).enumerate() {
+        let param = |error: ApiError| if index == 0 { error } else { error.with_param("models") };
+        let route = routes
+            .catalog
+            .resolve(name)
+            .ok_or_else(|| param(ApiError::model_not_found(name)))?;
+        if billing && let Some(reason) = route.unpriced_reason() {
+            return Err(param(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "model_unpriced",
+                format!("Model '{name}' cannot be billed: {reason}."),
+            )));
+        }
+        if !candidates.iter().any(|c| Arc::ptr_eq(c, route)) {
+            candidates.push(route.clone());
+        }
+    }
+    Ok(candidates)
+}
+
+/// One upstream attempt of a request.
+struct Exchange<'a> {
+    gateway: &'a Arc<Gateway>,
+    route: &'a Arc<ModelRoute>,
+    request_id: &'a RequestId,
+    started: Instant,
+}
+
+impl Exchange<'_> {
+    /// Reads and translates a whole response, settles, and answers.
+    async fn whole(
+        &self,
+        mut session: Session,
+        response: reqwest::Response,
+        mut bill: Bill,
+        mut trail: Trail,
+    ) -> Result<Response, ApiError> {
+        let provider = &self.route.provider;
+        let head = response_head(&response);
+        let translated = async {
+            let body = self
+                .gateway
+                .upstream
+                .read_body(provider, response, self.gateway.config.limits.max_upstream_body_bytes)
+                .await?;
+            let translated = {
+                let _span = crate::telemetry::adapter_span(&provider.adapter, "response").entered();
+                session
+                    .response(&head, &body)
+                    .map_err(|e| exchange_error(self.route, e))?
+            };
+            let object: Map<String, Value> = serde_json::from_slice(&translated).map_err(|e| {
+                ApiError::adapter_refused(&provider.adapter, format!("output is not a JSON object: {e}"))
+            })?;
+            let usage = session.usage().map_err(|fault| ApiError::adapter_fault(&fault))?;
+            Ok::<_, ApiError>((object, usage))
+        }
+        .await;
+        drop(session);
+        let status = Some(head.status);
+        let (mut object, usage) = match translated {
+            Ok(parts) => parts,
+            Err(error) => {
+                if error.is_health_failure() {
+                    self.gateway.health.failed_after_answer(&self.route.id);
+                }
+                // The upstream answered, so it may have charged us: bill a local estimate.
+                let metered = bill.meter(self.route, None, 1);
+                trail.push(self.attempt(error.code, status, metered));
+                bill.close(Some(self.route), &trail, error.code, status).await;
+                return Err(error.with_attempts(trail.to_json()));
+            }
+        };
+
+        let metered = bill.meter(self.route, usage, 1);
+        trail.push(self.attempt("success", status, metered));
+        let billed = bill.close(Some(self.route), &trail, "success", status).await;
+        let provenance = Provenance {
+            route: self.route,
+            request_id: &self.request_id.0,
+            metered: billed,
+            trail: &trail,
+            snapshot_id: Some(bill.snapshot_id()),
+        };
+        provenance.annotate(&mut object);
+
+        let bytes = render(object, billed.cost);
+        let mut response = (StatusCode::OK, bytes).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Ok(value) = HeaderValue::from_str(&self.request_id.0) {
+            headers.insert("x-request-id", value);
+        }
+        Ok(response)
+    }
+
+    fn attempt(&self, outcome: &str, status: Option<u16>, metered: Metered) -> Attempt {
+        Attempt {
+            route: self.route.clone(),
+            outcome: outcome.to_string(),
+            status,
+            latency: self.started.elapsed(),
+            metered,
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! `GET /v1/models` and `GET /v1/models/{id}`: the catalog with exact prices and
+//! live availability (a provider needs its key and any `{ENV}` placeholder of
+//! its URL, and is unavailable while its circuit breaker is open).
+//!
+//! The list takes filters, each repeatable or a comma list:
+//! `provider=<id>` (any of), `capability=<flag>` (all of) and
+//! `available=true|false`. Unknown parameters or values answer 400, so a typo
+//! never silently widens the list.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::server::{Caller, Gateway, RequestId};
+use tollgate_routing::catalog::{CAPABILITIES, ModelRoute};
+use tollgate_routing::health::Health;
+
+/// Why `route` cannot serve requests now, if it cannot. `billing`: the wallet
+/// ledger is on, so an unpriced model is unavailable.
+fn unavailable_reason(route: &ModelRoute, health: &Health, billing: bool) -> Option<String> {
+    let provider = &route.provider;
+    provider
+        .unavailable_reason()
+        .or_else(|| billing.then(|| route.unpriced_reason()).flatten())
+        .or_else(|| {
+            health
+                .is_open(&route.id)
+                .then(|| "held back: circuit breaker open after repeated upstream failures, or the upstream asked to wait (Retry-After)".to_string())
+        })
+}
+
+fn entry(route: &ModelRoute, health: &Health, snapshot_id: i64, billing: bool) -> Value {
+    let provider = &route.provider;
+    let reason = unavailable_reason(route, health, billing);
+    let mut service = json!({
+        "available": reason.is_none(),
+        "provider": provider.id,
+        "provider_name": provider.name,
+        "capabilities": provider.capabilities,
+        "pricing_snapshot": snapshot_id,
+    });
+    if let Some(reason) = reason {
+        service["unavailable_reason"] = Value::String(reason);
+    }
+    json!({
+        "id": route.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": provider.id,
+        "name": format!("{}: {}", provider.name, route.upstream_model),
+        "context_length": route.context_length,
+        "pricing": route.priced.then(|| json!({
+            "prompt": route.price.input.usd_per_token(),
+            "completion": route.price.output.usd_per_token(),
+            "input_per_mtok": route.price.input.usd_per_mtok(),
+            "output_per_mtok": route.price.output.usd_per_mtok(),
+            "currency": "USD",
+        })),
+        "service": service,
+    })
+}
+
+/// The list's filters; an empty set means "no filter".
+#[derive(Default)]
+struct Filter {
+    providers: BTreeSet<String>,
+    capabilities: BTreeSet<String>,
+    available: Option<bool>,
+}
+
+impl Filter {
+    fn parse(pairs: Vec<(String, String)>, known_providers: &BTreeSet<&str>) -> Result<Self, ApiError> {
+        let mut filter = Filter::default();
+        for (key, value) in pairs {
+            let values = value.split(',').map(str::trim);
+            match key.as_str() {
+                "provider" => {
+                    for id in values {
+                        if !known_providers.contains(id) {
+                            return Err(
+                                ApiError::invalid_request(format!("provider '{id}' is not in the catalog"))
+                                    .with_param("provider"),
+                            );
+                        }
+                        filter.providers.insert(id.to_string());
+                    }
+                }
+                "capability" => {
+                    for flag in values {
+                        if !CAPABILITIES.contains(&flag) {
+                            return Err(ApiError::invalid_request(format!(
+                                "capability '{flag}' is unknown (known: {})",
+                                CAPABILITIES.join(", ")
+                            ))
+                            .with_param("capability"));
+                        }
+                        filter.capabilities.insert(flag.to_string());
+                    }
+                }
+                "available" => {
+                    let flag = match value.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => {
+                            return Err(ApiError::invalid_request(format!(
+                                "available must be true or false, not '{other}'"
+                            ))
+                            .with_param("available"));
+                        }
+                    };
+                    if filter.available.is_some_and(|f| f != flag) {
+                        return Err(
+                            ApiError::invalid_request("available is given twice with different values")
+                                .with_param("available"),
+                        );
+                    }
+                    filter.available = Some(flag);
+                }
+                other => {
+                    return Err(ApiError::invalid_request(format!(
+                        "unknown query parameter '{other}' (supported: provider, capability, available)"
+                    )));
+                }
+            }
+        }
+        Ok(filter)
+    }
+
+    fn admits(&self, route: &ModelRoute, health: &Health, billing: bool) -> bool {
+        let provider = &route.provider;
+        (self.providers.is_empty() || self.providers.contains(&provider.id))
+            && self.capabilities.iter().all(|flag| provider.has_capability(flag))
+            && self
+                .available
+                .is_none_or(|want| want == unavailable_reason(route, health, billing).is_none())
+    }
+}
+
+pub async fn list_models(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    _caller: Caller,
+    uri: Uri,
+) -> Response {
+    let routes = gateway.routes();
+    let known: BTreeSet<&str> = routes.catalog.routes().map(|r| r.provider.id.as_str()).collect();
+    let filter = Query::<Vec<(String, String)>>::try_from_uri(&uri)
+        .map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))
+        .and_then(|Query(pairs)| Filter::parse(pairs, &known));
+    let filter = match filter {
+        Ok(filter) => filter,
+        Err(error) => return error.with_request_id(&request_id.0).into_response(),
+    };
+    let data: Vec<Value> = routes
+        .catalog
+        .routes()
+        .filter(|route| filter.admits(route, &gateway.health, gateway.ledger.is_some()))
+        .map(|route| entry(route, &gateway.health, routes.snapshot_id, gateway.ledger.is_some()))
+        .collect();
+    axum::Json(json!({ "object": "list", "data": data })).into_response()
+}
+
+pub async fn get_model(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    _caller: Caller,
+    Path(id): Path<String>,
+) -> Response {
+    let routes = gateway.routes();
+    match routes.catalog.resolve(&id) {
+        Some(route) => axum::Json(entry(
+            route,
+            &gateway.health,
+            routes.snapshot_id,
+            gateway.ledger.is_some(),
+        ))
+        .into_response(),
+        None => ApiError::model_not_found(&id)
+            .with_request_id(&request_id.0)
+            .into_response(),
+    }
+}

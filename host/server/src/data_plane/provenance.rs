@@ -1,0 +1,186 @@
+//! What the gateway adds to every answer: `provider`, `usage.cost` and the
+//! `service` object (request id, route, attempts). Shared by the whole-body and
+//! the streamed paths so both report the same facts the same way.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use tollgate_core::money::Nanos;
+use tollgate_plugin_host::Usage;
+use tollgate_routing::catalog::ModelRoute;
+
+/// Token counts and the exact cost billed for them.
+#[derive(Clone, Copy, Debug)]
+pub struct Metered {
+    pub usage: Option<Usage>,
+    pub cost: Nanos,
+}
+
+impl Metered {
+    pub const NOTHING: Metered = Metered {
+        usage: None,
+        cost: Nanos::ZERO,
+    };
+
+    /// The sum of two attempts' usage and cost.
+    pub fn plus(self, other: Metered) -> Metered {
+        let usage = match (self.usage, other.usage) {
+            (Some(a), Some(b)) => Some(Usage {
+                input: a.input + b.input,
+                output: a.output + b.output,
+                cache_read: sum_opt(a.cache_read, b.cache_read),
+                cache_write: sum_opt(a.cache_write, b.cache_write),
+                reasoning: sum_opt(a.reasoning, b.reasoning),
+            }),
+            (a, b) => a.or(b),
+        };
+        Metered {
+            usage,
+            cost: Nanos(self.cost.0 + other.cost.0),
+        }
+    }
+}
+
+fn sum_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
+/// One upstream attempt (or a candidate skipped without a call).
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    pub route: Arc<ModelRoute>,
+    /// `success`, the error code that ended it, or `skipped: <reason>`.
+    pub outcome: String,
+    pub status: Option<u16>,
+    pub latency: Duration,
+    pub metered: Metered,
+}
+
+/// Every attempt of a request, in order: `service.attempts` and the request log.
+/// The second field stamps when each attempt was pushed (it ended), for its span.
+#[derive(Clone, Debug, Default)]
+pub struct Trail(pub Vec<Attempt>, Vec<Instant>);
+
+impl Trail {
+    pub fn push(&mut self, attempt: Attempt) {
+        self.0.push(attempt);
+        self.1.push(Instant::now());
+    }
+
+    /// When attempt `index` ended (was pushed).
+    pub fn ended_at(&self, index: usize) -> Option<Instant> {
+        self.1.get(index).copied()
+    }
+
+    /// Usage and cost over all attempts.
+    pub fn total(&self) -> Metered {
+        self.0
+            .iter()
+            .fold(Metered::NOTHING, |total, attempt| total.plus(attempt.metered))
+    }
+
+    pub fn to_json(&self) -> Value {
+        Value::Array(
+            self.0
+                .iter()
+                .map(|attempt| {
+                    json!({
+                        "provider": attempt.route.provider.id,
+                        "model": attempt.route.upstream_model,
+                        "adapter": attempt.route.provider.adapter,
+                        "outcome": attempt.outcome,
+                        "status": attempt.status,
+                        "latency_ms": attempt.latency.as_millis() as u64,
+                        "input_tokens": attempt.metered.usage.map(|u| u.input),
+                        "output_tokens": attempt.metered.usage.map(|u| u.output),
+                        "cost_usd": attempt.metered.cost.usd_string(),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Everything the gateway reports about how an answer was produced.
+pub struct Provenance<'a> {
+    /// The candidate that answered.
+    pub route: &'a ModelRoute,
+    pub request_id: &'a str,
+    /// What was billed, over all attempts.
+    pub metered: Metered,
+    pub trail: &'a Trail,
+    pub snapshot_id: Option<i64>,
+}
+
+impl Provenance<'_> {
+    /// Sets `usage` (keeping the upstream's own fields), `provider` and
+    /// `service`. `usage.cost` is added by [`render`], which writes it as an
+    /// exact decimal.
+    pub fn annotate(&self, object: &mut Map<String, Value>) {
+        let usage = object.entry("usage").or_insert(Value::Null);
+        if !usage.is_object() || self.trail.0.len() > 1 {
+            // Several attempts: report the billed total, not the last upstream's own count.
+            *usage = Value::Object(Map::new());
+        }
+        // The counts shown are the counts billed; other detail the upstream
+        // reported (cached tokens, reasoning) stays.
+        if let (Value::Object(shown), Some(billed)) = (usage, self.metered.usage) {
+            shown.insert("prompt_tokens".into(), Value::from(billed.input));
+            shown.insert("completion_tokens".into(), Value::from(billed.output));
+            shown.insert("total_tokens".into(), Value::from(billed.input + billed.output));
+        }
+        object.insert("provider".into(), Value::String(self.route.provider.id.clone()));
+        let service = json!({
+            "request_id": self.request_id,
+            "provider": self.route.provider.id,
+            "model": self.route.id,
+            "upstream_model": self.route.upstream_model,
+            "cost_usd": self.metered.cost.usd_string(),
+            "pricing_snapshot_id": self.snapshot_id,
+            "attempts": self.trail.to_json(),
+        });
+        object.insert("service".into(), service);
+    }
+}
+
+#[derive(Serialize)]
+struct Rendered<'a> {
+    #[serde(flatten)]
+    fields: &'a Map<String, Value>,
+    usage: RenderedUsage<'a>,
+}
+
+#[derive(Serialize)]
+struct RenderedUsage<'a> {
+    #[serde(flatten)]
+    fields: &'a Map<String, Value>,
+    cost: &'a RawValue,
+}
+
+/// Serialises an annotated object with `usage.cost` written as the exact decimal
+/// amount (e.g. `0.000009`), not as a float's shortest form (`9e-6`).
+pub fn render(mut object: Map<String, Value>, cost: Nanos) -> Vec<u8> {
+    let mut usage = match object.remove("usage") {
+        Some(Value::Object(usage)) => usage,
+        _ => Map::new(),
+    };
+    // The host alone states the cost; an adapter's or upstream's figure goes.
+    usage.remove("cost");
+    let decimal = cost.usd_decimal();
+    let cost = RawValue::from_string(decimal).expect("a decimal amount is a JSON number");
+    serde_json::to_vec(&Rendered {
+        fields: &object,
+        usage: RenderedUsage {
+            fields: &usage,
+            cost: &cost,
+        },
+    })
+    .expect("JSON values always serialise")
+}

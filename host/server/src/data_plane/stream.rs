@@ -1,0 +1,439 @@
+//! Streamed answers. The upstream's bytes are framed into events by the host,
+//! translated by the adapter in batches (every event already received goes in one
+//! call), and written as `data: <chunk>` SSE frames carrying `provider`. The last
+//! chunk before `data: [DONE]` carries `usage` (with `cost`) and `service`; a
+//! stream that breaks ends with one error chunk (`finish_reason: "error"`).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::{BufMut, BytesMut};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::attempts::{Answered, Call, exchange_error, first_answer};
+use super::billing::Bill;
+use super::chunk::{ChunkError, write_chunk};
+use super::provenance::{Attempt, Metered, Provenance, Trail, render};
+use super::upstream::error_chain;
+use crate::error::ApiError;
+use crate::server::{Gateway, RequestId};
+use tollgate_plugin_host::Session;
+use tollgate_routing::catalog::ModelRoute;
+
+/// What a stream needs to continue on another candidate after a mid-stream failure.
+pub struct Failover {
+    /// The candidates after the one answering, in order.
+    pub remaining: VecDeque<Arc<ModelRoute>>,
+    /// The caller's request body, for the next adapter.
+    pub body: Bytes,
+    pub injected_cap: Option<u32>,
+    /// The request's `continuation` (default true).
+    pub enabled: bool,
+    /// The number the next attempt gets.
+    pub attempt: u32,
+}
+
+/// The answer text relayed so far, and whether a tool call is under way.
+#[derive(Default)]
+struct PartialAnswer {
+    text: String,
+    in_tool_call: bool,
+}
+
+impl PartialAnswer {
+    fn observe(&mut self, chunk: &[u8]) {
+        #[derive(Deserialize)]
+        struct Chunk<'a> {
+            #[serde(borrow, default)]
+            choices: Vec<Choice<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct Choice<'a> {
+            #[serde(borrow, default)]
+            delta: Option<Delta<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct Delta<'a> {
+            #[serde(borrow, default)]
+            content: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default)]
+            tool_calls: Option<serde::de::IgnoredAny>,
+        }
+        let Ok(chunk) = serde_json::from_slice::<Chunk<'_>>(chunk) else {
+            return;
+        };
+        for delta in chunk.choices.into_iter().filter_map(|c| c.delta) {
+            if let Some(content) = delta.content {
+                self.text.push_str(&content);
+            }
+            self.in_tool_call |= delta.tool_calls.is_some();
+        }
+    }
+}
+
+/// Most events the adapter gets in one call.
+const MAX_BATCH: usize = 64;
+
+pub fn respond(
+    gateway: Arc<Gateway>,
+    answered: Answered,
+    bill: Bill,
+    trail: Trail,
+    failover: Failover,
+    request_id: RequestId,
+) -> Response {
+    let Answered {
+        route,
+        session,
+        response: upstream,
+        started,
+        ..
+    } = answered;
+    let (tx, rx) = mpsc::channel::<Bytes>(32);
+    let status = upstream.status().as_u16();
+    let pump = Pump {
+        gateway,
+        route,
+        session,
+        bill,
+        trail,
+        failover,
+        answer: PartialAnswer::default(),
+        chunks_sent: 0,
+        request_id: request_id.clone(),
+        started,
+        status,
+        tx,
+    };
+    tokio::spawn(pump.run(upstream));
+
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|bytes| (Ok::<_, Infallible>(bytes), rx))
+    });
+    sse_response(Body::from_stream(body), &request_id)
+}
+
+struct Pump {
+    gateway: Arc<Gateway>,
+    route: Arc<ModelRoute>,
+    session: Session,
+    bill: Bill,
+    /// Attempts so far, this one excluded until it ends.
+    trail: Trail,
+    /// The candidates left if this upstream fails mid-stream.
+    failover: Failover,
+    /// What the caller has received, tracked only while a failover is possible.
+    answer: PartialAnswer,
+    /// Chunks relayed in this attempt: the local token count when the upstream
+    /// reports no usage.
+    chunks_sent: u64,
+    request_id: RequestId,
+    started: Instant,
+    status: u16,
+    tx: mpsc::Sender<Bytes>,
+}
+
+/// Why the pump stopped early.
+enum Stop {
+    Failed(ApiError),
+    ClientGone,
+}
+
+impl Pump {
+    async fn run(mut self, mut upstream: reqwest::Response) {
+        loop {
+            let outcome = self.relay(upstream).await;
+            let usage = self.session.usage().ok().flatten();
+            let metered = self.bill.meter(&self.route, usage, self.chunks_sent);
+            match outcome {
+                Ok(last_chunks) => return self.finish_ok(last_chunks, metered).await,
+                Err(Stop::ClientGone) => {
+                    tracing::info!(request_id = %self.request_id.0, "client went away mid-stream");
+                    self.record(metered, "client_disconnected");
+                    let route = self.route.clone();
+                    self.bill
+                        .close(Some(&route), &self.trail, "client_disconnected", Some(self.status))
+                        .await;
+                    return;
+                }
+                Err(Stop::Failed(error)) => {
+                    if error.is_health_failure() {
+                        self.gateway.health.failed_after_answer(&self.route.id);
+                    }
+                    if self.can_continue(&error) {
+                        self.record(metered, error.code);
+                        match self.next_candidate(error).await {
+                            Ok(next) => upstream = next,
+                            Err(error) => return self.finish_error(error, None).await,
+                        }
+                    } else {
+                        return self.finish_error(error, Some(metered)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A mid-stream failure can move to the next candidate when the upstream (not
+    /// the request) failed, continuation is allowed, a candidate is left, and no
+    /// tool call is half-sent (it cannot be resumed without garbling it).
+    fn can_continue(&self, error: &ApiError) -> bool {
+        error.is_retryable()
+            && self.failover.enabled
+            && !self.failover.remaining.is_empty()
+            && !self.answer.in_tool_call
+    }
+
+    /// Starts the next candidates in turn, asking each to continue the partial
+    /// answer, until one answers. Failed starts go to the trail.
+    async fn next_candidate(&mut self, error: ApiError) -> Result<reqwest::Response, ApiError> {
+        if self.failover.remaining.is_empty() {
+            return Err(error);
+        }
+        let call = Call {
+            request_id: &self.request_id.0,
+            body: &self.failover.body,
+            stream: true,
+            injected_cap: self.failover.injected_cap,
+            continuation: (!self.answer.text.is_empty()).then(|| self.answer.text.clone()),
+        };
+        let answered = first_answer(
+            &self.gateway,
+            &mut self.failover.remaining,
+            &call,
+            &mut self.failover.attempt,
+            &mut self.bill,
+            &mut self.trail,
+        )
+        .await?;
+        tracing::info!(request_id = %self.request_id.0, provider = %answered.route.provider.id, "continuing the stream on the next candidate");
+        self.session = answered.session;
+        self.route = answered.route;
+        self.status = answered.response.status().as_u16();
+        self.started = answered.started;
+        self.chunks_sent = 0;
+        Ok(answered.response)
+    }
+
+    /// Adds this attempt to the trail.
+    fn record(&mut self, metered: Metered, outcome: &str) {
+        self.trail.push(Attempt {
+            route: self.route.clone(),
+            outcome: outcome.to_string(),
+            status: Some(self.status),
+            latency: self.started.elapsed(),
+            metered,
+        });
+    }
+
+    /// Relays upstream events until the upstream ends; returns the adapter's
+    /// closing chunks.
+    async fn relay(&mut self, upstream: reqwest::Response) -> Result<Vec<Vec<u8>>, Stop> {
+        let provider = self.route.provider.id.clone();
+        let idle = self.gateway.upstream.idle_timeout();
+        let mut events = super::framing::events(upstream).ready_chunks(MAX_BATCH);
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        loop {
+            let next = tokio::time::timeout(idle, events.next()).await;
+            let received = match next {
+                Err(_) => {
+                    return Err(Stop::Failed(ApiError::upstream_timeout(
+                        &provider,
+                        "between stream chunks",
+                    )));
+                }
+                Ok(None) => break,
+                Ok(Some(received)) => received,
+            };
+            batch.clear();
+            let mut broken = None;
+            for item in received {
+                match item {
+                    Ok(event) => batch.push(event),
+                    Err(e) => {
+                        broken = Some(ApiError::upstream_unreachable(
+                            &provider,
+                            format!("stream broke: {}", error_chain(&e)),
+                        ));
+                        break;
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                let chunks = self
+                    .session
+                    .on_events(&batch)
+                    .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))?;
+                if !chunks.is_empty() {
+                    self.chunks_sent += chunks.len() as u64;
+                    if self.failover.enabled && !self.failover.remaining.is_empty() {
+                        for chunk in &chunks {
+                            self.answer.observe(chunk);
+                        }
+                    }
+                    let mut frame = BytesMut::new();
+                    for chunk in &chunks {
+                        write_chunk(&mut frame, &provider, chunk).map_err(|e| Stop::Failed(self.bad_chunk(e)))?;
+                    }
+                    self.send(frame.freeze()).await?;
+                    self.bill.first_chunk_sent(self.started);
+                }
+            }
+            if let Some(error) = broken {
+                return Err(Stop::Failed(error));
+            }
+        }
+        self.session
+            .finish()
+            .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))
+    }
+
+    async fn finish_ok(mut self, mut chunks: Vec<Vec<u8>>, metered: Metered) {
+        let last = chunks.pop();
+        let mut frame = BytesMut::new();
+        for chunk in &chunks {
+            if let Err(e) = write_chunk(&mut frame, &self.route.provider.id, chunk) {
+                let error = self.bad_chunk(e);
+                return self.finish_error(error, Some(metered)).await;
+            }
+        }
+        let mut closing: Map<String, Value> = match last.as_deref().map(serde_json::from_slice::<Map<String, Value>>) {
+            Some(Ok(object)) => object,
+            None => self.empty_chunk(),
+            Some(Err(e)) => {
+                let error = self.bad_chunk(ChunkError::NotAnObject(e.to_string()));
+                return self.finish_error(error, Some(metered)).await;
+            }
+        };
+        let rendered = self.settle(&mut closing, Some(metered), "success").await;
+        write_data(&mut frame, &rendered);
+        frame.put_slice(b"data: [DONE]\n\n");
+        let _ = self.send(frame.freeze()).await;
+    }
+
+    /// Ends the stream with one error chunk. `metered` is this attempt's usage,
+    /// or `None` when the attempt is already in the trail.
+    async fn finish_error(mut self, error: ApiError, metered: Option<Metered>) {
+        tracing::warn!(request_id = %self.request_id.0, code = error.code, "stream failed: {}", error.message);
+        let mut chunk = self.empty_chunk();
+        chunk.insert(
+            "choices".into(),
+            json!([{ "index": 0, "delta": {}, "finish_reason": "error" }]),
+        );
+        chunk.insert("error".into(), error.error_object());
+        let rendered = self.settle(&mut chunk, metered, error.code).await;
+        let mut frame = BytesMut::new();
+        write_data(&mut frame, &rendered);
+        frame.put_slice(b"data: [DONE]\n\n");
+        let _ = self.send(frame.freeze()).await;
+    }
+
+    /// Settles the bill (before the caller sees the cost), then annotates and
+    /// renders the closing chunk with what was billed.
+    async fn settle(
+        &mut self,
+        closing: &mut Map<String, Value>,
+        metered: Option<Metered>,
+        outcome: &'static str,
+    ) -> Vec<u8> {
+        if let Some(metered) = metered {
+            self.record(metered, outcome);
+        }
+        let billed = self
+            .bill
+            .close(Some(&self.route), &self.trail, outcome, Some(self.status))
+            .await;
+        let provenance = Provenance {
+            route: &self.route,
+            request_id: &self.request_id.0,
+            metered: billed,
+            trail: &self.trail,
+            snapshot_id: Some(self.bill.snapshot_id()),
+        };
+        provenance.annotate(closing);
+        render(std::mem::take(closing), billed.cost)
+    }
+
+    fn empty_chunk(&self) -> Map<String, Value> {
+        empty_chunk(&self.request_id, &self.route)
+    }
+
+    fn bad_chunk(&self, error: ChunkError) -> ApiError {
+        ApiError::adapter_refused(&self.route.provider.adapter, error)
+    }
+
+    async fn send(&mut self, frame: Bytes) -> Result<(), Stop> {
+        self.tx.send(frame).await.map_err(|_| Stop::ClientGone)
+    }
+}
+
+fn empty_chunk(request_id: &RequestId, route: &ModelRoute) -> Map<String, Value> {
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut chunk = Map::new();
+    chunk.insert("id".into(), Value::String(request_id.0.to_string()));
+    chunk.insert("object".into(), Value::String("chat.completion.chunk".into()));
+    chunk.insert("created".into(), Value::from(created));
+    chunk.insert("model".into(), Value::String(route.upstream_model.clone()));
+    chunk.insert("choices".into(), Value::Array(Vec::new()));
+    chunk
+}
+
+/// The streamed answer when every candidate failed before any content: one
+/// error chunk (`finish_reason: "error"`, the attempt trail) and `[DONE]`.
+/// `billed` is what the failed attempts cost (already settled).
+pub fn failed(
+    request_id: &RequestId,
+    route: &ModelRoute,
+    trail: &Trail,
+    billed: Metered,
+    snapshot_id: i64,
+    error: &ApiError,
+) -> Response {
+    let mut chunk = empty_chunk(request_id, route);
+    chunk.insert(
+        "choices".into(),
+        json!([{ "index": 0, "delta": {}, "finish_reason": "error" }]),
+    );
+    chunk.insert("error".into(), error.error_object());
+    let provenance = Provenance {
+        route,
+        request_id: &request_id.0,
+        metered: billed,
+        trail,
+        snapshot_id: Some(snapshot_id),
+    };
+    provenance.annotate(&mut chunk);
+    let mut frame = BytesMut::new();
+    write_data(&mut frame, &render(chunk, billed.cost));
+    frame.put_slice(b"data: [DONE]\n\n");
+    sse_response(Body::from(frame.freeze()), request_id)
+}
+
+fn sse_response(body: Body, request_id: &RequestId) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(value) = HeaderValue::from_str(&request_id.0) {
+        headers.insert("x-request-id", value);
+    }
+    response
+}
+
+fn write_data(frame: &mut BytesMut, json: &[u8]) {
+    frame.put_slice(b"data: ");
+    frame.put_slice(json);
+    frame.put_slice(b"\n\n");
+}

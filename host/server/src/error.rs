@@ -1,0 +1,311 @@
+//! API errors in the OpenAI shape:
+//! `{"error": {"message", "type", "code", "param"}, "service": {"request_id"}}`.
+//! Every failure a caller can see goes through [`ApiError`], so statuses and
+//! bodies stay consistent (see docs/errors.md).
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use tollgate_plugin_host::{AdapterError, AdapterFault, ErrorClass};
+
+/// What failed, for the decisions fallback and provider health make. Codes are
+/// for callers; decisions read this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The caller's request or account. Another candidate would fail the same way.
+    Request,
+    /// The upstream rate-limited this model. Try the next candidate, and hold
+    /// this model back for its `Retry-After`, but do not call it unhealthy.
+    RateLimited,
+    /// The upstream failed: 5xx, overload, unreachable, timeout, a broken
+    /// stream. Counts against the model's health.
+    Upstream,
+    /// The adapter trapped, ran out of time or memory, broke an egress rule or
+    /// gave output the host cannot use. Counts against the model's health.
+    Adapter,
+    /// This candidate cannot serve now (not configured, breaker open, the
+    /// upstream refused our credentials): try the next one.
+    Unavailable,
+    /// The gateway itself.
+    Internal,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub kind: &'static str,
+    pub code: &'static str,
+    pub message: String,
+    pub param: Option<&'static str>,
+    pub request_id: Option<String>,
+    /// `service.attempts`, when upstream attempts were made.
+    pub attempts: Option<serde_json::Value>,
+    /// The upstream's `Retry-After`, in seconds, when it rate-limited us.
+    pub retry_after: Option<u32>,
+    pub failure: Failure,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: &'static str, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            kind,
+            code,
+            message: message.into(),
+            param: None,
+            request_id: None,
+            attempts: None,
+            retry_after: None,
+            failure: if status.is_server_error() {
+                Failure::Internal
+            } else {
+                Failure::Request
+            },
+        }
+    }
+
+    pub fn failing(mut self, failure: Failure) -> Self {
+        self.failure = failure;
+        self
+    }
+
+    pub fn with_param(mut self, param: &'static str) -> Self {
+        self.param = Some(param);
+        self
+    }
+
+    pub fn with_attempts(mut self, attempts: serde_json::Value) -> Self {
+        self.attempts = Some(attempts);
+        self
+    }
+
+    /// Whether another candidate should be tried after this failure: the
+    /// upstream or its adapter failed, not the caller's request.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.failure,
+            Failure::RateLimited | Failure::Upstream | Failure::Adapter | Failure::Unavailable
+        )
+    }
+
+    /// Whether this failure counts against the model's health.
+    pub fn is_health_failure(&self) -> bool {
+        matches!(self.failure, Failure::Upstream | Failure::Adapter)
+    }
+
+    pub fn with_request_id(mut self, request_id: &str) -> Self {
+        self.request_id = Some(request_id.to_string());
+        self
+    }
+
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "invalid_request",
+            message,
+        )
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "invalid_api_key",
+            message,
+        )
+    }
+
+    pub fn model_not_found(model: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            format!("The model '{model}' does not exist; GET /v1/models lists the models you can use."),
+        )
+        .with_param("model")
+    }
+
+    pub fn body_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "request_too_large",
+            format!("The request body exceeds the {limit}-byte limit."),
+        )
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api_error",
+            "internal_error",
+            message,
+        )
+    }
+
+    pub fn adapter_fault(fault: &AdapterFault) -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "adapter_failed",
+            fault.to_string(),
+        )
+        .failing(Failure::Adapter)
+    }
+
+    /// The host refused what the adapter asked for (an origin, a credential
+    /// slot, a malformed request or chunk). Nothing was sent for it.
+    pub fn adapter_refused(adapter: &str, what: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "adapter_failed",
+            format!("adapter '{adapter}': {what}"),
+        )
+        .failing(Failure::Adapter)
+    }
+
+    pub fn upstream_unreachable(provider: &str, detail: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "upstream_unreachable",
+            format!("provider '{provider}' could not be reached: {detail}"),
+        )
+        .failing(Failure::Upstream)
+    }
+
+    pub fn upstream_timeout(provider: &str, what: &str) -> Self {
+        Self::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout_error",
+            "upstream_timeout",
+            format!("provider '{provider}' timed out {what}"),
+        )
+        .failing(Failure::Upstream)
+    }
+
+    /// The upstream asked us to slow down. The caller gets the 429 (with the
+    /// upstream's `Retry-After`) when no other candidate could answer.
+    pub fn upstream_rate_limited(provider: &str, detail: &str) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "upstream_rate_limited",
+            format!("provider '{provider}' is rate limiting: {detail}"),
+        )
+        .failing(Failure::RateLimited)
+    }
+
+    /// Maps an adapter's classification of an upstream failure. Problems with the
+    /// caller's request keep a 4xx; everything else is the gateway's upstream
+    /// failing, so 502.
+    pub fn from_upstream(provider: &str, error: &AdapterError) -> Self {
+        let mut mapped = Self::map_upstream(provider, error);
+        mapped.failure = match error.class {
+            ErrorClass::InvalidRequest | ErrorClass::ContextLength => Failure::Request,
+            ErrorClass::Auth => Failure::Unavailable,
+            ErrorClass::RateLimited(retry_after) => {
+                mapped.retry_after = retry_after;
+                Failure::RateLimited
+            }
+            ErrorClass::Overloaded | ErrorClass::Upstream(_) => Failure::Upstream,
+            ErrorClass::Internal => Failure::Adapter,
+        };
+        mapped
+    }
+
+    fn map_upstream(provider: &str, error: &AdapterError) -> Self {
+        let detail = &error.message;
+        match error.class {
+            ErrorClass::InvalidRequest => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "upstream_rejected_request",
+                format!("provider '{provider}' rejected the request: {detail}"),
+            ),
+            ErrorClass::ContextLength => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "context_length_exceeded",
+                format!("provider '{provider}': {detail}"),
+            ),
+            ErrorClass::Auth => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                "upstream_auth_failed",
+                format!("provider '{provider}' rejected the gateway's credentials: {detail}"),
+            ),
+            ErrorClass::RateLimited(_) => Self::upstream_rate_limited(provider, detail),
+            ErrorClass::Overloaded => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                "upstream_overloaded",
+                format!("provider '{provider}' is overloaded: {detail}"),
+            ),
+            ErrorClass::Upstream(status) => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                "upstream_error",
+                format!("provider '{provider}' failed with HTTP {status}: {detail}"),
+            ),
+            ErrorClass::Internal => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                "invalid_upstream_response",
+                format!("provider '{provider}' gave an answer the adapter could not use: {detail}"),
+            ),
+        }
+    }
+
+    /// The `error` object alone, as also used inside a final stream chunk.
+    pub fn error_object(&self) -> serde_json::Value {
+        json!({ "message": self.message, "type": self.kind, "code": self.code, "param": self.param })
+    }
+
+    /// 429: the caller's own request rate is over its limit; `retry_after`
+    /// (seconds) tells when to try again.
+    /// The caller's key is over its request rate (not an upstream's limit).
+    pub fn key_rate_limited(message: impl Into<String>, retry_after: u32) -> Self {
+        let mut error = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "rate_limit_exceeded",
+            message,
+        );
+        error.retry_after = Some(retry_after);
+        error
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(status = %self.status, code = self.code, request_id = ?self.request_id, "{}", self.message);
+        }
+        let mut body = json!({ "error": self.error_object() });
+        if let Some(id) = &self.request_id {
+            body["service"] = json!({ "request_id": id });
+            if let Some(attempts) = &self.attempts {
+                body["service"]["attempts"] = attempts.clone();
+            }
+        }
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(value) = self.request_id.as_deref().and_then(|id| HeaderValue::from_str(id).ok()) {
+            response.headers_mut().insert("x-request-id", value);
+        }
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if self.status == StatusCode::TOO_MANY_REQUESTS
+            && let Some(secs) = self.retry_after
+        {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}

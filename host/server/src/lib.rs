@@ -1,0 +1,20 @@
+//! Tollgate: a metered AI gateway. This crate is the server and the CLI: the
+//! HTTP data plane, the A2A control plane, the registry API, accounts and keys,
+//! telemetry, and the configuration that combines every concern's own. The
+//! concerns below it are crates of their own (docs/ARCHITECTURE.md):
+//! `tollgate-core`, `tollgate-routing`, `tollgate-plugin-host`,
+//! `tollgate-ledger` and `tollgate-metering`.
+
+pub mod accounts;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod control;
+pub mod data_plane;
+pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod packages;
+pub mod rate_limit;
+pub mod server;
+pub mod telemetry;

@@ -1,0 +1,483 @@
+//! The registry's HTTP API (docs/registry.md). Reads are public and cacheable:
+//! a manifest and a blob never change, so they are served as immutable; a
+//! package's index changes with every publish, yank and deprecation, so it is
+//! cached briefly. Writes need a key whose role may write namespaces
+//! (`namespace.write`) in the workspace that owns the package's namespace.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tollgate_registry::manifest::MAX_CONTENT_BYTES;
+use tollgate_registry::{Digest, Manifest, PackageKind, PackageName, QuotaError, RegistryError};
+
+use crate::auth::Principal;
+use crate::auth::permissions::{Permission, Role};
+use crate::error::ApiError;
+use crate::server::{Gateway, RequestId};
+
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+const SHORT: &str = "public, max-age=30";
+
+pub fn routes() -> Router<Arc<Gateway>> {
+    Router::new()
+        .route("/v1/packages", get(search))
+        .route("/v1/packages/{namespace}/{name}", get(package_index))
+        .route("/v1/packages/{namespace}/{name}/{version}", get(manifest).put(publish))
+        .route("/v1/packages/{namespace}/{name}/{version}/yank", post(yank))
+        .route("/v1/packages/{namespace}/{name}/{version}/unyank", post(unyank))
+        .route("/v1/packages/{namespace}/{name}/{version}/deprecate", post(deprecate))
+        .route(
+            "/v1/blobs/{digest}",
+            get(blob)
+                .put(upload_blob)
+                .layer(DefaultBodyLimit::max(MAX_CONTENT_BYTES as usize)),
+        )
+        .route("/v1/installs", get(list_installs))
+        .route("/v1/installs/{provider}", put(install))
+}
+
+type Answer = Result<Response, ApiError>;
+
+async fn answer(request_id: RequestId, result: impl Future<Output = Answer>) -> Response {
+    match result.await {
+        Ok(response) => response,
+        Err(error) => error.with_request_id(&request_id.0).into_response(),
+    }
+}
+
+pub fn registry_error(error: RegistryError) -> ApiError {
+    let (status, kind, code) = match &error {
+        RegistryError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_package"),
+        RegistryError::WrongWorld(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "wrong_world"),
+        RegistryError::Integrity(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "digest_mismatch"),
+        RegistryError::Conflict(_) => (StatusCode::CONFLICT, "invalid_request_error", "version_exists"),
+        RegistryError::Yanked(_) => (StatusCode::CONFLICT, "invalid_request_error", "version_yanked"),
+        RegistryError::NotFound(_) => (StatusCode::NOT_FOUND, "invalid_request_error", "package_not_found"),
+        RegistryError::Storage(message) => {
+            tracing::error!(error = %message, "registry storage failed");
+            return ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "registry_unavailable",
+                "The package registry's storage could not be reached.",
+            );
+        }
+    };
+    ApiError::new(status, kind, code, error.to_string())
+}
+
+fn quota_error(error: QuotaError, workspace: &str) -> ApiError {
+    match error {
+        QuotaError::Exceeded { used, quota, size } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "upload_quota_exceeded",
+            format!(
+                "Workspace '{workspace}' has uploaded {used} bytes of package content; this {size}-byte blob would pass its quota of {quota} bytes (registry.workspace_quota_bytes)."
+            ),
+        ),
+        QuotaError::Database(e) => registry_error(RegistryError::Storage(e.to_string())),
+    }
+}
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::invalid_request(message)
+}
+
+fn package_name(namespace: &str, name: &str) -> Result<PackageName, ApiError> {
+    format!("{namespace}/{name}").parse().map_err(|e| bad(format!("{e}")))
+}
+
+fn version(text: &str) -> Result<semver::Version, ApiError> {
+    text.parse()
+        .map_err(|e| bad(format!("'{text}' is not a semver version: {e}")))
+}
+
+fn cached(cache: &'static str, body: Value) -> Response {
+    ([(header::CACHE_CONTROL, cache)], Json(body)).into_response()
+}
+
+fn forbidden(message: String) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "permission_error", "permission_denied", message)
+}
+
+/// The caller behind `Authorization: Bearer …`, whatever it may do.
+async fn caller(gateway: &Gateway, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthorized("This operation needs an API key: send 'Authorization: Bearer tg_live_…'.")
+    })?;
+    let secret = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+        .ok_or_else(|| ApiError::unauthorized("The Authorization header must be 'Bearer <API key>'."))?;
+    match gateway.keys.resolve(secret).await {
+        Ok(Some(principal)) => Ok(principal),
+        Ok(None) => Err(ApiError::unauthorized("Invalid API key.")),
+        Err(e) => {
+            tracing::error!(error = %e, "key lookup failed");
+            Err(ApiError::internal("Could not check the API key."))
+        }
+    }
+}
+
+fn require_role(principal: &Principal, permission: Permission, what: &str) -> Result<(), ApiError> {
+    if principal.role.allows(permission) {
+        return Ok(());
+    }
+    Err(forbidden(format!(
+        "This key's role '{}' may not {what} (it needs '{}').",
+        principal.role.as_str(),
+        permission.as_str()
+    )))
+}
+
+/// A caller that may publish in `namespace`: its role may write namespaces and
+/// its workspace may publish there (see [`check_namespace`]).
+async fn publisher(gateway: &Gateway, headers: &HeaderMap, namespace: &str) -> Result<Arc<Principal>, ApiError> {
+    let principal = caller(gateway, headers).await?;
+    require_role(&principal, Permission::NamespaceWrite, "publish packages")?;
+    check_namespace(gateway, &principal.workspace_id, namespace).await?;
+    Ok(principal)
+}
+
+/// Whether `workspace_id` may publish in `namespace`: it has a namespace of
+/// that name, and no other workspace published there first (the first publish
+/// claims the namespace in the registry). The built-in namespace is reserved.
+pub async fn check_namespace(gateway: &Gateway, workspace_id: &str, namespace: &str) -> Result<(), ApiError> {
+    let denied = || {
+        forbidden(format!(
+            "This workspace may not publish in namespace '{namespace}'. Create the namespace in your workspace first (`tollgate namespaces create {namespace}`); a namespace belongs to the first workspace that publishes in it."
+        ))
+    };
+    if namespace == super::BUILTIN_NAMESPACE {
+        return Err(denied());
+    }
+    let has_namespace: Option<String> =
+        sqlx::query_scalar("SELECT id FROM namespaces WHERE workspace_id = $1 AND name = $2")
+            .bind(workspace_id)
+            .bind(namespace)
+            .fetch_optional(&gateway.database.pool)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "namespace lookup failed");
+                ApiError::internal("Could not check the namespace.")
+            })?;
+    if has_namespace.is_none() {
+        return Err(denied());
+    }
+    let owner = gateway
+        .registry
+        .index
+        .claim_namespace(namespace, workspace_id)
+        .await
+        .map_err(|e| registry_error(e.into()))?;
+    if owner != workspace_id {
+        return Err(denied());
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchQuery {
+    kind: Option<String>,
+    q: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn search(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    query: Result<Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    answer(request_id, async move {
+        let Query(query) = query.map_err(|e| bad(e.body_text()))?;
+        let kind = query
+            .kind
+            .as_deref()
+            .map(str::parse::<PackageKind>)
+            .transpose()
+            .map_err(|e| bad(e).with_param("kind"))?;
+        let found = gateway
+            .registry
+            .search(kind, query.q.as_deref(), query.limit.unwrap_or(50))
+            .await
+            .map_err(registry_error)?;
+        Ok(cached(SHORT, json!({"object": "list", "data": found})))
+    })
+    .await
+}
+
+async fn package_index(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    answer(request_id, async move {
+        let name = package_name(&namespace, &name)?;
+        let versions = gateway.registry.index.versions(&name).await.map_err(|e| registry_error(e.into()))?;
+        let kind = versions.first().map(|v| v.manifest.kind);
+        Ok(cached(
+            SHORT,
+            json!({"name": name, "kind": kind, "description": versions.first().map(|v| &v.manifest.description), "versions": versions}),
+        ))
+    })
+    .await
+}
+
+async fn manifest(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    Path((namespace, name, text)): Path<(String, String, String)>,
+) -> Response {
+    answer(request_id, async move {
+        let name = package_name(&namespace, &name)?;
+        let record = gateway
+            .registry
+            .index
+            .version(&name, &version(&text)?)
+            .await
+            .map_err(|e| registry_error(e.into()))?;
+        // The manifest is immutable; yank and deprecation state live in the index.
+        Ok(cached(
+            IMMUTABLE,
+            serde_json::to_value(&record.manifest).expect("manifests serialise"),
+        ))
+    })
+    .await
+}
+
+async fn blob(State(gateway): State<Arc<Gateway>>, request_id: RequestId, Path(digest): Path<String>) -> Response {
+    answer(request_id, async move {
+        let digest: Digest = digest.parse().map_err(|e| bad(format!("{e}")))?;
+        let content = gateway
+            .registry
+            .blobs
+            .get(&digest)
+            .await
+            .map_err(|e| registry_error(e.into()))?;
+        let mut response = (
+            [
+                (header::CACHE_CONTROL, IMMUTABLE),
+                (header::CONTENT_TYPE, "application/octet-stream"),
+            ],
+            content,
+        )
+            .into_response();
+        if let Ok(etag) = HeaderValue::from_str(&format!("\"{digest}\"")) {
+            response.headers_mut().insert(header::ETAG, etag);
+        }
+        Ok(response)
+    })
+    .await
+}
+
+async fn upload_blob(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+    Path(digest): Path<String>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    answer(request_id, async move {
+        let principal = caller(&gateway, &headers).await?;
+        require_role(&principal, Permission::NamespaceWrite, "upload package content")?;
+        let digest: Digest = digest.parse().map_err(|e| bad(format!("{e}")))?;
+        let body = body.map_err(|e| bad(format!("Could not read the blob: {e}")))?;
+        if body.is_empty() {
+            return Err(bad("The blob is empty."));
+        }
+        // Counted before it is stored, so storage never holds more than the quota.
+        let workspace = &principal.workspace_id;
+        let quota = gateway.config.registry.workspace_quota_bytes;
+        let counted = gateway
+            .registry
+            .index
+            .reserve_upload(workspace, &digest, body.len() as u64, quota)
+            .await
+            .map_err(|e| quota_error(e, workspace))?;
+        if let Err(e) = gateway.registry.blobs.put(&digest, body).await {
+            if counted && let Err(undo) = gateway.registry.index.release_upload(workspace, &digest).await {
+                tracing::error!(error = %undo, %digest, "could not return a failed upload's bytes to the quota");
+            }
+            return Err(registry_error(e.into()));
+        }
+        Ok((StatusCode::CREATED, Json(json!({"digest": digest}))).into_response())
+    })
+    .await
+}
+
+async fn publish(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+    Path((namespace, name, text)): Path<(String, String, String)>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    answer(request_id, async move {
+        let name = package_name(&namespace, &name)?;
+        let principal = publisher(&gateway, &headers, name.namespace()).await?;
+        let body = body.map_err(|e| bad(format!("Could not read the manifest: {e}")))?;
+        let manifest = Manifest::from_json(&body).map_err(|e| registry_error(RegistryError::Invalid(e.to_string())))?;
+        if manifest.name != name || manifest.version.to_string() != text {
+            return Err(bad(format!(
+                "the manifest is for {}@{}, but was sent to {name}@{text}",
+                manifest.name, manifest.version
+            )));
+        }
+        let content = gateway
+            .registry
+            .blobs
+            .get(&manifest.content.digest)
+            .await
+            .map_err(|e| match e {
+                tollgate_registry::blobs::BlobError::NotFound(digest) => bad(format!(
+                    "no content with digest {digest}: upload it first with PUT /v1/blobs/{digest}"
+                )),
+                other => registry_error(other.into()),
+            })?;
+        let publisher_id = format!("{}:{}", principal.workspace_id, principal.key_id);
+        let published = gateway
+            .registry
+            .publish(&manifest, content, &publisher_id)
+            .await
+            .map_err(registry_error)?;
+        Ok((StatusCode::CREATED, Json(json!(published))).into_response())
+    })
+    .await
+}
+
+async fn set_yanked(
+    gateway: Arc<Gateway>,
+    headers: HeaderMap,
+    namespace: String,
+    name: String,
+    text: String,
+    yanked: bool,
+) -> Answer {
+    let name = package_name(&namespace, &name)?;
+    publisher(&gateway, &headers, name.namespace()).await?;
+    let version = version(&text)?;
+    gateway
+        .registry
+        .yank(&name, &version, yanked)
+        .await
+        .map_err(registry_error)?;
+    Ok(Json(json!({"name": name, "version": version, "yanked": yanked})).into_response())
+}
+
+async fn yank(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+    Path((namespace, name, text)): Path<(String, String, String)>,
+) -> Response {
+    answer(request_id, set_yanked(gateway, headers, namespace, name, text, true)).await
+}
+
+async fn unyank(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+    Path((namespace, name, text)): Path<(String, String, String)>,
+) -> Response {
+    answer(request_id, set_yanked(gateway, headers, namespace, name, text, false)).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Deprecation {
+    /// `null` lifts the deprecation.
+    message: Option<String>,
+}
+
+async fn deprecate(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+    Path((namespace, name, text)): Path<(String, String, String)>,
+    body: Result<Json<Deprecation>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    answer(request_id, async move {
+        let name = package_name(&namespace, &name)?;
+        publisher(&gateway, &headers, name.namespace()).await?;
+        let version = version(&text)?;
+        let Json(body) = body.map_err(|e| bad(format!("Expected {{\"message\": \"…\"}}: {}", e.body_text())))?;
+        gateway
+            .registry
+            .deprecate(&name, &version, body.message.as_deref())
+            .await
+            .map_err(registry_error)?;
+        Ok(Json(json!({"name": name, "version": version, "deprecated": body.message})).into_response())
+    })
+    .await
+}
+
+/// A caller that may change which adapter serves a provider (see [`check_operator`]).
+async fn operator(gateway: &Gateway, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
+    let principal = caller(gateway, headers).await?;
+    check_operator(gateway, &principal)?;
+    Ok(principal)
+}
+
+/// Installing changes the whole gateway: only owners and admins of a workspace
+/// listed in `registry.operator_workspaces` may.
+pub fn check_operator(gateway: &Gateway, principal: &Principal) -> Result<(), ApiError> {
+    let admin = matches!(principal.role, Role::Owner | Role::Admin);
+    if !admin || !gateway.installs.is_operator(&principal.workspace_id) {
+        return Err(forbidden(
+            "Installing adapters changes the whole gateway: it needs an owner or admin key of a workspace listed in registry.operator_workspaces.".into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn list_installs(State(gateway): State<Arc<Gateway>>, request_id: RequestId, headers: HeaderMap) -> Response {
+    answer(request_id, async move {
+        operator(&gateway, &headers).await?;
+        Ok(Json(json!({"object": "list", "data": gateway.installs.list()})).into_response())
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstallRequest {
+    package: String,
+    version: String,
+}
+
+async fn install(
+    State(gateway): State<Arc<Gateway>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+    Path(provider): Path<String>,
+    body: Result<Json<InstallRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    answer(request_id, async move {
+        operator(&gateway, &headers).await?;
+        let Json(body) = body.map_err(|e| {
+            bad(format!(
+                "Expected {{\"package\": \"namespace/name\", \"version\": \"x.y.z\"}}: {}",
+                e.body_text()
+            ))
+        })?;
+        let package: PackageName = body
+            .package
+            .parse()
+            .map_err(|e| bad(format!("{e}")).with_param("package"))?;
+        let version = version(&body.version).map_err(|e| e.with_param("version"))?;
+        let installed = super::installs::install(&gateway, &provider, &package, &version).await?;
+        Ok(Json(json!(installed)).into_response())
+    })
+    .await
+}

@@ -1,0 +1,125 @@
+//! The package registry inside the gateway: opening it (`[registry]` config),
+//! seeding the built-in adapters into it, the HTTP API (`api.rs`) and
+//! hot-installed provider adapters (`installs.rs`), and the same as
+//! control-plane operations (`ops.rs`). The package model, storage
+//! and index are the `tollgate-registry` crate.
+
+pub mod api;
+pub mod installs;
+pub mod ops;
+
+use std::path::Path;
+
+use anyhow::Context;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tollgate_registry::{BlobStore, Content, Digest, Index, Manifest, Metadata, PackageKind, Registry, StorageConfig};
+
+pub use installs::Installs;
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// Blob storage: `{ backend = "local" }` (under `<data_dir>/registry`) or
+    /// `{ backend = "s3", bucket = "…", endpoint = "…" }`.
+    pub storage: StorageConfig,
+    /// Workspaces whose owners and admins may install adapters for providers
+    /// (a gateway-wide change). Empty: nobody installs over the API; adapters
+    /// can still be pinned by reference in `[providers]`.
+    pub operator_workspaces: Vec<String>,
+    /// How often to pick up installs made by other gateways sharing the
+    /// database (milliseconds; 0: never).
+    pub install_poll_ms: u64,
+    /// Bytes of package content (`PUT /v1/blobs`) one workspace may upload in
+    /// all, each blob counted once; over it, 413. 0: no quota.
+    pub workspace_quota_bytes: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            storage: StorageConfig::default(),
+            operator_workspaces: Vec::new(),
+            install_poll_ms: 2_000,
+            workspace_quota_bytes: 1 << 30,
+        }
+    }
+}
+
+/// The namespace of the gateway's own packages; no workspace can claim it.
+pub const BUILTIN_NAMESPACE: &str = "tollgate";
+/// Stands for the gateway itself as the owner of [`BUILTIN_NAMESPACE`].
+pub const GATEWAY_OWNER: &str = "";
+
+pub fn open(config: &RegistryConfig, data_dir: &Path, pool: sqlx::AnyPool) -> anyhow::Result<Registry> {
+    let blobs = BlobStore::open(&config.storage, &data_dir.join("registry")).context("registry storage")?;
+    tracing::info!(storage = blobs.describe(), "package registry");
+    Ok(Registry::new(Index::new(pool), blobs))
+}
+
+/// The registry version of a built-in adapter: the gateway's version, with
+/// the content digest as build metadata, so a rebuilt adapter is a new,
+/// distinct version rather than a rewrite of a published one.
+pub fn builtin_version(bytes: &[u8]) -> semver::Version {
+    let mut version: semver::Version = env!("CARGO_PKG_VERSION").parse().expect("crate version is semver");
+    let digest = Digest::of(bytes);
+    version.build =
+        semver::BuildMetadata::new(&format!("sha256.{}", &digest.hex()[..16])).expect("hex is valid build metadata");
+    version
+}
+
+/// Publishes every built-in adapter as `tollgate/<name>@<version>` unless that
+/// exact version is already there.
+pub async fn seed_builtins(registry: &Registry) -> anyhow::Result<()> {
+    registry
+        .index
+        .claim_namespace(BUILTIN_NAMESPACE, GATEWAY_OWNER)
+        .await
+        .context("claiming the built-in namespace")?;
+    for (name, bytes) in tollgate_plugin_host::builtin_components() {
+        let manifest = Manifest {
+            schema_version: tollgate_registry::manifest::SCHEMA_VERSION,
+            kind: PackageKind::ProviderAdapter,
+            name: format!("{BUILTIN_NAMESPACE}/{name}")
+                .parse()
+                .context("built-in adapter name")?,
+            version: builtin_version(bytes),
+            description: format!("Built-in provider adapter '{name}'"),
+            license: env!("CARGO_PKG_LICENSE").into(),
+            content: Content {
+                digest: Digest::of(bytes),
+                size: bytes.len() as u64,
+                media_type: tollgate_registry::manifest::WASM_MEDIA_TYPE.into(),
+            },
+            dependencies: Default::default(),
+            metadata: Metadata {
+                world: PackageKind::ProviderAdapter.wit_world().map(str::to_string),
+                ..Default::default()
+            },
+        };
+        if registry.index.version(&manifest.name, &manifest.version).await.is_ok() {
+            continue;
+        }
+        match registry.publish(&manifest, Bytes::from_static(bytes), "gateway").await {
+            Ok(_) | Err(tollgate_registry::RegistryError::Conflict(_)) => {}
+            Err(e) => return Err(anyhow::anyhow!("seeding {}: {e}", manifest.name)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_versions_carry_the_content_digest() {
+        let a = builtin_version(b"one build");
+        let b = builtin_version(b"another build");
+        assert_eq!(a.to_string().split('+').next(), Some(env!("CARGO_PKG_VERSION")));
+        assert!(a.build.as_str().starts_with("sha256."), "{a}");
+        assert_ne!(a, b, "different content, different version");
+        assert_eq!(a, builtin_version(b"one build"));
+        assert_eq!(a.to_string().parse::<semver::Version>().unwrap(), a);
+    }
+}

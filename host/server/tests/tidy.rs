@@ -1,0 +1,154 @@
+//! Tidy checks on the source tree itself (as rust-analyzer's tidy test does):
+//! the crate graph is the one docs/ARCHITECTURE.md documents, so no crate
+//! grows a dependency its concern should not have, and every crate and module
+//! opens with a `//!` header saying what it owns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// `crate name (a trailing * matches any suffix)` → the workspace crates it may
+/// depend on, from the table between the crate-graph markers.
+fn documented_graph() -> Vec<(String, BTreeSet<String>)> {
+    let text = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let start = text.find("<!-- crate-graph -->").expect("the crate-graph markers");
+    let end = text.find("<!-- /crate-graph -->").expect("the crate-graph end marker");
+    let names = |cell: &str| -> Vec<String> {
+        cell.split(',')
+            .map(|n| n.trim().trim_matches('`').to_string())
+            .filter(|n| !n.is_empty())
+            .collect()
+    };
+    text[start..end]
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
+            assert_eq!(cells.len(), 3, "a crate-graph row has three cells: {line}");
+            (names(cells[0]).remove(0), names(cells[2]).into_iter().collect())
+        })
+        .collect()
+}
+
+/// Each workspace member → its normal dependencies on other members.
+fn actual_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let members: BTreeSet<String> = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|package| {
+            let deps = package["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .map(|d| d["name"].as_str().unwrap().to_string())
+                .filter(|name| members.contains(name))
+                .collect();
+            (package["name"].as_str().unwrap().to_string(), deps)
+        })
+        .collect()
+}
+
+fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
+}
+
+#[test]
+fn the_crate_graph_is_the_documented_one() {
+    let documented = documented_graph();
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (name, deps) in actual_graph() {
+        let Some((pattern, allowed)) = documented.iter().find(|(p, _)| matches(p, &name)) else {
+            problems.push(format!("{name} is not in docs/ARCHITECTURE.md's crate graph"));
+            continue;
+        };
+        seen.insert(pattern.clone());
+        for dep in deps.difference(allowed) {
+            problems.push(format!("{name} depends on {dep}, which its row does not allow"));
+        }
+        // Exact rows (not globs) must list exactly what the crate uses, so the
+        // document never claims an edge that is gone.
+        if !pattern.ends_with('*') {
+            for stale in allowed.difference(&deps) {
+                problems.push(format!("{name}'s row allows {stale}, which it does not depend on"));
+            }
+        }
+    }
+    for (pattern, _) in &documented {
+        if !seen.contains(pattern) {
+            problems.push(format!(
+                "the crate graph lists {pattern}, which is not a workspace crate"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "crate graph problems:\n{}", problems.join("\n"));
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_crate_and_module_has_a_doc_header() {
+    let root = root();
+    let mut sources = Vec::new();
+    let crate_dirs = ["host", "plugins"]
+        .iter()
+        .flat_map(|parent| std::fs::read_dir(root.join(parent)).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .chain(["registry", "mock-upstream", "plugin-sdk"].iter().map(|d| root.join(d)));
+    for dir in crate_dirs {
+        if dir.join("src").is_dir() {
+            rust_files(&dir.join("src"), &mut sources);
+        }
+    }
+    assert!(sources.len() > 50, "found the sources ({})", sources.len());
+    let missing: Vec<String> = sources
+        .iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap();
+            !text.trim_start().starts_with("//!")
+        })
+        .map(|path| path.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "files without a `//!` header:\n{}",
+        missing.join("\n")
+    );
+}
