@@ -3,7 +3,7 @@
 //! permissions, public cacheable reads, yank semantics, a hot upgrade under
 //! load, and the same rules on S3-compatible storage (a local moto server).
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

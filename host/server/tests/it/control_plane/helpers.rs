@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::common::{Gateway, standard_config, start_mock};
+use crate::common::{Gateway, standard_config, start_mock};
 
 pub const EXTRA: &str = "[control_plane]\nsignup_per_minute = 1000\n";
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::common::{Gateway, standard_config, start_mock};
+use crate::common::{Gateway, standard_config, start_mock};
 use super::helpers::*;
 
 fn normalize(value: &Value, seen: &mut HashMap<String, usize>, world: &str) -> Value {
@@ -171,7 +171,7 @@ async fn every_op_answers_the_same_through_send_message_and_its_extension_method
 
 #[tokio::test]
 async fn the_contract_holds_on_postgres() {
-    let Some(schema) = super::common::PgSchema::create().await else {
+    let Some(schema) = crate::common::PgSchema::create().await else {
         return;
     };
     let mock = start_mock(Default::default()).await;

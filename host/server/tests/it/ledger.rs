@@ -3,7 +3,7 @@
 //! reconciliation, frozen prices across a reload, settled streams, and recovery
 //! after kill -9.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

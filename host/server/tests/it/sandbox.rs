@@ -1,7 +1,7 @@
 //! Misbehaving adapters (trap, infinite loop, memory bomb) fail only their own
 //! request with a 502 naming the adapter; the next request succeeds.
 
-mod common;
+use crate::common;
 
 use common::{Gateway, assert_error_shape, standard_config, start_mock};
 use serde_json::json;

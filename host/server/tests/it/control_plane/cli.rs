@@ -7,7 +7,7 @@ use super::helpers::*;
 /// Runs `tollgate ARGS` as a control-plane client with `env`; returns
 /// (success, stdout, stderr).
 fn cli(env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
-    let output = std::process::Command::new(super::common::BIN)
+    let output = std::process::Command::new(crate::common::BIN)
         .args(args)
         .env_remove("TOLLGATE_URL")
         .env_remove("TOLLGATE_API_KEY")
@@ -105,8 +105,8 @@ async fn the_cli_drives_the_control_plane_end_to_end() {
     assert_eq!(status, 200);
     let usage = json(&["usage", "--key", key_id, "--limit", "5"]);
     assert_eq!(usage["entries"][0]["request_id"], chat["service"]["request_id"]);
-    let posted = super::common::nanos(json(&["wallet"])["posted_usd"].as_str().unwrap());
-    let cost = super::common::nanos(usage["entries"][0]["cost_usd"].as_str().unwrap());
+    let posted = crate::common::nanos(json(&["wallet"])["posted_usd"].as_str().unwrap());
+    let cost = crate::common::nanos(usage["entries"][0]["cost_usd"].as_str().unwrap());
     assert!(cost > 0);
     assert_eq!(posted + cost, 1_000_000_000);
     let request_id = chat["service"]["request_id"].as_str().unwrap();

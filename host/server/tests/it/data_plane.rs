@@ -1,6 +1,6 @@
 //! The OpenAI-compatible request path against the real binary and the mock.
 
-mod common;
+use crate::common;
 
 use common::{Gateway, standard_config, start_mock};
 use serde_json::{Value, json};

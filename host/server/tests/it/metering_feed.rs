@@ -2,7 +2,7 @@
 //! sees every settled row exactly once while writers commit out of order, and
 //! an upgrade from the old outbox table redelivers what it had not delivered.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Every error case answers with its status and an OpenAI-shaped body, and the
 //! gateway keeps serving afterwards.
 
-mod common;
+use crate::common;
 
 use common::{Gateway, assert_error_shape, free_port, standard_config, start_mock};
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! ledger, NATS JetStream receives one event per request, and the default file
 //! sink writes JSON lines.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

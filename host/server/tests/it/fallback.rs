@@ -1,7 +1,7 @@
 //! Ordered fallback before the answer starts: scripted upstream faults make the
 //! primary fail, and the next candidate answers inside the same response.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! The built-in provider catalog (`host/catalog/*.toml`): enough providers,
+//! The built-in provider catalog (`host/routing/catalog/*.toml`): enough providers,
 //! every entry complete and well formed, ids unique across files, and the
 //! whole catalog loads into routes.
 

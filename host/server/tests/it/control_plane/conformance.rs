@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::common::{Gateway, standard_config, start_mock};
+use crate::common::{Gateway, standard_config, start_mock};
 use super::helpers::*;
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! limits never take its healthy siblings offline, and a half-open trial that
 //! is cancelled gives its place back.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

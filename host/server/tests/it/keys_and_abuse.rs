@@ -4,10 +4,8 @@
 //! request rates (429 + `Retry-After`); per-client sign-up budgets that invalid
 //! input does not spend; the namespace limit and the blob-upload quota.
 
-mod common;
-#[allow(dead_code)]
-#[path = "control_plane/helpers.rs"]
-mod helpers;
+use crate::common;
+use crate::control_plane::helpers;
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! `GET /v1/models`: the whole catalog with snapshot prices, availability
 //! (credentials and circuit breakers), provider details, and query filters.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,0 +1,20 @@
+//! The server's integration tests, linked into one binary: each module starts
+//! the real `tollgate` binary (or opens the databases) on its own ports and
+//! data directory, so they run side by side. One binary instead of one per
+//! file keeps linking — which pulls in wasmtime each time — to once.
+
+mod breakers;
+mod catalog;
+mod common;
+mod control_plane;
+mod data_plane;
+mod errors;
+mod fallback;
+mod keys_and_abuse;
+mod ledger;
+mod metering;
+mod metering_feed;
+mod models;
+mod registry;
+mod sandbox;
+mod tidy;
