@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Gateway, standard_config, start_mock};
 use super::helpers::*;
+use crate::common::{Gateway, standard_config, start_mock};
 
 #[tokio::test]
 async fn conformance_mode_follows_the_compatibility_kit_scripts() {

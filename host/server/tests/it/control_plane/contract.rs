@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::common::{Gateway, standard_config, start_mock};
 use super::helpers::*;
+use crate::common::{Gateway, standard_config, start_mock};
 
 fn normalize(value: &Value, seen: &mut HashMap<String, usize>, world: &str) -> Value {
     match value {
