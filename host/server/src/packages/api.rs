@@ -176,7 +176,7 @@ async fn package_index(
 ) -> Response {
     answer(request_id, async move {
         let name = package_name(&namespace, &name)?;
-        let versions = packages.registry.index.versions(&name).await.map_err(|e| registry_error(e))?;
+        let versions = packages.registry.index.versions(&name).await.map_err(registry_error)?;
         let kind = versions.first().map(|v| v.manifest.kind);
         Ok(cached(
             SHORT,
@@ -198,7 +198,7 @@ async fn manifest(
             .index
             .version(&name, &version(&text)?)
             .await
-            .map_err(|e| registry_error(e))?;
+            .map_err(registry_error)?;
         // The manifest is immutable; yank and deprecation state live in the index.
         Ok(cached(
             IMMUTABLE,
@@ -216,7 +216,7 @@ async fn blob(State(packages): State<Arc<Packages>>, request_id: RequestId, Path
             .blobs
             .get(&digest)
             .await
-            .map_err(|e| registry_error(e))?;
+            .map_err(registry_error)?;
         let mut response = (
             [
                 (header::CACHE_CONTROL, IMMUTABLE),
