@@ -211,12 +211,7 @@ async fn manifest(
 async fn blob(State(packages): State<Arc<Packages>>, request_id: RequestId, Path(digest): Path<String>) -> Response {
     answer(request_id, async move {
         let digest: Digest = digest.parse().map_err(|e| bad(format!("{e}")))?;
-        let content = packages
-            .registry
-            .blobs
-            .get(&digest)
-            .await
-            .map_err(registry_error)?;
+        let content = packages.registry.blobs.get(&digest).await.map_err(registry_error)?;
         let mut response = (
             [
                 (header::CACHE_CONTROL, IMMUTABLE),
