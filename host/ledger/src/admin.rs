@@ -57,6 +57,24 @@ pub async fn credit(database: &Database, workspace_id: &str, amount: Nanos) -> a
     Ok(())
 }
 
+/// Opens a new workspace's wallet inside the caller's transaction (the one that
+/// creates the workspace), with `opening` credit journaled when it is positive.
+pub async fn open_wallet(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    workspace_id: &str,
+    opening: Nanos,
+) -> sqlx::Result<()> {
+    sqlx::query("INSERT INTO wallets (workspace_id, balance_nano, reserved_nano) VALUES ($1, $2, 0)")
+        .bind(workspace_id)
+        .bind(opening.0.max(0))
+        .execute(&mut **tx)
+        .await?;
+    if opening.0 > 0 {
+        journal_credit(tx, workspace_id, opening).await?;
+    }
+    Ok(())
+}
+
 /// The journal entry for a credit, inside the caller's transaction.
 pub async fn journal_credit(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
@@ -189,4 +207,86 @@ pub async fn request_log(database: &Database, request_id: &str) -> anyhow::Resul
         "started_at_ms": started_at_ms,
         "duration_ms": duration_ms,
     })))
+}
+
+/// Which of a workspace's request-log rows to list, newest first.
+#[derive(Clone, Debug, Default)]
+pub struct UsageQuery {
+    pub workspace_id: String,
+    /// Only requests started at or after this time (Unix milliseconds).
+    pub since_ms: Option<i64>,
+    /// Only requests started before this time (Unix milliseconds).
+    pub until_ms: Option<i64>,
+    /// Only requests made with this key.
+    pub key_id: Option<String>,
+    /// Only request ids below this one (the last id of the previous page).
+    pub before_request_id: Option<String>,
+    pub limit: u32,
+}
+
+/// One request-log row as a usage listing shows it.
+#[derive(Clone, Debug)]
+pub struct UsageRow {
+    pub request_id: String,
+    pub key_id: String,
+    pub model: String,
+    pub provider: Option<String>,
+    pub outcome: String,
+    pub status: Option<i64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cost: Nanos,
+    pub started_at_ms: i64,
+    pub duration_ms: i64,
+}
+
+/// A workspace's request log, newest first, at most `query.limit` rows. Request
+/// ids are time-ordered (UUID v7), so "before this id" pages backwards in time.
+pub async fn usage(database: &Database, query: &UsageQuery) -> anyhow::Result<Vec<UsageRow>> {
+    type Row = (
+        String,
+        String,
+        String,
+        Option<String>,
+        String,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        i64,
+        i64,
+        i64,
+    );
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT request_id, key_id, model, provider, outcome, status, input_tokens, output_tokens, cost_nano, \
+         started_at_ms, duration_ms FROM request_log \
+         WHERE workspace_id = $1 AND started_at_ms >= $2 AND started_at_ms < $3 \
+         AND ($4 = '' OR key_id = $4) AND ($5 = '' OR request_id < $5) \
+         ORDER BY request_id DESC LIMIT $6",
+    )
+    .bind(&query.workspace_id)
+    .bind(query.since_ms.unwrap_or(0))
+    .bind(query.until_ms.unwrap_or(i64::MAX))
+    .bind(query.key_id.as_deref().unwrap_or_default())
+    .bind(query.before_request_id.as_deref().unwrap_or_default())
+    .bind(i64::from(query.limit))
+    .fetch_all(&database.pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(request_id, key_id, model, provider, outcome, status, input, output, cost, started, duration)| UsageRow {
+                request_id,
+                key_id,
+                model,
+                provider,
+                outcome,
+                status,
+                input_tokens: input,
+                output_tokens: output,
+                cost: Nanos(cost),
+                started_at_ms: started,
+                duration_ms: duration,
+            },
+        )
+        .collect())
 }

@@ -18,7 +18,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-pub use admin::{WalletBalances, credit, journal_credit, request_log, verify, wallet};
+pub use admin::{
+    UsageQuery, UsageRow, WalletBalances, credit, journal_credit, open_wallet, request_log, usage, verify, wallet,
+};
 pub use sweeper::sweep;
 pub use writer::RequestLogRow;
 

@@ -146,7 +146,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => {
             let config = load(&args.config, args.listen.clone())?;
-            let gateway = crate::server::Gateway::start(config).await?;
+            let gateway = crate::app::Gateway::start(config).await?;
             tokio::spawn(reload_on_hangup(gateway.clone(), args));
             crate::server::serve(gateway, shutdown_signal()).await
         }
@@ -230,7 +230,7 @@ async fn open_database(args: &ConfigArgs) -> anyhow::Result<tollgate_core::db::D
 
 /// SIGHUP re-reads the configuration and swaps in the new providers and prices
 /// (a new pricing snapshot); requests in flight keep the prices they started with.
-async fn reload_on_hangup(gateway: std::sync::Arc<crate::server::Gateway>, args: ServeArgs) {
+async fn reload_on_hangup(gateway: std::sync::Arc<crate::app::Gateway>, args: ServeArgs) {
     #[cfg(unix)]
     {
         let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {

@@ -6,6 +6,7 @@
 //! `tollgate-ledger` and `tollgate-metering`.
 
 pub mod accounts;
+pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;

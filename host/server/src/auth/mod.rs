@@ -2,7 +2,8 @@
 //! random base62 characters; only its SHA-256 is stored. Lookups hit an in-memory
 //! cache first so the database stays off the hot path; [`KeyResolver`] says how
 //! that cache stays correct when several gateways share one database.
-//! `permissions` holds the role → permission table both planes check.
+//! `permissions` holds the role → permission table both planes check;
+//! `caller` holds auth's handler state and the data plane's `Caller` extractor.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +15,10 @@ use rand::distr::Alphanumeric;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+mod caller;
 pub mod permissions;
+
+pub use caller::{AuthState, Caller};
 
 use permissions::Role;
 use tollgate_core::db::{Backend, Database, Db};
@@ -163,6 +167,9 @@ type Tx = sqlx::Transaction<'static, sqlx::Any>;
 /// [`UNWATCHED_TTL`], so a revoked key is refused within about a second even
 /// then. SQLite has no feed: cached keys are always re-read after
 /// [`UNWATCHED_TTL`], which also covers two processes sharing one file.
+///
+/// Clones share one cache (auth resolves through it, accounts evict from it).
+#[derive(Clone)]
 pub struct KeyResolver {
     shared: Arc<Shared>,
 }

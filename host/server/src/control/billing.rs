@@ -1,5 +1,6 @@
 //! Read-only operations on money: the wallet, the request log and one request's
-//! trace. They reuse the ledger's own views.
+//! trace. They read through the ledger's own views (`tollgate_ledger`), which
+//! own `wallets` and `request_log`, and the accounts API for the plan.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -8,7 +9,6 @@ use serde_json::Value;
 use super::error::OpError;
 use super::registry::Ctx;
 use super::workspaces::Target;
-use tollgate_core::money::Nanos;
 
 #[derive(Serialize, JsonSchema)]
 pub struct Wallet {
@@ -22,11 +22,8 @@ pub struct Wallet {
 
 pub async fn wallet(ctx: &Ctx, _params: Target) -> Result<Wallet, OpError> {
     let workspace_id = &ctx.scope().workspace_id;
-    let balances = tollgate_ledger::wallet(ctx.database(), workspace_id).await?;
-    let plan: String = sqlx::query_scalar("SELECT plan FROM workspaces WHERE id = $1")
-        .bind(workspace_id)
-        .fetch_one(&ctx.database().pool)
-        .await?;
+    let balances = tollgate_ledger::wallet(ctx.ledger_views(), workspace_id).await?;
+    let plan = ctx.accounts().plan(workspace_id).await?;
     Ok(Wallet {
         workspace_id: balances.workspace_id,
         plan,
@@ -83,20 +80,6 @@ pub struct UsagePage {
     pub next_cursor: Option<String>,
 }
 
-type UsageRow = (
-    String,
-    String,
-    String,
-    Option<String>,
-    String,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    i64,
-    i64,
-    i64,
-);
-
 /// Newest first. Request ids are time-ordered (UUID v7), so the cursor is the
 /// last id shown and the next page is every id below it.
 pub async fn usage(ctx: &Ctx, params: UsageParams) -> Result<UsagePage, OpError> {
@@ -104,42 +87,32 @@ pub async fn usage(ctx: &Ctx, params: UsageParams) -> Result<UsagePage, OpError>
     if limit == 0 || limit > MAX_PAGE {
         return Err(OpError::InvalidParams(format!("limit must be 1 to {MAX_PAGE}")));
     }
-    let rows: Vec<UsageRow> = sqlx::query_as(
-        "SELECT request_id, key_id, model, provider, outcome, status, input_tokens, output_tokens, cost_nano, \
-         started_at_ms, duration_ms FROM request_log \
-         WHERE workspace_id = $1 AND started_at_ms >= $2 AND started_at_ms < $3 \
-         AND ($4 = '' OR key_id = $4) AND ($5 = '' OR request_id < $5) \
-         ORDER BY request_id DESC LIMIT $6",
-    )
-    .bind(&ctx.scope().workspace_id)
-    .bind(params.since_ms.unwrap_or(0))
-    .bind(params.until_ms.unwrap_or(i64::MAX))
-    .bind(params.key_id.unwrap_or_default())
-    .bind(params.cursor.unwrap_or_default())
-    .bind(i64::from(limit) + 1)
-    .fetch_all(&ctx.database().pool)
-    .await?;
+    let query = tollgate_ledger::UsageQuery {
+        workspace_id: ctx.scope().workspace_id.clone(),
+        since_ms: params.since_ms,
+        until_ms: params.until_ms,
+        key_id: params.key_id,
+        before_request_id: params.cursor,
+        limit: limit + 1,
+    };
+    let rows = tollgate_ledger::usage(ctx.ledger_views(), &query).await?;
     let more = rows.len() > limit as usize;
     let entries: Vec<UsageEntry> = rows
         .into_iter()
         .take(limit as usize)
-        .map(
-            |(request_id, key_id, model, provider, outcome, status, input, output, cost, started, duration)| {
-                UsageEntry {
-                    request_id,
-                    key_id,
-                    model,
-                    provider,
-                    outcome,
-                    status,
-                    input_tokens: input,
-                    output_tokens: output,
-                    cost_usd: Nanos(cost).usd_string(),
-                    started_at_ms: started,
-                    duration_ms: duration,
-                }
-            },
-        )
+        .map(|row| UsageEntry {
+            request_id: row.request_id,
+            key_id: row.key_id,
+            model: row.model,
+            provider: row.provider,
+            outcome: row.outcome,
+            status: row.status,
+            input_tokens: row.input_tokens,
+            output_tokens: row.output_tokens,
+            cost_usd: row.cost.usd_string(),
+            started_at_ms: row.started_at_ms,
+            duration_ms: row.duration_ms,
+        })
         .collect();
     let next_cursor = more.then(|| entries.last().map(|e| e.request_id.clone())).flatten();
     Ok(UsagePage { entries, next_cursor })
@@ -158,7 +131,7 @@ pub struct RequestParams {
 /// "not found".
 pub async fn request(ctx: &Ctx, params: RequestParams) -> Result<Value, OpError> {
     let not_found = || OpError::NotFound(format!("request '{}'", params.request_id));
-    let row = tollgate_ledger::request_log(ctx.database(), &params.request_id)
+    let row = tollgate_ledger::request_log(ctx.ledger_views(), &params.request_id)
         .await?
         .ok_or_else(not_found)?;
     if row["workspace_id"].as_str() != Some(ctx.scope().workspace_id.as_str()) {

@@ -71,6 +71,17 @@ impl OpError {
     }
 }
 
+impl From<crate::accounts::AccountError> for OpError {
+    fn from(error: crate::accounts::AccountError) -> Self {
+        use crate::accounts::AccountError;
+        match error {
+            AccountError::EmailTaken(_) | AccountError::AlreadyMember(_) => OpError::AlreadyExists(error.to_string()),
+            AccountError::Database(e) => e.into(),
+            AccountError::Other(e) => OpError::Internal(e),
+        }
+    }
+}
+
 impl From<sqlx::Error> for OpError {
     fn from(e: sqlx::Error) -> Self {
         OpError::Internal(e.into())

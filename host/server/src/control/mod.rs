@@ -27,7 +27,9 @@ use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use crate::server::Gateway;
+use crate::accounts::Accounts;
+use crate::packages::Packages;
+use tollgate_core::db::Database;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -67,13 +69,21 @@ impl Default for ControlPlaneConfig {
     }
 }
 
-/// Control-plane state held by the gateway: the sign-up rate limit.
-pub struct ControlState {
+/// The control plane's state: its settings, the sign-up rate limit, and the
+/// APIs of the concerns its operations act on (accounts, packages, the
+/// ledger's views). Its handlers take this and nothing else.
+pub struct ControlPlane {
     config: ControlPlaneConfig,
     signups: crate::rate_limit::IpRateLimiter,
+    accounts: Accounts,
+    packages: Arc<Packages>,
+    /// The task store's and the ledger views' database.
+    database: Database,
+    /// `limits.key_requests_per_minute`: a key's own limit may only tighten it.
+    key_requests_per_minute: u32,
 }
 
-impl ControlState {
+impl ControlPlane {
     /// Refuses a configuration this build cannot honour.
     pub fn check(config: &ControlPlaneConfig) -> anyhow::Result<()> {
         anyhow::ensure!(
@@ -84,10 +94,20 @@ impl ControlState {
         Ok(())
     }
 
-    pub fn new(config: &ControlPlaneConfig) -> Self {
+    pub fn new(
+        config: &ControlPlaneConfig,
+        accounts: Accounts,
+        packages: Arc<Packages>,
+        database: Database,
+        key_requests_per_minute: u32,
+    ) -> Self {
         Self {
             config: config.clone(),
             signups: crate::rate_limit::IpRateLimiter::per_minute(config.signup_per_minute),
+            accounts,
+            packages,
+            database,
+            key_requests_per_minute,
         }
     }
 
@@ -115,7 +135,7 @@ impl ControlState {
     }
 }
 
-pub fn routes(config: &ControlPlaneConfig) -> Router<Arc<Gateway>> {
+pub fn routes(config: &ControlPlaneConfig) -> Router<crate::app::AppState> {
     let endpoint = post(rpc::endpoint).layer(DefaultBodyLimit::max(config.max_body_bytes));
     Router::new()
         .route("/.well-known/agent-card.json", get(agent_card))
@@ -126,6 +146,6 @@ pub fn routes(config: &ControlPlaneConfig) -> Router<Arc<Gateway>> {
         .route("/a2a/", endpoint)
 }
 
-async fn agent_card(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> axum::Json<serde_json::Value> {
-    axum::Json(card::agent_card(&gateway.control.public_url(Some(&headers)), false))
+async fn agent_card(State(control): State<Arc<ControlPlane>>, headers: HeaderMap) -> axum::Json<serde_json::Value> {
+    axum::Json(card::agent_card(&control.public_url(Some(&headers)), false))
 }

@@ -10,12 +10,14 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::ControlPlane;
 use super::error::OpError;
 use super::{billing, members, workspaces};
+use crate::accounts::Accounts;
 use crate::auth::Principal;
 use crate::auth::permissions::{Permission, Role};
+use crate::packages::Packages;
 use crate::packages::ops as pkg;
-use crate::server::Gateway;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -37,7 +39,7 @@ pub struct Scope {
 }
 
 pub struct Ctx {
-    pub gateway: Arc<Gateway>,
+    pub control: Arc<ControlPlane>,
     pub caller: Option<Arc<Principal>>,
     pub scope: Option<Scope>,
     /// The client's address (behind trusted proxies, see `rate_limit::client_ip`),
@@ -55,8 +57,21 @@ impl Ctx {
         self.scope.as_ref().expect("workspace op without scope")
     }
 
-    pub fn database(&self) -> &tollgate_core::db::Database {
-        &self.gateway.database
+    pub fn accounts(&self) -> &Accounts {
+        &self.control.accounts
+    }
+
+    pub fn packages(&self) -> &Packages {
+        &self.control.packages
+    }
+
+    pub fn settings(&self) -> &super::ControlPlaneConfig {
+        &self.control.config
+    }
+
+    /// The database the ledger's read-only views take.
+    pub fn ledger_views(&self) -> &tollgate_core::db::Database {
+        &self.control.database
     }
 }
 
@@ -185,7 +200,7 @@ pub fn by_method(method: &str) -> Option<&'static Op> {
 /// handler with validated params.
 pub async fn run(
     op: &Op,
-    gateway: Arc<Gateway>,
+    control: Arc<ControlPlane>,
     caller: Option<Arc<Principal>>,
     client_ip: Option<std::net::IpAddr>,
     params: Value,
@@ -196,7 +211,7 @@ pub async fn run(
         _ => return Err(OpError::InvalidParams("params must be an object".into())),
     };
     let mut ctx = Ctx {
-        gateway,
+        control,
         caller,
         scope: None,
         client_ip,
@@ -239,7 +254,7 @@ async fn resolve_scope(ctx: &Ctx, target: Option<String>) -> Result<Scope, OpErr
     }
     let Some(user_id) = &caller.user_id else {
         // A key from before users existed acts as owner of its own workspace only.
-        return if workspace_id == caller.workspace_id && workspaces::is_live(ctx, &workspace_id).await? {
+        return if workspace_id == caller.workspace_id && ctx.accounts().workspace_is_live(&workspace_id).await? {
             Ok(Scope {
                 workspace_id,
                 role: caller.role,
@@ -248,14 +263,10 @@ async fn resolve_scope(ctx: &Ctx, target: Option<String>) -> Result<Scope, OpErr
             Err(not_found())
         };
     };
-    let role: Option<String> = sqlx::query_scalar(
-        "SELECT m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id \
-         WHERE m.workspace_id = $1 AND m.user_id = $2 AND w.deleted_at IS NULL",
-    )
-    .bind(&workspace_id)
-    .bind(user_id)
-    .fetch_optional(&ctx.database().pool)
-    .await?;
-    let role = role.and_then(|r| Role::parse(&r)).ok_or_else(not_found)?;
+    let role = ctx
+        .accounts()
+        .role_in(&workspace_id, user_id)
+        .await?
+        .ok_or_else(not_found)?;
     Ok(Scope { workspace_id, role })
 }

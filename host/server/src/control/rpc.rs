@@ -14,17 +14,18 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::ControlPlane;
 use super::error::{OpError, RpcError};
 use super::registry::{self, Op};
 use super::{card, protojson, tasks};
-use crate::auth::Principal;
-use crate::server::Gateway;
+use crate::auth::{AuthState, Principal};
 use tollgate_core::db::new_id;
 
 const MAX_BATCH: usize = 100;
 
 pub async fn endpoint(
-    State(gateway): State<Arc<Gateway>>,
+    State(control): State<Arc<ControlPlane>>,
+    State(auth): State<Arc<AuthState>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -40,7 +41,7 @@ pub async fn endpoint(
         let error = RpcError::content_type_not_supported(&content_type);
         return reply(StatusCode::UNSUPPORTED_MEDIA_TYPE, error_response(Value::Null, &error));
     }
-    let caller = match authenticate(&gateway, &headers).await {
+    let caller = match authenticate(&control, &auth, &headers).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };
@@ -52,11 +53,11 @@ pub async fn endpoint(
     let client_ip = crate::rate_limit::client_ip(
         peer.map(|Extension(ConnectInfo(address))| address.ip()),
         &headers,
-        &gateway.config.control_plane.trusted_proxies,
+        &control.config.trusted_proxies,
     );
     let call = Call {
-        base_url: gateway.control.public_url(Some(&headers)),
-        gateway,
+        base_url: control.public_url(Some(&headers)),
+        control,
         caller,
         client_ip,
         version,
@@ -183,10 +184,15 @@ fn unsupported_content_type(headers: &HeaderMap) -> Option<String> {
 
 /// No key is fine (only `accounts.signup` and discovery work without one); a
 /// key that does not resolve fails the whole HTTP request with 401.
-async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Option<Arc<Principal>>, Response> {
+#[cfg_attr(not(feature = "a2a-conformance"), allow(unused_variables))]
+async fn authenticate(
+    control: &ControlPlane,
+    auth: &AuthState,
+    headers: &HeaderMap,
+) -> Result<Option<Arc<Principal>>, Response> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         #[cfg(feature = "a2a-conformance")]
-        if gateway.control.conformance_mode() {
+        if control.conformance_mode() {
             return Ok(Some(super::conformance::sandbox_principal()));
         }
         return Ok(None);
@@ -210,7 +216,7 @@ async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Option<A
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim)
         .ok_or_else(|| unauthorized("The Authorization header must be 'Bearer <API key>'."))?;
-    match gateway.keys.resolve(secret).await {
+    match auth.resolve(secret).await {
         Ok(Some(principal)) => Ok(Some(principal)),
         Ok(None) => Err(unauthorized("Invalid API key.")),
         Err(e) => {
@@ -248,7 +254,7 @@ fn owner(principal: &Principal) -> String {
 
 struct Call {
     base_url: String,
-    gateway: Arc<Gateway>,
+    control: Arc<ControlPlane>,
     caller: Option<Arc<Principal>>,
     client_ip: Option<IpAddr>,
     version: Result<(), RpcError>,
@@ -281,7 +287,7 @@ impl Call {
     async fn method(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         if let Some(op) = registry::by_method(method) {
             // Extension methods take the op's own params, which are not proto messages.
-            return registry::run(op, self.gateway.clone(), self.caller.clone(), self.client_ip, params)
+            return registry::run(op, self.control.clone(), self.caller.clone(), self.client_ip, params)
                 .await
                 .map_err(OpError::into_rpc);
         }
@@ -293,7 +299,7 @@ impl Call {
             "CancelTask" => {
                 let caller = self.require_caller()?;
                 let id = string_param(&params, "id")?.ok_or_else(|| RpcError::invalid_params("id is required"))?;
-                tasks::cancel(&self.gateway.database, &owner(caller), &id).await
+                tasks::cancel(&self.control.database, &owner(caller), &id).await
             }
             "GetExtendedAgentCard" => {
                 self.require_caller()?;
@@ -324,9 +330,9 @@ impl Call {
         let (op, op_params) = match parse_op(message) {
             Ok(parsed) => parsed,
             #[cfg(feature = "a2a-conformance")]
-            Err(_) if self.gateway.control.conformance_mode() => {
+            Err(_) if self.control.conformance_mode() => {
                 let caller = self.require_caller()?;
-                let mut result = super::conformance::send(&self.gateway.database, &owner(caller), &params).await?;
+                let mut result = super::conformance::send(&self.control.database, &owner(caller), &params).await?;
                 if let Some(task) = result.get_mut("task") {
                     tasks::trim_history(task, history_length)?;
                 }
@@ -350,12 +356,12 @@ impl Call {
                 .caller
                 .as_deref()
                 .ok_or_else(|| RpcError::task_not_found(task_id))?;
-            tasks::load(&self.gateway.database, &owner(caller), task_id).await?;
+            tasks::load(&self.control.database, &owner(caller), task_id).await?;
             return Err(RpcError::unsupported(format!(
                 "Task '{task_id}' is in a terminal state; send a new message without taskId"
             )));
         }
-        let outcome = registry::run(op, self.gateway.clone(), self.caller.clone(), self.client_ip, op_params).await;
+        let outcome = registry::run(op, self.control.clone(), self.caller.clone(), self.client_ip, op_params).await;
         let mut task = tasks::op_task(op.name, message, &context_id, &outcome);
         let owner = match (&self.caller, &outcome) {
             (Some(caller), _) => Some(owner(caller)),
@@ -364,7 +370,7 @@ impl Call {
             (None, Err(_)) => None,
         };
         if let Some(owner) = owner {
-            tasks::save(&self.gateway.database, &owner, &task).await.map_err(|e| {
+            tasks::save(&self.control.database, &owner, &task).await.map_err(|e| {
                 tracing::error!("saving task: {e}");
                 RpcError::internal()
             })?;
@@ -376,7 +382,7 @@ impl Call {
     async fn get_task(&self, params: Value) -> Result<Value, RpcError> {
         let caller = self.require_caller()?;
         let id = string_param(&params, "id")?.ok_or_else(|| RpcError::invalid_params("id is required"))?;
-        let mut task = tasks::load(&self.gateway.database, &owner(caller), &id).await?;
+        let mut task = tasks::load(&self.control.database, &owner(caller), &id).await?;
         tasks::trim_history(&mut task, int_param(&params, "historyLength")?)?;
         Ok(task)
     }
@@ -418,7 +424,7 @@ impl Call {
             history_length: int_param(&params, "historyLength")?,
             include_artifacts,
         };
-        tasks::list(&self.gateway.database, &owner(caller), query).await
+        tasks::list(&self.control.database, &owner(caller), query).await
     }
 }
 

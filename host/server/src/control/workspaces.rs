@@ -1,4 +1,6 @@
-//! Operations on accounts, workspaces and namespaces.
+//! Operations on accounts, workspaces and namespaces. They check params and
+//! rules, then call the accounts API (`crate::accounts`) and the namespaces
+//! API (`crate::packages::namespaces`), which own the tables.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -6,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use super::error::OpError;
 use super::registry::Ctx;
 use crate::accounts::CreatedAccount;
+pub use crate::accounts::Workspace;
 use crate::auth::KeyScope;
-use tollgate_core::db::{new_id, now_unix};
+use crate::auth::permissions::Role;
+pub use crate::packages::namespaces::{Namespace, NamespaceList};
 use tollgate_core::money::Nanos;
 
 #[derive(Deserialize, JsonSchema)]
@@ -23,14 +27,13 @@ pub struct SignupParams {
 /// costs nothing; whether the e-mail is taken is found only after (by the
 /// insert), so probing for addresses spends the budget.
 pub async fn signup(ctx: &Ctx, params: SignupParams) -> Result<CreatedAccount, OpError> {
-    let settings = &ctx.gateway.config.control_plane;
-    let credit = Nanos::from_usd(&settings.signup_credit_usd)
+    let credit = Nanos::from_usd(&ctx.settings().signup_credit_usd)
         .map_err(|e| OpError::Internal(anyhow::anyhow!("control_plane.signup_credit_usd: {e}")))?;
     if params.name.trim().is_empty() || params.name.len() > 200 {
         return Err(OpError::InvalidParams("name must be 1 to 200 characters".into()));
     }
     let email = crate::accounts::normalize_email(&params.email).map_err(|e| OpError::InvalidParams(e.to_string()))?;
-    if let Err(wait) = ctx.gateway.control.signup_permitted(ctx.client_ip) {
+    if let Err(wait) = ctx.control.signup_permitted(ctx.client_ip) {
         return Err(OpError::ResourceExhausted(match wait {
             std::time::Duration::MAX => "Sign-up is closed on this gateway.".into(),
             wait => format!(
@@ -39,12 +42,7 @@ pub async fn signup(ctx: &Ctx, params: SignupParams) -> Result<CreatedAccount, O
             ),
         }));
     }
-    crate::accounts::signup(ctx.database(), &params.name, Some(&email), credit)
-        .await
-        .map_err(|e| match e.to_string().strip_prefix("EMAIL_TAKEN: ") {
-            Some(message) => OpError::AlreadyExists(message.to_string()),
-            None => OpError::Internal(e),
-        })
+    Ok(ctx.accounts().signup(&params.name, Some(&email), credit).await?)
 }
 
 /// Params of an op that needs nothing but its target workspace.
@@ -75,16 +73,6 @@ pub struct RenameParams {
 }
 
 #[derive(Serialize, JsonSchema)]
-pub struct Workspace {
-    pub workspace_id: String,
-    pub name: String,
-    pub plan: String,
-    /// The caller's role in this workspace.
-    pub role: String,
-    pub created_at: i64,
-}
-
-#[derive(Serialize, JsonSchema)]
 pub struct WorkspaceList {
     pub workspaces: Vec<Workspace>,
 }
@@ -102,28 +90,11 @@ fn check_name(name: &str) -> Result<String, OpError> {
     Ok(name.to_string())
 }
 
-pub async fn is_live(ctx: &Ctx, workspace_id: &str) -> Result<bool, OpError> {
-    let found: Option<String> = sqlx::query_scalar("SELECT id FROM workspaces WHERE id = $1 AND deleted_at IS NULL")
-        .bind(workspace_id)
-        .fetch_optional(&ctx.database().pool)
-        .await?;
-    Ok(found.is_some())
-}
-
-async fn load(ctx: &Ctx, workspace_id: &str, role: &str) -> Result<Workspace, OpError> {
-    let row: Option<(String, String, i64)> =
-        sqlx::query_as("SELECT name, plan, created_at FROM workspaces WHERE id = $1 AND deleted_at IS NULL")
-            .bind(workspace_id)
-            .fetch_optional(&ctx.database().pool)
-            .await?;
-    let (name, plan, created_at) = row.ok_or_else(|| OpError::NotFound(format!("workspace '{workspace_id}'")))?;
-    Ok(Workspace {
-        workspace_id: workspace_id.to_string(),
-        name,
-        plan,
-        role: role.to_string(),
-        created_at,
-    })
+async fn load(ctx: &Ctx, workspace_id: &str, role: Role) -> Result<Workspace, OpError> {
+    ctx.accounts()
+        .workspace(workspace_id, role)
+        .await?
+        .ok_or_else(|| OpError::NotFound(format!("workspace '{workspace_id}'")))
 }
 
 pub async fn create(ctx: &Ctx, params: CreateParams) -> Result<Workspace, OpError> {
@@ -139,94 +110,46 @@ pub async fn create(ctx: &Ctx, params: CreateParams) -> Result<Workspace, OpErro
         .user_id
         .clone()
         .ok_or_else(|| OpError::PermissionDenied("this key belongs to no user; create a user key first".into()))?;
-    let account_id: String = sqlx::query_scalar("SELECT account_id FROM workspaces WHERE id = $1")
-        .bind(&caller.workspace_id)
-        .fetch_one(&ctx.database().pool)
+    let workspace_id = ctx
+        .accounts()
+        .create_workspace(&caller.workspace_id, &user_id, &name)
         .await?;
-    let mut tx = ctx.database().begin_write().await?;
-    let workspace_id = crate::accounts::create_workspace(&mut tx, &account_id, &user_id, &name).await?;
-    tx.commit().await?;
-    load(ctx, &workspace_id, "owner").await
+    load(ctx, &workspace_id, Role::Owner).await
 }
 
 pub async fn list(ctx: &Ctx, _params: ListParams) -> Result<WorkspaceList, OpError> {
     let caller = ctx.caller()?;
     // A key limited to its workspace sees only that one.
     let user_id = caller.user_id.as_ref().filter(|_| caller.scope == KeyScope::User);
-    let rows: Vec<(String, String, String, i64, String)> = match user_id {
-        Some(user_id) => {
-            sqlx::query_as(
-                "SELECT w.id, w.name, w.plan, w.created_at, m.role FROM workspaces w \
-                 JOIN memberships m ON m.workspace_id = w.id \
-                 WHERE m.user_id = $1 AND w.deleted_at IS NULL ORDER BY w.created_at, w.id",
-            )
-            .bind(user_id)
-            .fetch_all(&ctx.database().pool)
+    let workspaces = match user_id {
+        Some(user_id) => ctx.accounts().workspaces_of(user_id).await?,
+        None => ctx
+            .accounts()
+            .workspace(&caller.workspace_id, caller.role)
             .await?
-        }
-        None => sqlx::query_as(
-            "SELECT id, name, plan, created_at, CAST($2 AS TEXT) FROM workspaces WHERE id = $1 AND deleted_at IS NULL",
-        )
-        .bind(&caller.workspace_id)
-        .bind(caller.role.as_str())
-        .fetch_all(&ctx.database().pool)
-        .await?,
-    };
-    Ok(WorkspaceList {
-        workspaces: rows
             .into_iter()
-            .map(|(workspace_id, name, plan, created_at, role)| Workspace {
-                workspace_id,
-                name,
-                plan,
-                role,
-                created_at,
-            })
             .collect(),
-    })
+    };
+    Ok(WorkspaceList { workspaces })
 }
 
 pub async fn get(ctx: &Ctx, _params: Target) -> Result<Workspace, OpError> {
     let scope = ctx.scope();
-    load(ctx, &scope.workspace_id, scope.role.as_str()).await
+    load(ctx, &scope.workspace_id, scope.role).await
 }
 
 pub async fn rename(ctx: &Ctx, params: RenameParams) -> Result<Workspace, OpError> {
     let name = check_name(&params.name)?;
     let scope = ctx.scope();
-    sqlx::query("UPDATE workspaces SET name = $1 WHERE id = $2")
-        .bind(&name)
-        .bind(&scope.workspace_id)
-        .execute(&ctx.database().pool)
-        .await?;
-    load(ctx, &scope.workspace_id, scope.role.as_str()).await
+    ctx.accounts().rename_workspace(&scope.workspace_id, &name).await?;
+    load(ctx, &scope.workspace_id, scope.role).await
 }
 
 /// Soft delete: the ledger keeps referencing the workspace, so its rows stay;
 /// its keys are revoked, and every gateway drops them from its key cache.
 pub async fn delete(ctx: &Ctx, _params: Target) -> Result<Deleted, OpError> {
     let workspace_id = ctx.scope().workspace_id.clone();
-    let now = now_unix();
-    let mut tx = ctx.database().begin_write().await?;
-    sqlx::query("UPDATE workspaces SET deleted_at = $1 WHERE id = $2")
-        .bind(now)
-        .bind(&workspace_id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE workspace_id = $2 AND revoked_at IS NULL")
-        .bind(now)
-        .bind(&workspace_id)
-        .execute(&mut *tx)
-        .await?;
-    ctx.gateway
-        .keys
-        .commit_change(
-            tx,
-            crate::auth::KeyChange::Workspace {
-                workspace_id: workspace_id.clone(),
-            },
-        )
-        .await?;
+    ctx.accounts().delete_workspace(&workspace_id).await?;
     Ok(Deleted { deleted: workspace_id })
 }
 
@@ -239,115 +162,25 @@ pub struct NamespaceParams {
     pub name: String,
 }
 
-#[derive(Serialize, JsonSchema)]
-pub struct Namespace {
-    pub namespace_id: String,
-    pub name: String,
-    pub workspace_id: String,
-    pub created_at: i64,
-}
-
-#[derive(Serialize, JsonSchema)]
-pub struct NamespaceList {
-    pub namespaces: Vec<Namespace>,
-}
-
-fn check_namespace(name: &str) -> Result<(), OpError> {
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('-')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if valid {
-        Ok(())
-    } else {
-        Err(OpError::InvalidParams(format!(
-            "namespace '{name}': use 1 to 64 lowercase letters, digits and '-'"
-        )))
-    }
-}
-
 pub async fn namespace_create(ctx: &Ctx, params: NamespaceParams) -> Result<Namespace, OpError> {
-    check_namespace(&params.name)?;
-    let workspace_id = ctx.scope().workspace_id.clone();
-    let namespace = Namespace {
-        namespace_id: new_id("ns"),
-        name: params.name,
-        workspace_id,
-        created_at: now_unix(),
-    };
-    let mut tx = ctx.database().begin_write().await?;
-    // Takes the workspace's row lock on Postgres (SQLite's BEGIN IMMEDIATE
-    // already serialises writers), so concurrent creates on any gateway
-    // cannot pass the limit together.
-    sqlx::query("UPDATE workspaces SET name = name WHERE id = $1")
-        .bind(&namespace.workspace_id)
-        .execute(&mut *tx)
-        .await?;
-    let exists: Option<String> = sqlx::query_scalar("SELECT id FROM namespaces WHERE workspace_id = $1 AND name = $2")
-        .bind(&namespace.workspace_id)
-        .bind(&namespace.name)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if exists.is_some() {
-        return Err(OpError::AlreadyExists(format!(
-            "namespace '{}' already exists",
-            namespace.name
-        )));
-    }
-    let limit = ctx.gateway.config.control_plane.max_namespaces_per_workspace;
-    if limit > 0 {
-        let count: i64 = sqlx::query_scalar("SELECT CAST(COUNT(*) AS BIGINT) FROM namespaces WHERE workspace_id = $1")
-            .bind(&namespace.workspace_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        if count >= i64::from(limit) {
-            return Err(OpError::ResourceExhausted(format!(
-                "this workspace has {count} namespaces, the most it may have \
-                 (control_plane.max_namespaces_per_workspace = {limit}); delete one first"
-            )));
-        }
-    }
-    sqlx::query("INSERT INTO namespaces (id, workspace_id, name, created_at) VALUES ($1, $2, $3, $4)")
-        .bind(&namespace.namespace_id)
-        .bind(&namespace.workspace_id)
-        .bind(&namespace.name)
-        .bind(namespace.created_at)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(namespace)
+    let limit = ctx.settings().max_namespaces_per_workspace;
+    let workspace_id = &ctx.scope().workspace_id;
+    Ok(ctx
+        .packages()
+        .namespaces()
+        .create(workspace_id, &params.name, limit)
+        .await?)
 }
 
 pub async fn namespace_list(ctx: &Ctx, _params: Target) -> Result<NamespaceList, OpError> {
-    let workspace_id = &ctx.scope().workspace_id;
-    let rows: Vec<(String, String, i64)> =
-        sqlx::query_as("SELECT id, name, created_at FROM namespaces WHERE workspace_id = $1 ORDER BY name")
-            .bind(workspace_id)
-            .fetch_all(&ctx.database().pool)
-            .await?;
-    Ok(NamespaceList {
-        namespaces: rows
-            .into_iter()
-            .map(|(namespace_id, name, created_at)| Namespace {
-                namespace_id,
-                name,
-                workspace_id: workspace_id.clone(),
-                created_at,
-            })
-            .collect(),
-    })
+    let namespaces = ctx.packages().namespaces().list(&ctx.scope().workspace_id).await?;
+    Ok(NamespaceList { namespaces })
 }
 
 pub async fn namespace_delete(ctx: &Ctx, params: NamespaceParams) -> Result<Deleted, OpError> {
-    let deleted = sqlx::query("DELETE FROM namespaces WHERE workspace_id = $1 AND name = $2")
-        .bind(&ctx.scope().workspace_id)
-        .bind(&params.name)
-        .execute(&ctx.database().pool)
+    ctx.packages()
+        .namespaces()
+        .delete(&ctx.scope().workspace_id, &params.name)
         .await?;
-    if deleted.rows_affected() == 0 {
-        return Err(OpError::NotFound(format!("namespace '{}'", params.name)));
-    }
     Ok(Deleted { deleted: params.name })
 }

@@ -14,11 +14,11 @@ use std::time::Instant;
 
 use axum::http::StatusCode;
 
+use super::DataPlane;
 use super::billing::Bill;
 use super::provenance::{Attempt, Metered, Trail};
 use super::upstream::response_head;
 use crate::error::{ApiError, Failure};
-use crate::server::Gateway;
 use tollgate_plugin_host::{CallContext, ExchangeError, Session};
 use tollgate_routing::catalog::ModelRoute;
 use tollgate_routing::health::{Held, Permit};
@@ -46,7 +46,7 @@ pub struct Answered {
 /// number the next attempt gets. On failure, returns the error that ended the
 /// search; every attempt is in `trail` either way.
 pub async fn first_answer(
-    gateway: &Gateway,
+    data: &DataPlane,
     remaining: &mut VecDeque<Arc<ModelRoute>>,
     call: &Call<'_>,
     attempt: &mut u32,
@@ -54,7 +54,7 @@ pub async fn first_answer(
     trail: &mut Trail,
 ) -> Result<Answered, ApiError> {
     let mut last_error = None;
-    let mut forced = gateway
+    let mut forced = data
         .health
         .longest_open(remaining.iter().map(|route| route.id.as_str()))
         .map(str::to_string);
@@ -64,9 +64,9 @@ pub async fn first_answer(
         let permit = match forced.as_deref() {
             Some(id) if id == route.id => {
                 forced = None;
-                Ok(gateway.health.force(&route.id))
+                Ok(data.health.force(&route.id))
             }
-            _ => gateway.health.admit(&route.id),
+            _ => data.health.admit(&route.id),
         };
         let outcome = match permit {
             Err(held) => Err((held_error(&route, held), None)),
@@ -82,7 +82,7 @@ pub async fn first_answer(
                     continuation: call.continuation.clone(),
                 };
                 bill.calling(&route);
-                let sent = send(gateway, &route, &ctx, call.body).await;
+                let sent = send(data, &route, &ctx, call.body).await;
                 bill.landed();
                 report(permit, &sent);
                 sent
@@ -186,7 +186,7 @@ fn report(permit: Permit<'_>, sent: &Result<(Session, reqwest::Response), (ApiEr
 /// Opens the adapter session for `route` and sends the request; a non-2xx
 /// answer is classified by the adapter. Errors carry the upstream status, if any.
 async fn send(
-    gateway: &Gateway,
+    data: &DataPlane,
     route: &Arc<ModelRoute>,
     ctx: &CallContext,
     body: &[u8],
@@ -202,7 +202,7 @@ async fn send(
         .failing(Failure::Unavailable);
         return Err((error, None));
     }
-    let adapter = gateway.adapters.get(&provider.adapter).ok_or_else(|| {
+    let adapter = data.adapters.get(&provider.adapter).ok_or_else(|| {
         let message = format!(
             "provider '{}' uses adapter '{}', which is not loaded",
             provider.id, provider.adapter
@@ -216,12 +216,12 @@ async fn send(
         let _span = crate::telemetry::adapter_span(&provider.adapter, "request").entered();
         session.request().map_err(|e| (exchange_error(route, e), None))?
     };
-    let response = gateway.upstream.send(provider, outbound).await.map_err(|e| (e, None))?;
+    let response = data.upstream.send(provider, outbound).await.map_err(|e| (e, None))?;
     if response.status().is_success() {
         return Ok((session, response));
     }
     let head = response_head(&response);
-    let body = gateway
+    let body = data
         .upstream
         .read_body(provider, response, 64 << 10)
         .await

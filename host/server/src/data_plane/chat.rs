@@ -19,6 +19,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
+use super::DataPlane;
 use super::Routes;
 use super::attempts::{Call, exchange_error, final_error, first_answer};
 use super::billing::{Bill, Demand};
@@ -26,46 +27,47 @@ use super::envelope::ChatEnvelope;
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
 use super::stream::{self, Failover};
 use super::upstream::response_head;
+use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::server::{Caller, Gateway, RequestId};
+use crate::server::RequestId;
 use tollgate_plugin_host::Session;
 use tollgate_routing::catalog::ModelRoute;
 
 pub async fn chat_completions(
-    State(gateway): State<Arc<Gateway>>,
+    State(data): State<Arc<DataPlane>>,
     request_id: RequestId,
     caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(&gateway, &request_id, &caller, body).await {
+    match handle(&data, &request_id, &caller, body).await {
         Ok(response) => response,
         Err(error) => error.with_request_id(&request_id.0).into_response(),
     }
 }
 
 async fn handle(
-    gateway: &Arc<Gateway>,
+    data: &Arc<DataPlane>,
     request_id: &RequestId,
     caller: &Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::body_too_large(gateway.config.limits.max_body_bytes)
+            ApiError::body_too_large(data.limits.max_body_bytes)
         } else {
             ApiError::invalid_request(format!("Could not read the request body: {rejection}"))
         }
     })?;
-    if gateway.config.telemetry.log_prompts {
+    if data.limits.log_prompts {
         tracing::info!(body = %String::from_utf8_lossy(&body), "chat request body (telemetry.log_prompts is on)");
     }
     let envelope = ChatEnvelope::parse(&body)?;
-    let routes = gateway.routes();
-    let candidates = resolve_candidates(&routes, &envelope, gateway.ledger.is_some())?;
+    let routes = data.routes();
+    let candidates = resolve_candidates(&routes, &envelope, data.ledger.is_some())?;
 
     // Without a caller-set cap the gateway injects its own, so the cost cannot
     // outgrow the reservation.
-    let default_cap = gateway.config.ledger.default_max_output_tokens;
+    let default_cap = data.limits.default_max_output_tokens;
     let injected_cap = envelope.max_output_tokens.is_none().then_some(default_cap);
     let demand = Demand {
         request_id: &request_id.0,
@@ -76,14 +78,7 @@ async fn handle(
         max_output_tokens: envelope.max_output_tokens.unwrap_or(u64::from(default_cap)),
         may_continue: envelope.stream && envelope.continuation && candidates.len() > 1,
     };
-    let mut bill = Bill::open(
-        gateway.ledger.as_ref(),
-        &caller.0,
-        &candidates,
-        routes.snapshot_id,
-        demand,
-    )
-    .await?;
+    let mut bill = Bill::open(data.ledger.as_ref(), &caller.0, &candidates, routes.snapshot_id, demand).await?;
 
     let mut trail = Trail::default();
     let mut remaining: VecDeque<Arc<ModelRoute>> = candidates.iter().cloned().collect();
@@ -95,7 +90,7 @@ async fn handle(
         continuation: None,
     };
     let mut attempt = 0;
-    match first_answer(gateway, &mut remaining, &call, &mut attempt, &mut bill, &mut trail).await {
+    match first_answer(data, &mut remaining, &call, &mut attempt, &mut bill, &mut trail).await {
         Ok(answered) if envelope.stream => {
             let failover = Failover {
                 remaining,
@@ -105,7 +100,7 @@ async fn handle(
                 attempt,
             };
             Ok(stream::respond(
-                gateway.clone(),
+                data.clone(),
                 answered,
                 bill,
                 trail,
@@ -115,7 +110,7 @@ async fn handle(
         }
         Ok(answered) => {
             let exchange = Exchange {
-                gateway,
+                data,
                 route: &answered.route,
                 request_id,
                 started: answered.started,
@@ -178,7 +173,7 @@ fn resolve_candidates(
 
 /// One upstream attempt of a request.
 struct Exchange<'a> {
-    gateway: &'a Arc<Gateway>,
+    data: &'a Arc<DataPlane>,
     route: &'a Arc<ModelRoute>,
     request_id: &'a RequestId,
     started: Instant,
@@ -197,9 +192,9 @@ impl Exchange<'_> {
         let head = response_head(&response);
         let translated = async {
             let body = self
-                .gateway
+                .data
                 .upstream
-                .read_body(provider, response, self.gateway.config.limits.max_upstream_body_bytes)
+                .read_body(provider, response, self.data.limits.max_upstream_body_bytes)
                 .await?;
             let translated = {
                 let _span = crate::telemetry::adapter_span(&provider.adapter, "response").entered();
@@ -220,7 +215,7 @@ impl Exchange<'_> {
             Ok(parts) => parts,
             Err(error) => {
                 if error.is_health_failure() {
-                    self.gateway.health.failed_after_answer(&self.route.id);
+                    self.data.health.failed_after_answer(&self.route.id);
                 }
                 // The upstream answered, so it may have charged us: bill a local estimate.
                 let metered = bill.meter(self.route, None, 1);

@@ -1,4 +1,6 @@
 //! The OpenAI-compatible data plane: `/v1/chat/completions` and `/v1/models`.
+//! Its handlers take [`DataPlane`], the state of this concern only: the route
+//! table, adapters, upstream client, breakers, the ledger and the limits.
 
 mod attempts;
 mod billing;
@@ -10,6 +12,7 @@ mod models;
 mod provenance;
 pub mod sigv4;
 mod stream;
+mod table;
 pub mod upstream;
 
 use std::sync::Arc;
@@ -17,7 +20,13 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
+use tollgate_ledger::Ledger;
+use tollgate_plugin_host::Adapters;
 use tollgate_routing::catalog::Catalog;
+use tollgate_routing::health::Health;
+
+pub use table::RouteTable;
+use upstream::Upstream;
 
 /// The routing table requests read: the catalog and the pricing snapshot its
 /// prices were frozen as. Replaced whole on reload; a request keeps the table it
@@ -27,9 +36,55 @@ pub struct Routes {
     pub snapshot_id: i64,
 }
 
-use crate::server::Gateway;
+/// The data plane's own settings, fixed at start.
+pub struct DataLimits {
+    /// `limits.max_body_bytes`: the largest request body.
+    pub max_body_bytes: usize,
+    /// `limits.max_upstream_body_bytes`: the largest whole upstream answer read.
+    pub max_upstream_body_bytes: usize,
+    /// `ledger.default_max_output_tokens`: the cap sent when a request sets none.
+    pub default_max_output_tokens: u32,
+    /// `telemetry.log_prompts`: log request bodies.
+    pub log_prompts: bool,
+}
 
-pub fn routes() -> Router<Arc<Gateway>> {
+/// The data plane's handler state.
+pub struct DataPlane {
+    routes: Arc<RouteTable>,
+    adapters: Arc<Adapters>,
+    upstream: Upstream,
+    health: Health,
+    /// `None` when `ledger.enabled = false`.
+    ledger: Option<Ledger>,
+    limits: DataLimits,
+}
+
+impl DataPlane {
+    pub fn new(
+        routes: Arc<RouteTable>,
+        adapters: Arc<Adapters>,
+        upstream: Upstream,
+        health: Health,
+        ledger: Option<Ledger>,
+        limits: DataLimits,
+    ) -> Self {
+        Self {
+            routes,
+            adapters,
+            upstream,
+            health,
+            ledger,
+            limits,
+        }
+    }
+
+    /// The routing table for a new request.
+    fn routes(&self) -> Arc<Routes> {
+        self.routes.current()
+    }
+}
+
+pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/models", get(models::list_models))

@@ -15,8 +15,10 @@ use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::DataPlane;
+use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::server::{Caller, Gateway, RequestId};
+use crate::server::RequestId;
 use tollgate_routing::catalog::{CAPABILITIES, ModelRoute};
 use tollgate_routing::health::Health;
 
@@ -142,12 +144,12 @@ impl Filter {
 }
 
 pub async fn list_models(
-    State(gateway): State<Arc<Gateway>>,
+    State(data): State<Arc<DataPlane>>,
     request_id: RequestId,
     _caller: Caller,
     uri: Uri,
 ) -> Response {
-    let routes = gateway.routes();
+    let routes = data.routes();
     let known: BTreeSet<&str> = routes.catalog.routes().map(|r| r.provider.id.as_str()).collect();
     let filter = Query::<Vec<(String, String)>>::try_from_uri(&uri)
         .map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))
@@ -159,27 +161,23 @@ pub async fn list_models(
     let data: Vec<Value> = routes
         .catalog
         .routes()
-        .filter(|route| filter.admits(route, &gateway.health, gateway.ledger.is_some()))
-        .map(|route| entry(route, &gateway.health, routes.snapshot_id, gateway.ledger.is_some()))
+        .filter(|route| filter.admits(route, &data.health, data.ledger.is_some()))
+        .map(|route| entry(route, &data.health, routes.snapshot_id, data.ledger.is_some()))
         .collect();
     axum::Json(json!({ "object": "list", "data": data })).into_response()
 }
 
 pub async fn get_model(
-    State(gateway): State<Arc<Gateway>>,
+    State(data): State<Arc<DataPlane>>,
     request_id: RequestId,
     _caller: Caller,
     Path(id): Path<String>,
 ) -> Response {
-    let routes = gateway.routes();
+    let routes = data.routes();
     match routes.catalog.resolve(&id) {
-        Some(route) => axum::Json(entry(
-            route,
-            &gateway.health,
-            routes.snapshot_id,
-            gateway.ledger.is_some(),
-        ))
-        .into_response(),
+        Some(route) => {
+            axum::Json(entry(route, &data.health, routes.snapshot_id, data.ledger.is_some())).into_response()
+        }
         None => ApiError::model_not_found(&id)
             .with_request_id(&request_id.0)
             .into_response(),

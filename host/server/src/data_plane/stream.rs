@@ -18,13 +18,14 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::DataPlane;
 use super::attempts::{Answered, Call, exchange_error, first_answer};
 use super::billing::Bill;
 use super::chunk::{ChunkError, write_chunk};
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
 use super::upstream::error_chain;
 use crate::error::ApiError;
-use crate::server::{Gateway, RequestId};
+use crate::server::RequestId;
 use tollgate_plugin_host::Session;
 use tollgate_routing::catalog::ModelRoute;
 
@@ -83,7 +84,7 @@ impl PartialAnswer {
 const MAX_BATCH: usize = 64;
 
 pub fn respond(
-    gateway: Arc<Gateway>,
+    data: Arc<DataPlane>,
     answered: Answered,
     bill: Bill,
     trail: Trail,
@@ -100,7 +101,7 @@ pub fn respond(
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     let status = upstream.status().as_u16();
     let pump = Pump {
-        gateway,
+        data,
         route,
         session,
         bill,
@@ -122,7 +123,7 @@ pub fn respond(
 }
 
 struct Pump {
-    gateway: Arc<Gateway>,
+    data: Arc<DataPlane>,
     route: Arc<ModelRoute>,
     session: Session,
     bill: Bill,
@@ -166,7 +167,7 @@ impl Pump {
                 }
                 Err(Stop::Failed(error)) => {
                     if error.is_health_failure() {
-                        self.gateway.health.failed_after_answer(&self.route.id);
+                        self.data.health.failed_after_answer(&self.route.id);
                     }
                     if self.can_continue(&error) {
                         self.record(metered, error.code);
@@ -206,7 +207,7 @@ impl Pump {
             continuation: (!self.answer.text.is_empty()).then(|| self.answer.text.clone()),
         };
         let answered = first_answer(
-            &self.gateway,
+            &self.data,
             &mut self.failover.remaining,
             &call,
             &mut self.failover.attempt,
@@ -238,7 +239,7 @@ impl Pump {
     /// closing chunks.
     async fn relay(&mut self, upstream: reqwest::Response) -> Result<Vec<Vec<u8>>, Stop> {
         let provider = self.route.provider.id.clone();
-        let idle = self.gateway.upstream.idle_timeout();
+        let idle = self.data.upstream.idle_timeout();
         let mut events = super::framing::events(upstream).ready_chunks(MAX_BATCH);
         let mut batch = Vec::with_capacity(MAX_BATCH);
         loop {

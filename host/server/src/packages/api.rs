@@ -17,15 +17,16 @@ use serde_json::{Value, json};
 use tollgate_registry::manifest::MAX_CONTENT_BYTES;
 use tollgate_registry::{Digest, Manifest, PackageKind, PackageName, QuotaError, RegistryError};
 
-use crate::auth::Principal;
-use crate::auth::permissions::{Permission, Role};
+use super::Packages;
+use crate::auth::permissions::Permission;
+use crate::auth::{AuthState, Principal};
 use crate::error::ApiError;
-use crate::server::{Gateway, RequestId};
+use crate::server::RequestId;
 
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 const SHORT: &str = "public, max-age=30";
 
-pub fn routes() -> Router<Arc<Gateway>> {
+pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
         .route("/v1/packages", get(search))
         .route("/v1/packages/{namespace}/{name}", get(package_index))
@@ -52,25 +53,8 @@ async fn answer(request_id: RequestId, result: impl Future<Output = Answer>) -> 
     }
 }
 
-pub fn registry_error(error: RegistryError) -> ApiError {
-    let (status, kind, code) = match &error {
-        RegistryError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_package"),
-        RegistryError::WrongWorld(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "wrong_world"),
-        RegistryError::Integrity(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "digest_mismatch"),
-        RegistryError::Conflict(_) => (StatusCode::CONFLICT, "invalid_request_error", "version_exists"),
-        RegistryError::Yanked(_) => (StatusCode::CONFLICT, "invalid_request_error", "version_yanked"),
-        RegistryError::NotFound(_) => (StatusCode::NOT_FOUND, "invalid_request_error", "package_not_found"),
-        RegistryError::Storage(message) => {
-            tracing::error!(error = %message, "registry storage failed");
-            return ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "registry_unavailable",
-                "The package registry's storage could not be reached.",
-            );
-        }
-    };
-    ApiError::new(status, kind, code, error.to_string())
+fn registry_error(error: impl Into<RegistryError>) -> ApiError {
+    error.into().into()
 }
 
 fn quota_error(error: QuotaError, workspace: &str) -> ApiError {
@@ -105,11 +89,11 @@ fn cached(cache: &'static str, body: Value) -> Response {
 }
 
 fn forbidden(message: String) -> ApiError {
-    ApiError::new(StatusCode::FORBIDDEN, "permission_error", "permission_denied", message)
+    super::PackageError::Forbidden(message).into()
 }
 
 /// The caller behind `Authorization: Bearer …`, whatever it may do.
-async fn caller(gateway: &Gateway, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
+async fn caller(auth: &AuthState, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
     let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
         ApiError::unauthorized("This operation needs an API key: send 'Authorization: Bearer tg_live_…'.")
     })?;
@@ -119,7 +103,7 @@ async fn caller(gateway: &Gateway, headers: &HeaderMap) -> Result<Arc<Principal>
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim)
         .ok_or_else(|| ApiError::unauthorized("The Authorization header must be 'Bearer <API key>'."))?;
-    match gateway.keys.resolve(secret).await {
+    match auth.resolve(secret).await {
         Ok(Some(principal)) => Ok(principal),
         Ok(None) => Err(ApiError::unauthorized("Invalid API key.")),
         Err(e) => {
@@ -141,49 +125,17 @@ fn require_role(principal: &Principal, permission: Permission, what: &str) -> Re
 }
 
 /// A caller that may publish in `namespace`: its role may write namespaces and
-/// its workspace may publish there (see [`check_namespace`]).
-async fn publisher(gateway: &Gateway, headers: &HeaderMap, namespace: &str) -> Result<Arc<Principal>, ApiError> {
-    let principal = caller(gateway, headers).await?;
+/// its workspace may publish there (see [`Packages::check_namespace`]).
+async fn publisher(
+    packages: &Packages,
+    auth: &AuthState,
+    headers: &HeaderMap,
+    namespace: &str,
+) -> Result<Arc<Principal>, ApiError> {
+    let principal = caller(auth, headers).await?;
     require_role(&principal, Permission::NamespaceWrite, "publish packages")?;
-    check_namespace(gateway, &principal.workspace_id, namespace).await?;
+    packages.check_namespace(&principal.workspace_id, namespace).await?;
     Ok(principal)
-}
-
-/// Whether `workspace_id` may publish in `namespace`: it has a namespace of
-/// that name, and no other workspace published there first (the first publish
-/// claims the namespace in the registry). The built-in namespace is reserved.
-pub async fn check_namespace(gateway: &Gateway, workspace_id: &str, namespace: &str) -> Result<(), ApiError> {
-    let denied = || {
-        forbidden(format!(
-            "This workspace may not publish in namespace '{namespace}'. Create the namespace in your workspace first (`tollgate namespaces create {namespace}`); a namespace belongs to the first workspace that publishes in it."
-        ))
-    };
-    if namespace == super::BUILTIN_NAMESPACE {
-        return Err(denied());
-    }
-    let has_namespace: Option<String> =
-        sqlx::query_scalar("SELECT id FROM namespaces WHERE workspace_id = $1 AND name = $2")
-            .bind(workspace_id)
-            .bind(namespace)
-            .fetch_optional(&gateway.database.pool)
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "namespace lookup failed");
-                ApiError::internal("Could not check the namespace.")
-            })?;
-    if has_namespace.is_none() {
-        return Err(denied());
-    }
-    let owner = gateway
-        .registry
-        .index
-        .claim_namespace(namespace, workspace_id)
-        .await
-        .map_err(|e| registry_error(e.into()))?;
-    if owner != workspace_id {
-        return Err(denied());
-    }
-    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -195,7 +147,7 @@ struct SearchQuery {
 }
 
 async fn search(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
     request_id: RequestId,
     query: Result<Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
@@ -207,7 +159,7 @@ async fn search(
             .map(str::parse::<PackageKind>)
             .transpose()
             .map_err(|e| bad(e).with_param("kind"))?;
-        let found = gateway
+        let found = packages
             .registry
             .search(kind, query.q.as_deref(), query.limit.unwrap_or(50))
             .await
@@ -218,13 +170,13 @@ async fn search(
 }
 
 async fn package_index(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
     request_id: RequestId,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     answer(request_id, async move {
         let name = package_name(&namespace, &name)?;
-        let versions = gateway.registry.index.versions(&name).await.map_err(|e| registry_error(e.into()))?;
+        let versions = packages.registry.index.versions(&name).await.map_err(registry_error)?;
         let kind = versions.first().map(|v| v.manifest.kind);
         Ok(cached(
             SHORT,
@@ -235,18 +187,18 @@ async fn package_index(
 }
 
 async fn manifest(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
     request_id: RequestId,
     Path((namespace, name, text)): Path<(String, String, String)>,
 ) -> Response {
     answer(request_id, async move {
         let name = package_name(&namespace, &name)?;
-        let record = gateway
+        let record = packages
             .registry
             .index
             .version(&name, &version(&text)?)
             .await
-            .map_err(|e| registry_error(e.into()))?;
+            .map_err(registry_error)?;
         // The manifest is immutable; yank and deprecation state live in the index.
         Ok(cached(
             IMMUTABLE,
@@ -256,15 +208,10 @@ async fn manifest(
     .await
 }
 
-async fn blob(State(gateway): State<Arc<Gateway>>, request_id: RequestId, Path(digest): Path<String>) -> Response {
+async fn blob(State(packages): State<Arc<Packages>>, request_id: RequestId, Path(digest): Path<String>) -> Response {
     answer(request_id, async move {
         let digest: Digest = digest.parse().map_err(|e| bad(format!("{e}")))?;
-        let content = gateway
-            .registry
-            .blobs
-            .get(&digest)
-            .await
-            .map_err(|e| registry_error(e.into()))?;
+        let content = packages.registry.blobs.get(&digest).await.map_err(registry_error)?;
         let mut response = (
             [
                 (header::CACHE_CONTROL, IMMUTABLE),
@@ -282,14 +229,15 @@ async fn blob(State(gateway): State<Arc<Gateway>>, request_id: RequestId, Path(d
 }
 
 async fn upload_blob(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
     headers: HeaderMap,
     Path(digest): Path<String>,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     answer(request_id, async move {
-        let principal = caller(&gateway, &headers).await?;
+        let principal = caller(&auth, &headers).await?;
         require_role(&principal, Permission::NamespaceWrite, "upload package content")?;
         let digest: Digest = digest.parse().map_err(|e| bad(format!("{e}")))?;
         let body = body.map_err(|e| bad(format!("Could not read the blob: {e}")))?;
@@ -298,18 +246,18 @@ async fn upload_blob(
         }
         // Counted before it is stored, so storage never holds more than the quota.
         let workspace = &principal.workspace_id;
-        let quota = gateway.config.registry.workspace_quota_bytes;
-        let counted = gateway
+        let quota = packages.quota_bytes;
+        let counted = packages
             .registry
             .index
             .reserve_upload(workspace, &digest, body.len() as u64, quota)
             .await
             .map_err(|e| quota_error(e, workspace))?;
-        if let Err(e) = gateway.registry.blobs.put(&digest, body).await {
-            if counted && let Err(undo) = gateway.registry.index.release_upload(workspace, &digest).await {
+        if let Err(e) = packages.registry.blobs.put(&digest, body).await {
+            if counted && let Err(undo) = packages.registry.index.release_upload(workspace, &digest).await {
                 tracing::error!(error = %undo, %digest, "could not return a failed upload's bytes to the quota");
             }
-            return Err(registry_error(e.into()));
+            return Err(registry_error(e));
         }
         Ok((StatusCode::CREATED, Json(json!({"digest": digest}))).into_response())
     })
@@ -317,7 +265,8 @@ async fn upload_blob(
 }
 
 async fn publish(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
     headers: HeaderMap,
     Path((namespace, name, text)): Path<(String, String, String)>,
@@ -325,7 +274,7 @@ async fn publish(
 ) -> Response {
     answer(request_id, async move {
         let name = package_name(&namespace, &name)?;
-        let principal = publisher(&gateway, &headers, name.namespace()).await?;
+        let principal = publisher(&packages, &auth, &headers, name.namespace()).await?;
         let body = body.map_err(|e| bad(format!("Could not read the manifest: {e}")))?;
         let manifest = Manifest::from_json(&body).map_err(|e| registry_error(RegistryError::Invalid(e.to_string())))?;
         if manifest.name != name || manifest.version.to_string() != text {
@@ -334,7 +283,7 @@ async fn publish(
                 manifest.name, manifest.version
             )));
         }
-        let content = gateway
+        let content = packages
             .registry
             .blobs
             .get(&manifest.content.digest)
@@ -343,10 +292,10 @@ async fn publish(
                 tollgate_registry::blobs::BlobError::NotFound(digest) => bad(format!(
                     "no content with digest {digest}: upload it first with PUT /v1/blobs/{digest}"
                 )),
-                other => registry_error(other.into()),
+                other => registry_error(other),
             })?;
         let publisher_id = format!("{}:{}", principal.workspace_id, principal.key_id);
-        let published = gateway
+        let published = packages
             .registry
             .publish(&manifest, content, &publisher_id)
             .await
@@ -357,7 +306,8 @@ async fn publish(
 }
 
 async fn set_yanked(
-    gateway: Arc<Gateway>,
+    packages: Arc<Packages>,
+    auth: Arc<AuthState>,
     headers: HeaderMap,
     namespace: String,
     name: String,
@@ -365,9 +315,9 @@ async fn set_yanked(
     yanked: bool,
 ) -> Answer {
     let name = package_name(&namespace, &name)?;
-    publisher(&gateway, &headers, name.namespace()).await?;
+    publisher(&packages, &auth, &headers, name.namespace()).await?;
     let version = version(&text)?;
-    gateway
+    packages
         .registry
         .yank(&name, &version, yanked)
         .await
@@ -376,21 +326,31 @@ async fn set_yanked(
 }
 
 async fn yank(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
     headers: HeaderMap,
     Path((namespace, name, text)): Path<(String, String, String)>,
 ) -> Response {
-    answer(request_id, set_yanked(gateway, headers, namespace, name, text, true)).await
+    answer(
+        request_id,
+        set_yanked(packages, auth, headers, namespace, name, text, true),
+    )
+    .await
 }
 
 async fn unyank(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
     headers: HeaderMap,
     Path((namespace, name, text)): Path<(String, String, String)>,
 ) -> Response {
-    answer(request_id, set_yanked(gateway, headers, namespace, name, text, false)).await
+    answer(
+        request_id,
+        set_yanked(packages, auth, headers, namespace, name, text, false),
+    )
+    .await
 }
 
 #[derive(Deserialize)]
@@ -401,7 +361,8 @@ struct Deprecation {
 }
 
 async fn deprecate(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
     headers: HeaderMap,
     Path((namespace, name, text)): Path<(String, String, String)>,
@@ -409,10 +370,10 @@ async fn deprecate(
 ) -> Response {
     answer(request_id, async move {
         let name = package_name(&namespace, &name)?;
-        publisher(&gateway, &headers, name.namespace()).await?;
+        publisher(&packages, &auth, &headers, name.namespace()).await?;
         let version = version(&text)?;
         let Json(body) = body.map_err(|e| bad(format!("Expected {{\"message\": \"…\"}}: {}", e.body_text())))?;
-        gateway
+        packages
             .registry
             .deprecate(&name, &version, body.message.as_deref())
             .await
@@ -422,29 +383,23 @@ async fn deprecate(
     .await
 }
 
-/// A caller that may change which adapter serves a provider (see [`check_operator`]).
-async fn operator(gateway: &Gateway, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
-    let principal = caller(gateway, headers).await?;
-    check_operator(gateway, &principal)?;
+/// A caller that may change which adapter serves a provider (see
+/// [`Packages::check_operator`]).
+async fn operator(packages: &Packages, auth: &AuthState, headers: &HeaderMap) -> Result<Arc<Principal>, ApiError> {
+    let principal = caller(auth, headers).await?;
+    packages.check_operator(&principal)?;
     Ok(principal)
 }
 
-/// Installing changes the whole gateway: only owners and admins of a workspace
-/// listed in `registry.operator_workspaces` may.
-pub fn check_operator(gateway: &Gateway, principal: &Principal) -> Result<(), ApiError> {
-    let admin = matches!(principal.role, Role::Owner | Role::Admin);
-    if !admin || !gateway.installs.is_operator(&principal.workspace_id) {
-        return Err(forbidden(
-            "Installing adapters changes the whole gateway: it needs an owner or admin key of a workspace listed in registry.operator_workspaces.".into(),
-        ));
-    }
-    Ok(())
-}
-
-async fn list_installs(State(gateway): State<Arc<Gateway>>, request_id: RequestId, headers: HeaderMap) -> Response {
+async fn list_installs(
+    State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+) -> Response {
     answer(request_id, async move {
-        operator(&gateway, &headers).await?;
-        Ok(Json(json!({"object": "list", "data": gateway.installs.list()})).into_response())
+        operator(&packages, &auth, &headers).await?;
+        Ok(Json(json!({"object": "list", "data": packages.installs.list()})).into_response())
     })
     .await
 }
@@ -457,14 +412,15 @@ struct InstallRequest {
 }
 
 async fn install(
-    State(gateway): State<Arc<Gateway>>,
+    State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
     headers: HeaderMap,
     Path(provider): Path<String>,
     body: Result<Json<InstallRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     answer(request_id, async move {
-        operator(&gateway, &headers).await?;
+        operator(&packages, &auth, &headers).await?;
         let Json(body) = body.map_err(|e| {
             bad(format!(
                 "Expected {{\"package\": \"namespace/name\", \"version\": \"x.y.z\"}}: {}",
@@ -476,7 +432,7 @@ async fn install(
             .parse()
             .map_err(|e| bad(format!("{e}")).with_param("package"))?;
         let version = version(&body.version).map_err(|e| e.with_param("version"))?;
-        let installed = super::installs::install(&gateway, &provider, &package, &version).await?;
+        let installed = packages.install(&provider, &package, &version).await?;
         Ok(Json(json!(installed)).into_response())
     })
     .await

@@ -10,13 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use axum::http::StatusCode;
 use serde::Serialize;
 use sqlx::Row;
-use tollgate_registry::{Digest, PackageKind, PackageName, Registry, RegistryError, VersionRecord};
+use tollgate_registry::{Digest, PackageKind, PackageName, Registry, VersionRecord};
 
-use crate::error::ApiError;
-use crate::server::Gateway;
+use super::{PackageError, Packages};
 use tollgate_core::db::Database;
 use tollgate_plugin_host::Adapters;
 use tollgate_routing::ProviderConfig;
@@ -45,7 +43,7 @@ pub struct Installs {
     /// `registry.operator_workspaces` of the last configuration.
     operators: Mutex<Vec<String>>,
     /// One install at a time, so two never race to rebuild the routes.
-    pub(crate) serial: tokio::sync::Mutex<()>,
+    serial: tokio::sync::Mutex<()>,
 }
 
 impl Installs {
@@ -156,36 +154,20 @@ async fn read_installs(
 /// Follows installs made by other gateways sharing the database: every
 /// `interval`, new or changed installs are loaded and the routes rebuilt. The
 /// task holds only a weak handle and ends with the gateway.
-pub fn follow(gateway: &Arc<Gateway>, interval: std::time::Duration) {
+pub fn follow(packages: &Arc<Packages>, interval: std::time::Duration) {
     if interval.is_zero() {
         return;
     }
-    let weak = Arc::downgrade(gateway);
+    let weak = Arc::downgrade(packages);
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(interval).await;
-            let Some(gateway) = weak.upgrade() else { return };
-            if let Err(e) = sync(&gateway).await {
+            let Some(packages) = weak.upgrade() else { return };
+            if let Err(e) = packages.sync_installs().await {
                 tracing::warn!("could not follow installs from the database: {e:#}");
             }
         }
     });
-}
-
-async fn sync(gateway: &Arc<Gateway>) -> anyhow::Result<()> {
-    let _serial = gateway.installs.serial.lock().await;
-    let known = gateway.installs.current.lock().expect("installs lock poisoned").clone();
-    let read = read_installs(&gateway.database, &gateway.registry, &gateway.adapters, &known).await?;
-    let adapters = |installs: &BTreeMap<String, InstallRecord>| -> Vec<(String, String)> {
-        installs.iter().map(|(p, i)| (p.clone(), i.adapter.clone())).collect()
-    };
-    if adapters(&read) == adapters(&known) {
-        return Ok(());
-    }
-    *gateway.installs.current.lock().expect("installs lock poisoned") = read;
-    gateway.rebuild_routes().await?;
-    tracing::info!("installs changed by another gateway applied");
-    Ok(())
 }
 
 /// Loads the adapters the configuration names by package reference
@@ -238,112 +220,115 @@ pub async fn load_references(
     Ok(())
 }
 
-fn registry_error(error: RegistryError) -> ApiError {
-    super::api::registry_error(error)
+impl Packages {
+    async fn sync_installs(&self) -> anyhow::Result<()> {
+        let _serial = self.installs.serial.lock().await;
+        let known = self.installs.current.lock().expect("installs lock poisoned").clone();
+        let read = read_installs(&self.database, &self.registry, &self.adapters, &known).await?;
+        let adapters = |installs: &BTreeMap<String, InstallRecord>| -> Vec<(String, String)> {
+            installs.iter().map(|(p, i)| (p.clone(), i.adapter.clone())).collect()
+        };
+        if adapters(&read) == adapters(&known) {
+            return Ok(());
+        }
+        *self.installs.current.lock().expect("installs lock poisoned") = read;
+        self.routes.rebuild(&self.installs.overlay(None)).await?;
+        tracing::info!("installs changed by another gateway applied");
+        Ok(())
+    }
+
+    /// Binds `provider` to `package@version` for new requests.
+    pub async fn install(
+        &self,
+        provider: &str,
+        package: &PackageName,
+        version: &semver::Version,
+    ) -> Result<InstallRecord, PackageError> {
+        let _serial = self.installs.serial.lock().await;
+        if !self.routes.serves(provider) && !self.installs.overlay(None).contains_key(provider) {
+            return Err(PackageError::ProviderNotFound(format!(
+                "provider '{provider}' is not in the catalog; configure it under [providers.{provider}] first"
+            )));
+        }
+        let record: VersionRecord = self.registry.resolve_exact(package, version).await?;
+        if record.manifest.kind != PackageKind::ProviderAdapter {
+            return Err(PackageError::WrongKind(format!(
+                "{package}@{version} is a {}, not a provider-adapter; only provider adapters can serve a provider",
+                record.manifest.kind
+            )));
+        }
+        let bytes = self.registry.content(&record).await?;
+        let key = adapter_key(package, version);
+        let adapters = self.adapters.clone();
+        let loaded_key = key.clone();
+        tokio::task::spawn_blocking(move || adapters.add(&loaded_key, &bytes))
+            .await
+            .map_err(|e| PackageError::Internal(format!("adapter compilation stopped: {e}")))?
+            .map_err(|e| {
+                PackageError::LoadFailed(format!(
+                    "{package}@{version} cannot be loaded as a provider adapter: {e:#}"
+                ))
+            })?;
+
+        let now = chrono::Utc::now().timestamp_millis();
+        record_install(&self.database, provider, package, version, &record.digest, now)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "install bookkeeping failed");
+                PackageError::Internal("Could not record the install.".into())
+            })?;
+
+        let install = InstallRecord {
+            provider: provider.to_string(),
+            package: package.clone(),
+            version: version.clone(),
+            digest: record.digest,
+            adapter: key,
+            installed_at_ms: now,
+        };
+        let previous = self
+            .installs
+            .current
+            .lock()
+            .expect("installs lock poisoned")
+            .insert(provider.to_string(), install.clone());
+        if let Err(e) = self.routes.rebuild(&self.installs.overlay(None)).await {
+            // Keep serving the old routes; forget the install so both agree.
+            let mut current = self.installs.current.lock().expect("installs lock poisoned");
+            match previous {
+                Some(previous) => current.insert(provider.to_string(), previous),
+                None => current.remove(provider),
+            };
+            return Err(PackageError::Internal(format!("could not rebuild the routes: {e:#}")));
+        }
+        tracing::info!(provider, adapter = %install.adapter, "provider adapter installed");
+        Ok(install)
+    }
 }
 
-/// Binds `provider` to `package@version` for new requests.
-pub async fn install(
-    gateway: &Arc<Gateway>,
+/// Replaces the provider's install row.
+async fn record_install(
+    database: &Database,
     provider: &str,
     package: &PackageName,
     version: &semver::Version,
-) -> Result<InstallRecord, ApiError> {
-    let _serial = gateway.installs.serial.lock().await;
-    let known = gateway
-        .routes()
-        .catalog
-        .routes()
-        .any(|route| route.provider.id == provider)
-        || gateway.installs.overlay(None).contains_key(provider);
-    if !known {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "provider_not_found",
-            format!("provider '{provider}' is not in the catalog; configure it under [providers.{provider}] first"),
-        ));
-    }
-    let record: VersionRecord = gateway
-        .registry
-        .resolve_exact(package, version)
-        .await
-        .map_err(registry_error)?;
-    if record.manifest.kind != PackageKind::ProviderAdapter {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "wrong_package_kind",
-            format!(
-                "{package}@{version} is a {}, not a provider-adapter; only provider adapters can serve a provider",
-                record.manifest.kind
-            ),
-        ));
-    }
-    let bytes = gateway.registry.content(&record).await.map_err(registry_error)?;
-    let key = adapter_key(package, version);
-    let loader = gateway.clone();
-    let loaded_key = key.clone();
-    tokio::task::spawn_blocking(move || loader.adapters.add(&loaded_key, &bytes))
-        .await
-        .map_err(|e| ApiError::internal(format!("adapter compilation stopped: {e}")))?
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "adapter_load_failed",
-                format!("{package}@{version} cannot be loaded as a provider adapter: {e:#}"),
-            )
-        })?;
-
-    let now = chrono::Utc::now().timestamp_millis();
-    let mut tx = gateway.database.pool.begin().await.map_err(internal)?;
+    digest: &Digest,
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = database.pool.begin().await?;
     sqlx::query("DELETE FROM registry_installs WHERE provider = $1")
         .bind(provider)
         .execute(&mut *tx)
-        .await
-        .map_err(internal)?;
+        .await?;
     sqlx::query(
         "INSERT INTO registry_installs (provider, package, version, digest, installed_at) VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(provider)
     .bind(package.to_string())
     .bind(version.to_string())
-    .bind(record.digest.to_string())
+    .bind(digest.to_string())
     .bind(now)
     .execute(&mut *tx)
-    .await
-    .map_err(internal)?;
-    tx.commit().await.map_err(internal)?;
-
-    let install = InstallRecord {
-        provider: provider.to_string(),
-        package: package.clone(),
-        version: version.clone(),
-        digest: record.digest,
-        adapter: key,
-        installed_at_ms: now,
-    };
-    let previous = gateway
-        .installs
-        .current
-        .lock()
-        .expect("installs lock poisoned")
-        .insert(provider.to_string(), install.clone());
-    if let Err(e) = gateway.rebuild_routes().await {
-        // Keep serving the old routes; forget the install so both agree.
-        let mut current = gateway.installs.current.lock().expect("installs lock poisoned");
-        match previous {
-            Some(previous) => current.insert(provider.to_string(), previous),
-            None => current.remove(provider),
-        };
-        return Err(ApiError::internal(format!("could not rebuild the routes: {e:#}")));
-    }
-    tracing::info!(provider, adapter = %install.adapter, "provider adapter installed");
-    Ok(install)
-}
-
-fn internal(error: sqlx::Error) -> ApiError {
-    tracing::error!(error = %error, "install bookkeeping failed");
-    ApiError::internal("Could not record the install.")
+    .await?;
+    tx.commit().await
 }

@@ -1,21 +1,40 @@
 //! The package registry inside the gateway: opening it (`[registry]` config),
 //! seeding the built-in adapters into it, the HTTP API (`api.rs`) and
-//! hot-installed provider adapters (`installs.rs`), and the same as
-//! control-plane operations (`ops.rs`). The package model, storage
-//! and index are the `tollgate-registry` crate.
+//! hot-installed provider adapters (`installs.rs`), workspace namespaces
+//! (`namespaces.rs`), and the same as control-plane operations (`ops.rs`).
+//! [`Packages`] is this concern's handler state; its errors are
+//! [`PackageError`] (`error.rs`). The package model, storage and index are
+//! the `tollgate-registry` crate. This concern owns the `namespaces` and
+//! `registry_installs` tables; the registry crate owns the rest of
+//! `registry_*`.
 
 pub mod api;
+mod error;
 pub mod installs;
+pub mod namespaces;
 pub mod ops;
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tollgate_registry::{BlobStore, Content, Digest, Index, Manifest, Metadata, PackageKind, Registry, StorageConfig};
+use tollgate_registry::{
+    BlobStore, Content, Digest, Index, Manifest, Metadata, PackageKind, Registry, RegistryError, StorageConfig,
+};
 
+pub use error::PackageError;
 pub use installs::Installs;
+
+use crate::auth::Principal;
+use crate::auth::permissions::Role;
+use crate::data_plane::RouteTable;
+use namespaces::Namespaces;
+use tollgate_core::db::Database;
+use tollgate_plugin_host::Adapters;
+use tollgate_routing::ProviderConfig;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -55,6 +74,96 @@ pub fn open(config: &RegistryConfig, data_dir: &Path, pool: sqlx::AnyPool) -> an
     let blobs = BlobStore::open(&config.storage, &data_dir.join("registry")).context("registry storage")?;
     tracing::info!(storage = blobs.describe(), "package registry");
     Ok(Registry::new(Index::new(pool), blobs))
+}
+
+/// The packages concern's handler state: the registry, the installs, the
+/// namespaces, and the route table an install rebuilds (through
+/// [`RouteTable::rebuild`], the data plane's API).
+pub struct Packages {
+    registry: Registry,
+    installs: Installs,
+    namespaces: Namespaces,
+    routes: Arc<RouteTable>,
+    adapters: Arc<Adapters>,
+    /// Where `registry_installs` lives.
+    database: Database,
+    /// `registry.workspace_quota_bytes`.
+    quota_bytes: u64,
+}
+
+impl Packages {
+    pub fn new(
+        registry: Registry,
+        installs: Installs,
+        routes: Arc<RouteTable>,
+        adapters: Arc<Adapters>,
+        database: Database,
+        quota_bytes: u64,
+    ) -> Self {
+        Self {
+            registry,
+            installs,
+            namespaces: Namespaces::new(database.clone()),
+            routes,
+            adapters,
+            database,
+            quota_bytes,
+        }
+    }
+
+    pub fn namespaces(&self) -> &Namespaces {
+        &self.namespaces
+    }
+
+    /// Applies a new configuration (a reload): loads the adapters it pins by
+    /// reference, takes its operators, and rebuilds the routes from its
+    /// providers with every install applied. Returns the pricing snapshot id.
+    pub async fn reload(
+        &self,
+        providers: &BTreeMap<String, ProviderConfig>,
+        operators: &[String],
+    ) -> anyhow::Result<i64> {
+        installs::load_references(&self.registry, &self.adapters, providers).await?;
+        self.installs.set_operators(operators);
+        self.routes.rebuild(&self.installs.overlay(Some(providers))).await
+    }
+
+    /// Whether `workspace_id` may publish in `namespace`: it has a namespace of
+    /// that name, and no other workspace published there first (the first
+    /// publish claims the namespace in the registry). The built-in namespace
+    /// is reserved.
+    pub async fn check_namespace(&self, workspace_id: &str, namespace: &str) -> Result<(), PackageError> {
+        let denied = || {
+            PackageError::Forbidden(format!(
+                "This workspace may not publish in namespace '{namespace}'. Create the namespace in your workspace first (`tollgate namespaces create {namespace}`); a namespace belongs to the first workspace that publishes in it."
+            ))
+        };
+        if namespace == BUILTIN_NAMESPACE || !self.namespaces.held_by(workspace_id, namespace).await? {
+            return Err(denied());
+        }
+        let owner = self
+            .registry
+            .index
+            .claim_namespace(namespace, workspace_id)
+            .await
+            .map_err(RegistryError::from)?;
+        if owner != workspace_id {
+            return Err(denied());
+        }
+        Ok(())
+    }
+
+    /// Installing changes the whole gateway: only owners and admins of a
+    /// workspace listed in `registry.operator_workspaces` may.
+    pub fn check_operator(&self, principal: &Principal) -> Result<(), PackageError> {
+        let admin = matches!(principal.role, Role::Owner | Role::Admin);
+        if !admin || !self.installs.is_operator(&principal.workspace_id) {
+            return Err(PackageError::Forbidden(
+                "Installing adapters changes the whole gateway: it needs an owner or admin key of a workspace listed in registry.operator_workspaces.".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The registry version of a built-in adapter: the gateway's version, with

@@ -1,31 +1,17 @@
 //! The registry as control-plane operations (`packages.*`, `installs.*`), so A2A
 //! clients can search, yank, deprecate and install. They apply the same checks
-//! as the HTTP API (`api.rs`), whose errors they translate. Publishing uploads
-//! content and stays on HTTP.
+//! as the HTTP API (`api.rs`), through [`Packages`](super::Packages); their
+//! errors become `OpError`s by variant (`error.rs`). Publishing uploads content
+//! and stays on HTTP.
 //!
 //! Registered in `control/registry.rs`; the control-plane contract test runs each.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tollgate_registry::{PackageKind, PackageName};
+use tollgate_registry::{PackageKind, PackageName, RegistryError};
 
-use super::api::{check_namespace, check_operator, registry_error};
 use crate::control::error::OpError;
 use crate::control::registry::Ctx;
-use crate::error::ApiError;
-
-fn op_error(error: ApiError) -> OpError {
-    match error.status.as_u16() {
-        400 => OpError::InvalidParams(error.message),
-        401 => OpError::Unauthenticated,
-        403 => OpError::PermissionDenied(error.message),
-        // NotFound names the missing thing; the registry's message already says "not found".
-        404 => OpError::NotFound(error.message.trim_end_matches(" not found").to_string()),
-        409 if error.code == "version_exists" => OpError::AlreadyExists(error.message),
-        409 => OpError::FailedPrecondition(error.message),
-        _ => OpError::Internal(anyhow::anyhow!(error.message)),
-    }
-}
 
 fn package_name(text: &str) -> Result<PackageName, OpError> {
     text.parse().map_err(|e| OpError::InvalidParams(format!("name: {e}")))
@@ -72,11 +58,10 @@ pub async fn search(ctx: &Ctx, params: SearchParams) -> Result<PackageList, OpEr
         .transpose()
         .map_err(OpError::InvalidParams)?;
     let found = ctx
-        .gateway
+        .packages()
         .registry
         .search(kind, params.q.as_deref(), params.limit.unwrap_or(50))
-        .await
-        .map_err(|e| op_error(registry_error(e)))?;
+        .await?;
     Ok(PackageList {
         packages: found
             .into_iter()
@@ -120,12 +105,12 @@ pub struct PackageInfo {
 pub async fn get(ctx: &Ctx, params: PackageParams) -> Result<PackageInfo, OpError> {
     let name = package_name(&params.name)?;
     let versions = ctx
-        .gateway
+        .packages()
         .registry
         .index
         .versions(&name)
         .await
-        .map_err(|e| op_error(registry_error(e.into())))?;
+        .map_err(RegistryError::from)?;
     let newest = &versions[0].manifest;
     Ok(PackageInfo {
         name: name.to_string(),
@@ -179,21 +164,21 @@ async fn change(
     ctx: &Ctx,
     name: &str,
     text: &str,
-    apply: impl AsyncFnOnce(&PackageName, &semver::Version) -> Result<(), tollgate_registry::RegistryError>,
+    apply: impl AsyncFnOnce(&PackageName, &semver::Version) -> Result<(), RegistryError>,
 ) -> Result<VersionState, OpError> {
     let name = package_name(name)?;
     let version = version(text)?;
-    check_namespace(&ctx.gateway, &ctx.scope().workspace_id, name.namespace())
-        .await
-        .map_err(op_error)?;
-    apply(&name, &version).await.map_err(|e| op_error(registry_error(e)))?;
+    ctx.packages()
+        .check_namespace(&ctx.scope().workspace_id, name.namespace())
+        .await?;
+    apply(&name, &version).await?;
     let record = ctx
-        .gateway
+        .packages()
         .registry
         .index
         .version(&name, &version)
         .await
-        .map_err(|e| op_error(registry_error(e.into())))?;
+        .map_err(RegistryError::from)?;
     Ok(VersionState {
         name: name.to_string(),
         version: version.to_string(),
@@ -203,7 +188,7 @@ async fn change(
 }
 
 pub async fn yank(ctx: &Ctx, params: VersionParams) -> Result<VersionState, OpError> {
-    let registry = &ctx.gateway.registry;
+    let registry = &ctx.packages().registry;
     change(ctx, &params.name, &params.version, async |n, v| {
         registry.yank(n, v, true).await
     })
@@ -211,7 +196,7 @@ pub async fn yank(ctx: &Ctx, params: VersionParams) -> Result<VersionState, OpEr
 }
 
 pub async fn unyank(ctx: &Ctx, params: VersionParams) -> Result<VersionState, OpError> {
-    let registry = &ctx.gateway.registry;
+    let registry = &ctx.packages().registry;
     change(ctx, &params.name, &params.version, async |n, v| {
         registry.yank(n, v, false).await
     })
@@ -219,7 +204,7 @@ pub async fn unyank(ctx: &Ctx, params: VersionParams) -> Result<VersionState, Op
 }
 
 pub async fn deprecate(ctx: &Ctx, params: DeprecateParams) -> Result<VersionState, OpError> {
-    let registry = &ctx.gateway.registry;
+    let registry = &ctx.packages().registry;
     let message = params.message.clone();
     change(ctx, &params.name, &params.version, async |n, v| {
         registry.deprecate(n, v, message.as_deref()).await
@@ -259,9 +244,9 @@ fn entry(install: super::installs::InstallRecord) -> InstallEntry {
 }
 
 pub async fn list_installs(ctx: &Ctx, _params: NoParams) -> Result<InstallList, OpError> {
-    check_operator(&ctx.gateway, ctx.caller()?).map_err(op_error)?;
+    ctx.packages().check_operator(ctx.caller()?)?;
     Ok(InstallList {
-        installs: ctx.gateway.installs.list().into_iter().map(entry).collect(),
+        installs: ctx.packages().installs.list().into_iter().map(entry).collect(),
     })
 }
 
@@ -277,11 +262,9 @@ pub struct InstallParams {
 }
 
 pub async fn install(ctx: &Ctx, params: InstallParams) -> Result<InstallEntry, OpError> {
-    check_operator(&ctx.gateway, ctx.caller()?).map_err(op_error)?;
+    ctx.packages().check_operator(ctx.caller()?)?;
     let package = package_name(&params.package)?;
     let version = version(&params.version)?;
-    let installed = super::installs::install(&ctx.gateway, &params.provider, &package, &version)
-        .await
-        .map_err(op_error)?;
+    let installed = ctx.packages().install(&params.provider, &package, &version).await?;
     Ok(entry(installed))
 }

@@ -152,3 +152,55 @@ fn every_crate_and_module_has_a_doc_header() {
         missing.join("\n")
     );
 }
+
+/// One owner per table (docs/ARCHITECTURE.md): in the server crate, where the
+/// concerns share a crate and Cargo cannot keep them apart, only a table's
+/// owner names it in SQL; everyone else calls the owner's API.
+#[test]
+fn only_a_tables_owner_queries_it() {
+    let owners: &[(&str, &[&str])] = &[
+        (
+            "accounts/",
+            &["accounts", "users", "workspaces", "memberships", "api_keys"],
+        ),
+        ("auth/", &["api_keys", "memberships"]),
+        ("control/tasks.rs", &["a2a_tasks"]),
+        ("packages/namespaces.rs", &["namespaces"]),
+        ("packages/installs.rs", &["registry_installs"]),
+    ];
+    let src = root().join("host/server/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut problems = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        if !text.contains("sqlx::query") {
+            continue;
+        }
+        let file = path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        let allowed: BTreeSet<&str> = owners
+            .iter()
+            .filter(|(prefix, _)| file.starts_with(prefix))
+            .flat_map(|(_, tables)| tables.iter().copied())
+            .collect();
+        let words: Vec<&str> = text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for pair in words.windows(2) {
+            let table = pair[1];
+            let named = matches!(pair[0], "FROM" | "JOIN" | "INTO" | "UPDATE")
+                && table
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if named && !allowed.contains(table) {
+                problems.push(format!("{file} queries `{table}`, which it does not own"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "SQL outside a table's owner:\n{}",
+        problems.join("\n")
+    );
+}

@@ -1,17 +1,61 @@
-//! Account creation: an account, its user, the user's first workspace (owner
-//! role), the workspace's wallet with an opening credit, and the first API key,
-//! all in one transaction. Used by `tollgate admin create-account` and by the
-//! control plane's `accounts.signup`; the control plane reuses the workspace and
-//! key primitives below.
+//! Accounts: the owner of the `accounts`, `users`, `workspaces`,
+//! `memberships` and `api_keys` tables (auth's `KeyResolver` reads the last
+//! two). Nothing else writes or reads them; the control plane and the CLI call
+//! the API here. Creating an account makes its user, the user's first
+//! workspace (owner role), the workspace's wallet (through the ledger) with an
+//! opening credit, and the first API key, all in one transaction.
+//! `workspaces.rs`, `members.rs` and `keys.rs` hold the rest of the API; every
+//! change that alters what a key may do commits through
+//! `KeyResolver::commit_change`, so every gateway sees it (see `auth`).
+
+mod keys;
+mod members;
+mod workspaces;
+
+pub use keys::{KeyInfo, MintedKey};
+pub use members::Member;
+pub use workspaces::{Workspace, lock_workspace};
 
 use serde::Serialize;
 
 use crate::auth;
+use crate::auth::KeyResolver;
 use crate::auth::permissions::Role;
 use tollgate_core::db::{Database, new_id, now_unix};
 use tollgate_core::money::Nanos;
 
 type Tx = sqlx::Transaction<'static, sqlx::Any>;
+
+/// Why an accounts operation refused; callers decide on the variant.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("a user with e-mail '{0}' already exists")]
+    EmailTaken(String),
+    #[error("'{0}' is already a member")]
+    AlreadyMember(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// The accounts API: the database and the key resolver whose caches its
+/// changes to keys, members and workspaces must reach.
+#[derive(Clone)]
+pub struct Accounts {
+    database: Database,
+    keys: KeyResolver,
+}
+
+impl Accounts {
+    pub fn new(database: Database, keys: KeyResolver) -> Self {
+        Self { database, keys }
+    }
+
+    pub async fn signup(&self, name: &str, email: Option<&str>, credit: Nanos) -> Result<CreatedAccount, AccountError> {
+        signup(&self.database, name, email, credit).await
+    }
+}
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct CreatedAccount {
@@ -33,13 +77,14 @@ pub async fn signup(
     name: &str,
     email: Option<&str>,
     credit: Nanos,
-) -> anyhow::Result<CreatedAccount> {
+) -> Result<CreatedAccount, AccountError> {
     let name = name.trim();
-    anyhow::ensure!(
-        !name.is_empty() && name.len() <= 200,
-        "account name must be 1 to 200 characters"
-    );
-    anyhow::ensure!(credit.0 >= 0, "credit must not be negative");
+    if name.is_empty() || name.len() > 200 {
+        return Err(anyhow::anyhow!("account name must be 1 to 200 characters").into());
+    }
+    if credit.0 < 0 {
+        return Err(anyhow::anyhow!("credit must not be negative").into());
+    }
     let now = now_unix();
     let account_id = new_id("acct");
     let user_id = new_id("user");
@@ -53,10 +98,9 @@ pub async fn signup(
         .bind(&email)
         .fetch_optional(&mut *tx)
         .await?;
-    anyhow::ensure!(
-        taken.is_none(),
-        "EMAIL_TAKEN: a user with e-mail '{email}' already exists"
-    );
+    if taken.is_some() {
+        return Err(AccountError::EmailTaken(email));
+    }
     sqlx::query("INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3)")
         .bind(&account_id)
         .bind(name)
@@ -70,16 +114,8 @@ pub async fn signup(
         .bind(now)
         .execute(&mut *tx)
         .await?;
-    let workspace_id = create_workspace(&mut tx, &account_id, &user_id, "default").await?;
-    if credit.0 > 0 {
-        sqlx::query("UPDATE wallets SET balance_nano = $1 WHERE workspace_id = $2")
-            .bind(credit.0)
-            .bind(&workspace_id)
-            .execute(&mut *tx)
-            .await?;
-        tollgate_ledger::journal_credit(&mut tx, &workspace_id, credit).await?;
-    }
-    let (key_id, api_key) = insert_key(
+    let workspace_id = create_workspace(&mut tx, &account_id, &user_id, "default", credit).await?;
+    let (key_id, key) = insert_key(
         &mut tx,
         &workspace_id,
         Some(&user_id),
@@ -94,7 +130,7 @@ pub async fn signup(
         user_id,
         workspace_id,
         key_id,
-        api_key,
+        api_key: key.secret,
         credit_usd: credit.usd_string(),
         plan: "free".into(),
     })
@@ -112,8 +148,15 @@ pub fn normalize_email(email: &str) -> anyhow::Result<String> {
     Ok(email)
 }
 
-/// A workspace on the Free plan with an empty wallet; `user_id` becomes its owner.
-pub async fn create_workspace(tx: &mut Tx, account_id: &str, user_id: &str, name: &str) -> anyhow::Result<String> {
+/// A workspace on the Free plan whose wallet opens with `credit`; `user_id`
+/// becomes its owner.
+async fn create_workspace(
+    tx: &mut Tx,
+    account_id: &str,
+    user_id: &str,
+    name: &str,
+    credit: Nanos,
+) -> sqlx::Result<String> {
     let workspace_id = new_id("ws");
     let now = now_unix();
     sqlx::query("INSERT INTO workspaces (id, account_id, name, created_at, plan) VALUES ($1, $2, $3, $4, 'free')")
@@ -123,10 +166,7 @@ pub async fn create_workspace(tx: &mut Tx, account_id: &str, user_id: &str, name
         .bind(now)
         .execute(&mut **tx)
         .await?;
-    sqlx::query("INSERT INTO wallets (workspace_id, balance_nano, reserved_nano) VALUES ($1, 0, 0)")
-        .bind(&workspace_id)
-        .execute(&mut **tx)
-        .await?;
+    tollgate_ledger::open_wallet(tx, &workspace_id, credit).await?;
     sqlx::query("INSERT INTO memberships (workspace_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
         .bind(&workspace_id)
         .bind(user_id)
@@ -146,13 +186,13 @@ pub struct KeyOptions {
 }
 
 /// Mints a key; returns its id and the secret, which exists nowhere else.
-pub async fn insert_key(
+async fn insert_key(
     tx: &mut Tx,
     workspace_id: &str,
     user_id: Option<&str>,
     name: &str,
     options: &KeyOptions,
-) -> anyhow::Result<(String, String)> {
+) -> sqlx::Result<(String, auth::NewKey)> {
     let key_id = new_id("key");
     let key = auth::generate_key();
     sqlx::query(
@@ -170,5 +210,5 @@ pub async fn insert_key(
     .bind(options.requests_per_minute.map(i64::from))
     .execute(&mut **tx)
     .await?;
-    Ok((key_id, key.secret))
+    Ok((key_id, key))
 }

@@ -1,0 +1,147 @@
+//! Workspaces and who may act in them: create, list, rename, soft delete (which
+//! revokes the workspace's keys everywhere), and a user's role in one.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::{AccountError, Accounts, Tx, create_workspace};
+use crate::auth::KeyChange;
+use crate::auth::permissions::Role;
+use tollgate_core::db::now_unix;
+use tollgate_core::money::Nanos;
+
+/// A workspace as one of its members sees it.
+#[derive(Serialize, JsonSchema)]
+pub struct Workspace {
+    pub workspace_id: String,
+    pub name: String,
+    pub plan: String,
+    /// The caller's role in this workspace.
+    pub role: String,
+    pub created_at: i64,
+}
+
+type Row = (String, String, String, i64, String);
+
+fn workspace((workspace_id, name, plan, created_at, role): Row) -> Workspace {
+    Workspace {
+        workspace_id,
+        name,
+        plan,
+        role,
+        created_at,
+    }
+}
+
+/// Takes the workspace's row lock inside `tx` on Postgres (SQLite's `BEGIN
+/// IMMEDIATE` already serialises writers), so checks made in `tx` against the
+/// workspace's other rows (a namespace limit, say) hold until it commits.
+pub async fn lock_workspace(tx: &mut Tx, workspace_id: &str) -> sqlx::Result<()> {
+    sqlx::query("UPDATE workspaces SET name = name WHERE id = $1")
+        .bind(workspace_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+impl Accounts {
+    /// Whether the workspace exists and is not deleted.
+    pub async fn workspace_is_live(&self, workspace_id: &str) -> sqlx::Result<bool> {
+        let found: Option<String> =
+            sqlx::query_scalar("SELECT id FROM workspaces WHERE id = $1 AND deleted_at IS NULL")
+                .bind(workspace_id)
+                .fetch_optional(&self.database.pool)
+                .await?;
+        Ok(found.is_some())
+    }
+
+    /// A live workspace, shown with `role` as the viewer's role.
+    pub async fn workspace(&self, workspace_id: &str, role: Role) -> sqlx::Result<Option<Workspace>> {
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT id, name, plan, created_at, CAST($2 AS TEXT) FROM workspaces WHERE id = $1 AND deleted_at IS NULL",
+        )
+        .bind(workspace_id)
+        .bind(role.as_str())
+        .fetch_optional(&self.database.pool)
+        .await?;
+        Ok(row.map(workspace))
+    }
+
+    /// The live workspaces `user_id` belongs to, with their role in each.
+    pub async fn workspaces_of(&self, user_id: &str) -> sqlx::Result<Vec<Workspace>> {
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT w.id, w.name, w.plan, w.created_at, m.role FROM workspaces w \
+             JOIN memberships m ON m.workspace_id = w.id \
+             WHERE m.user_id = $1 AND w.deleted_at IS NULL ORDER BY w.created_at, w.id",
+        )
+        .bind(user_id)
+        .fetch_all(&self.database.pool)
+        .await?;
+        Ok(rows.into_iter().map(workspace).collect())
+    }
+
+    /// `user_id`'s role in a live workspace; `None` if not a member.
+    pub async fn role_in(&self, workspace_id: &str, user_id: &str) -> sqlx::Result<Option<Role>> {
+        let role: Option<String> = sqlx::query_scalar(
+            "SELECT m.role FROM memberships m JOIN workspaces w ON w.id = m.workspace_id \
+             WHERE m.workspace_id = $1 AND m.user_id = $2 AND w.deleted_at IS NULL",
+        )
+        .bind(workspace_id)
+        .bind(user_id)
+        .fetch_optional(&self.database.pool)
+        .await?;
+        Ok(role.and_then(|r| Role::parse(&r)))
+    }
+
+    /// The workspace's plan (deleted workspaces too: the ledger outlives them).
+    pub async fn plan(&self, workspace_id: &str) -> sqlx::Result<String> {
+        sqlx::query_scalar("SELECT plan FROM workspaces WHERE id = $1")
+            .bind(workspace_id)
+            .fetch_one(&self.database.pool)
+            .await
+    }
+
+    /// A new workspace in the same account as `sibling_id`, owned by `user_id`,
+    /// with an empty wallet; returns its id.
+    pub async fn create_workspace(&self, sibling_id: &str, user_id: &str, name: &str) -> Result<String, AccountError> {
+        let account_id: String = sqlx::query_scalar("SELECT account_id FROM workspaces WHERE id = $1")
+            .bind(sibling_id)
+            .fetch_one(&self.database.pool)
+            .await?;
+        let mut tx = self.database.begin_write().await?;
+        let workspace_id = create_workspace(&mut tx, &account_id, user_id, name, Nanos(0)).await?;
+        tx.commit().await?;
+        Ok(workspace_id)
+    }
+
+    pub async fn rename_workspace(&self, workspace_id: &str, name: &str) -> sqlx::Result<()> {
+        sqlx::query("UPDATE workspaces SET name = $1 WHERE id = $2")
+            .bind(name)
+            .bind(workspace_id)
+            .execute(&self.database.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Soft delete: the ledger keeps referencing the workspace, so its rows
+    /// stay; its keys are revoked, and every gateway drops them from its cache.
+    pub async fn delete_workspace(&self, workspace_id: &str) -> Result<(), AccountError> {
+        let now = now_unix();
+        let mut tx = self.database.begin_write().await?;
+        sqlx::query("UPDATE workspaces SET deleted_at = $1 WHERE id = $2")
+            .bind(now)
+            .bind(workspace_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE workspace_id = $2 AND revoked_at IS NULL")
+            .bind(now)
+            .bind(workspace_id)
+            .execute(&mut *tx)
+            .await?;
+        let change = KeyChange::Workspace {
+            workspace_id: workspace_id.to_string(),
+        };
+        self.keys.commit_change(tx, change).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,167 @@
+//! The gateway's wiring, in one place: [`Gateway::start`] builds each
+//! concern's state once, and [`AppState`] hands every handler only the state
+//! of its own concern through axum's `FromRef`: the data plane
+//! ([`DataPlane`]), auth ([`AuthState`], all the `Caller` extractor needs),
+//! the control plane ([`ControlPlane`]) and packages ([`Packages`]). A concern
+//! that acts on another goes through the other's API (an install rebuilds the
+//! routes through `RouteTable::rebuild`; the control plane reads the ledger
+//! through `tollgate_ledger`'s views), never through a shared struct's fields.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::extract::FromRef;
+
+use crate::accounts::Accounts;
+use crate::auth::{AuthState, KeyResolver};
+use crate::config::Config;
+use crate::control::ControlPlane;
+use crate::data_plane::{DataLimits, DataPlane, RouteTable, upstream::Upstream};
+use crate::packages::{Installs, Packages};
+use crate::rate_limit::KeyRateLimiter;
+use tollgate_core::db::Database;
+use tollgate_ledger::Ledger;
+use tollgate_metering::Metering;
+use tollgate_plugin_host::Adapters;
+use tollgate_routing::health::Health;
+
+/// The router's state: one handle per concern.
+#[derive(Clone)]
+pub struct AppState {
+    data: Arc<DataPlane>,
+    auth: Arc<AuthState>,
+    control: Arc<ControlPlane>,
+    packages: Arc<Packages>,
+}
+
+impl FromRef<AppState> for Arc<DataPlane> {
+    fn from_ref(state: &AppState) -> Self {
+        state.data.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<AuthState> {
+    fn from_ref(state: &AppState) -> Self {
+        state.auth.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<ControlPlane> {
+    fn from_ref(state: &AppState) -> Self {
+        state.control.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Packages> {
+    fn from_ref(state: &AppState) -> Self {
+        state.packages.clone()
+    }
+}
+
+/// A started gateway: the handler state plus what serving and reloading need.
+pub struct Gateway {
+    pub(crate) state: AppState,
+    pub(crate) config: Config,
+    pub(crate) database: Database,
+    /// `None` when metering (or the ledger it rides on) is off.
+    pub(crate) metering: Option<Metering>,
+}
+
+impl Gateway {
+    pub async fn start(config: Config) -> anyhow::Result<Arc<Self>> {
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+        ControlPlane::check(&config.control_plane)?;
+        let database = Database::open(&config.database_url(), config.ledger.sqlite_sync).await?;
+        let keys = KeyResolver::start(&database, &config.database_url()).await?;
+        let files: Vec<(String, &std::path::Path)> = config
+            .adapters
+            .iter()
+            .map(|(name, file)| (name.clone(), file.path.as_path()))
+            .collect();
+        let adapters = Arc::new(Adapters::load(&config.plugins, &config.cache_dir(), &files)?);
+        let registry = crate::packages::open(&config.registry, &config.data_dir, database.pool.clone())?;
+        crate::packages::seed_builtins(&registry).await?;
+        let installs = Installs::load(
+            &database,
+            &registry,
+            &adapters,
+            &config.providers,
+            &config.registry.operator_workspaces,
+        )
+        .await?;
+        crate::packages::installs::load_references(&registry, &adapters, &config.providers).await?;
+        let routes = Arc::new(RouteTable::build(database.clone(), adapters.clone(), &installs.overlay(None)).await?);
+        // Usage events ride on ledger settlements, so metering needs the ledger.
+        let metering = match config.ledger.enabled {
+            true => Metering::new(&config.metering, &config.data_dir, &config.listen)?,
+            false => None,
+        };
+        if let Some(metering) = &metering {
+            metering.start(&database).await?;
+            crate::telemetry::watch_outbox_backlog(metering.backlog_gauge());
+        }
+        let ledger = config.ledger.enabled.then(|| {
+            Ledger::start(
+                database.clone(),
+                &config.ledger,
+                tollgate_metering::instance_source(&config.metering),
+                metering.as_ref().map(Metering::notifier),
+            )
+        });
+        let packages = Arc::new(Packages::new(
+            registry,
+            installs,
+            routes.clone(),
+            adapters.clone(),
+            database.clone(),
+            config.registry.workspace_quota_bytes,
+        ));
+        crate::packages::installs::follow(
+            &packages,
+            std::time::Duration::from_millis(config.registry.install_poll_ms),
+        );
+        let data = DataPlane::new(
+            routes,
+            adapters,
+            Upstream::new(&config.timeouts)?,
+            Health::new(config.breaker.clone()),
+            ledger,
+            DataLimits {
+                max_body_bytes: config.limits.max_body_bytes,
+                max_upstream_body_bytes: config.limits.max_upstream_body_bytes,
+                default_max_output_tokens: config.ledger.default_max_output_tokens,
+                log_prompts: config.telemetry.log_prompts,
+            },
+        );
+        let control = ControlPlane::new(
+            &config.control_plane,
+            Accounts::new(database.clone(), keys.clone()),
+            packages.clone(),
+            database.clone(),
+            config.limits.key_requests_per_minute,
+        );
+        let auth = AuthState::new(keys, KeyRateLimiter::new(config.limits.key_requests_per_minute));
+        Ok(Arc::new(Self {
+            state: AppState {
+                data: Arc::new(data),
+                auth: Arc::new(auth),
+                control: Arc::new(control),
+                packages,
+            },
+            config,
+            database,
+            metering,
+        }))
+    }
+
+    /// Rebuilds the catalog from `config` (providers, prices, keys) with the
+    /// installs applied, and freezes its prices as a pricing snapshot.
+    /// Requests already running keep theirs.
+    pub async fn reload(&self, config: &Config) -> anyhow::Result<i64> {
+        self.state
+            .packages
+            .reload(&config.providers, &config.registry.operator_workspaces)
+            .await
+    }
+}

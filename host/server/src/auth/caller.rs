@@ -1,0 +1,109 @@
+//! Auth's handler state ([`AuthState`]: the key resolver and the per-key rate
+//! limiter) and the data plane's [`Caller`] extractor, which needs nothing
+//! else. The control plane and the registry API resolve keys through
+//! [`AuthState::resolve`].
+
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+
+use super::{KeyResolver, Principal};
+use crate::error::ApiError;
+use crate::rate_limit::KeyRateLimiter;
+use crate::server::RequestId;
+
+pub struct AuthState {
+    keys: KeyResolver,
+    /// Per-key request rates (`[limits] key_requests_per_minute`).
+    key_rates: KeyRateLimiter,
+}
+
+impl AuthState {
+    pub fn new(keys: KeyResolver, key_rates: KeyRateLimiter) -> Self {
+        Self { keys, key_rates }
+    }
+
+    /// The principal a key stands for, whatever it may do; `None` for an
+    /// unknown, revoked or malformed key.
+    pub async fn resolve(&self, secret: &str) -> anyhow::Result<Option<Arc<Principal>>> {
+        self.keys.resolve(secret).await
+    }
+}
+
+/// An authenticated caller within its key's request rate. Extracting it before
+/// the body means unauthenticated or rate-limited requests are refused before
+/// their body is read.
+pub struct Caller(pub Arc<Principal>);
+
+impl<S> FromRequestParts<S> for Caller
+where
+    S: Send + Sync,
+    Arc<AuthState>: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        authenticate(parts, &Arc::<AuthState>::from_ref(state)).await
+    }
+}
+
+/// Resolves the key, checks the role may infer, and counts the request against
+/// the key's rate (in memory; no I/O on a cached key).
+async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, ApiError> {
+    let request_id = RequestId::from_request_parts(parts, &())
+        .await
+        .unwrap_or_else(|e| match e {});
+    let reject = |message: &str| ApiError::unauthorized(message).with_request_id(&request_id.0);
+    let value = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| reject("Missing API key: send 'Authorization: Bearer tg_live_…'."))?;
+    let secret = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+        .ok_or_else(|| reject("The Authorization header must be 'Bearer <API key>'."))?;
+    match auth.keys.resolve(secret).await {
+        // The same role table as the control plane: viewers may not call the data plane.
+        Ok(Some(principal)) if !principal.role.allows(super::permissions::Permission::Inference) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "permission_denied",
+            format!(
+                "This key's role '{}' may not call the data plane.",
+                principal.role.as_str()
+            ),
+        )
+        .with_request_id(&request_id.0)),
+        Ok(Some(principal)) => match auth.key_rates.check(&principal) {
+            Ok(()) => Ok(Caller(principal)),
+            Err(wait) => Err(rate_limited(&principal, auth, wait, &request_id)),
+        },
+        Ok(None) => Err(reject("Invalid API key.")),
+        Err(e) => {
+            tracing::error!(error = %e, "key lookup failed");
+            Err(ApiError::internal("Could not check the API key.").with_request_id(&request_id.0))
+        }
+    }
+}
+
+/// 429 for a key over its request rate, with `Retry-After`.
+fn rate_limited(
+    principal: &Principal,
+    auth: &AuthState,
+    wait: std::time::Duration,
+    request_id: &RequestId,
+) -> ApiError {
+    let per_minute =
+        crate::rate_limit::effective_per_minute(auth.key_rates.default_per_minute(), principal.requests_per_minute)
+            .map_or(0, std::num::NonZeroU32::get);
+    let secs = crate::rate_limit::retry_after_secs(wait);
+    ApiError::key_rate_limited(
+        format!("This API key is limited to {per_minute} requests per minute; retry after {secs} s."),
+        u32::try_from(secs).unwrap_or(u32::MAX),
+    )
+    .with_request_id(&request_id.0)
+}

@@ -1,0 +1,75 @@
+//! The live routing table: the current [`Routes`], swapped whole when the
+//! providers change (a reload, an install). Owned by the data plane; the
+//! packages concern rebuilds it through [`RouteTable::rebuild`] after an
+//! install, and never touches the table itself.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use tollgate_core::db::Database;
+use tollgate_plugin_host::Adapters;
+use tollgate_routing::ProviderConfig;
+use tollgate_routing::catalog::Catalog;
+
+use super::Routes;
+
+pub struct RouteTable {
+    current: RwLock<Arc<Routes>>,
+    /// Where pricing snapshots are registered.
+    database: Database,
+    adapters: Arc<Adapters>,
+}
+
+impl RouteTable {
+    pub async fn build(
+        database: Database,
+        adapters: Arc<Adapters>,
+        providers: &BTreeMap<String, ProviderConfig>,
+    ) -> anyhow::Result<Self> {
+        let routes = build_routes(&database, &adapters, providers).await?;
+        Ok(Self {
+            current: RwLock::new(Arc::new(routes)),
+            database,
+            adapters,
+        })
+    }
+
+    /// The routing table for a new request.
+    pub fn current(&self) -> Arc<Routes> {
+        self.current.read().expect("routes lock poisoned").clone()
+    }
+
+    /// Rebuilds the catalog from `providers` (prices, keys, adapters) and
+    /// freezes its prices as a pricing snapshot, whose id it returns.
+    /// Requests already running keep the table they started with.
+    pub async fn rebuild(&self, providers: &BTreeMap<String, ProviderConfig>) -> anyhow::Result<i64> {
+        let routes = build_routes(&self.database, &self.adapters, providers).await?;
+        let snapshot_id = routes.snapshot_id;
+        *self.current.write().expect("routes lock poisoned") = Arc::new(routes);
+        Ok(snapshot_id)
+    }
+
+    /// Whether the current table has a route through `provider`.
+    pub fn serves(&self, provider: &str) -> bool {
+        self.current()
+            .catalog
+            .routes()
+            .any(|route| route.provider.id == provider)
+    }
+}
+
+async fn build_routes(
+    database: &Database,
+    adapters: &Adapters,
+    providers: &BTreeMap<String, ProviderConfig>,
+) -> anyhow::Result<Routes> {
+    let catalog = Catalog::build(providers, &|name| std::env::var(name).ok())?;
+    for name in catalog.adapter_names() {
+        anyhow::ensure!(
+            adapters.get(name).is_some(),
+            "a provider uses adapter '{name}', which is neither built in nor configured under [adapters]"
+        );
+    }
+    let snapshot_id = tollgate_routing::snapshots::register(database, &catalog).await?;
+    Ok(Routes { catalog, snapshot_id })
+}

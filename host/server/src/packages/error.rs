@@ -1,0 +1,120 @@
+//! Why a packages operation failed, as a typed enum: the HTTP API turns it into
+//! an `ApiError` and the control plane into an `OpError`, each by variant, so
+//! neither decides on a status or a string code.
+
+use axum::http::StatusCode;
+use tollgate_registry::RegistryError;
+
+use super::namespaces::NamespaceError;
+use crate::control::error::OpError;
+use crate::error::ApiError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The caller may not do this; the message says what would allow it.
+    #[error("{0}")]
+    Forbidden(String),
+    /// An install names a provider the catalog does not have.
+    #[error("{0}")]
+    ProviderNotFound(String),
+    /// An install names a package that is not a provider adapter.
+    #[error("{0}")]
+    WrongKind(String),
+    /// The adapter did not compile or link.
+    #[error("{0}")]
+    LoadFailed(String),
+    /// The cause was logged; the message is safe to show.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<NamespaceError> for PackageError {
+    fn from(error: NamespaceError) -> Self {
+        tracing::error!(error = %error, "namespace lookup failed");
+        PackageError::Internal("Could not check the namespace.".into())
+    }
+}
+
+impl From<RegistryError> for ApiError {
+    fn from(error: RegistryError) -> Self {
+        let (status, code) = match &error {
+            RegistryError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_package"),
+            RegistryError::WrongWorld(_) => (StatusCode::BAD_REQUEST, "wrong_world"),
+            RegistryError::Integrity(_) => (StatusCode::BAD_REQUEST, "digest_mismatch"),
+            RegistryError::Conflict(_) => (StatusCode::CONFLICT, "version_exists"),
+            RegistryError::Yanked(_) => (StatusCode::CONFLICT, "version_yanked"),
+            RegistryError::NotFound(_) => (StatusCode::NOT_FOUND, "package_not_found"),
+            RegistryError::Storage(message) => {
+                tracing::error!(error = %message, "registry storage failed");
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "api_error",
+                    "registry_unavailable",
+                    "The package registry's storage could not be reached.",
+                );
+            }
+        };
+        ApiError::new(status, "invalid_request_error", code, error.to_string())
+    }
+}
+
+impl From<PackageError> for ApiError {
+    fn from(error: PackageError) -> Self {
+        let invalid = |status: StatusCode, code: &'static str, message: String| {
+            ApiError::new(status, "invalid_request_error", code, message)
+        };
+        match error {
+            PackageError::Registry(error) => error.into(),
+            PackageError::Forbidden(message) => {
+                ApiError::new(StatusCode::FORBIDDEN, "permission_error", "permission_denied", message)
+            }
+            PackageError::ProviderNotFound(message) => invalid(StatusCode::NOT_FOUND, "provider_not_found", message),
+            PackageError::WrongKind(message) => invalid(StatusCode::BAD_REQUEST, "wrong_package_kind", message),
+            PackageError::LoadFailed(message) => invalid(StatusCode::BAD_REQUEST, "adapter_load_failed", message),
+            PackageError::Internal(message) => ApiError::internal(message),
+        }
+    }
+}
+
+impl From<RegistryError> for OpError {
+    fn from(error: RegistryError) -> Self {
+        let message = error.to_string();
+        match error {
+            RegistryError::Invalid(_) | RegistryError::WrongWorld(_) | RegistryError::Integrity(_) => {
+                OpError::InvalidParams(message)
+            }
+            RegistryError::Conflict(_) => OpError::AlreadyExists(message),
+            RegistryError::Yanked(_) => OpError::FailedPrecondition(message),
+            // NotFound names the missing thing; the registry's message already says "not found".
+            RegistryError::NotFound(_) => OpError::NotFound(message.trim_end_matches(" not found").to_string()),
+            RegistryError::Storage(_) => OpError::Internal(anyhow::anyhow!(message)),
+        }
+    }
+}
+
+impl From<PackageError> for OpError {
+    fn from(error: PackageError) -> Self {
+        match error {
+            PackageError::Registry(error) => error.into(),
+            PackageError::Forbidden(message) => OpError::PermissionDenied(message),
+            PackageError::ProviderNotFound(message) => OpError::NotFound(message),
+            PackageError::WrongKind(message) | PackageError::LoadFailed(message) => OpError::InvalidParams(message),
+            PackageError::Internal(message) => OpError::Internal(anyhow::anyhow!(message)),
+        }
+    }
+}
+
+impl From<NamespaceError> for OpError {
+    fn from(error: NamespaceError) -> Self {
+        let message = error.to_string();
+        match error {
+            NamespaceError::InvalidName(_) => OpError::InvalidParams(message),
+            NamespaceError::Exists(_) => OpError::AlreadyExists(message),
+            NamespaceError::LimitReached { .. } => OpError::ResourceExhausted(message),
+            NamespaceError::NotFound(name) => OpError::NotFound(format!("namespace '{name}'")),
+            NamespaceError::Database(e) => e.into(),
+        }
+    }
+}
