@@ -1,10 +1,16 @@
-//! Builds the built-in provider adapters (and the test-only misbehaving adapter) for
-//! `wasm32-wasip2` and embeds them, so that one `cargo build` of the gateway yields
-//! a working server.
+//! Builds the built-in components (provider adapters, tool servers, skills, and
+//! the test-only misbehaving adapter) for `wasm32-wasip2` and embeds them, so
+//! that one `cargo build` of the gateway yields a working server.
 //!
-//! Every folder `plugins/<name>/` is a built-in adapter: its package must be named
-//! `tollgate-plugin-<name>`, and the host serves it as adapter `<name>`. Adding an
-//! adapter therefore needs no edit here (the workspace lists `plugins/*` too).
+//! Every folder `plugins/<name>/` is a built-in component: its package must be
+//! named `tollgate-plugin-<name>`, and the host serves it as `<name>`. Its kind
+//! is `[package.metadata.tollgate] kind` (`provider-adapter` when absent).
+//! Adding a component therefore needs no edit here (the workspace lists
+//! `plugins/*` too).
+//!
+//! Each kind is built by its own cargo run: cargo unifies the SDK's features
+//! across the packages of one run, and a component must carry the bindings of
+//! its own world only.
 //!
 //! The inner cargo gets its own `--target-dir`: the outer build holds the lock on the
 //! main one, so sharing it would deadlock. Variables cargo sets for build scripts are
@@ -13,8 +19,19 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Guest packages built for tests only, not embedded: (package, wasm artifact stem).
-const TEST_ONLY: &[(&str, &str)] = &[("tollgate-test-misbehaving", "tollgate_test_misbehaving")];
+/// Guest packages built for tests only, not embedded: (package, wasm artifact stem, kind).
+const TEST_ONLY: &[(&str, &str, &str)] = &[
+    ("tollgate-test-misbehaving", "tollgate_test_misbehaving", "provider-adapter"),
+    ("tollgate-test-hostile-tool", "tollgate_test_hostile_tool", "tool-server"),
+];
+
+/// Component kinds, as `[package.metadata.tollgate] kind` names them, with the
+/// constant the generated file lists them under.
+const KINDS: &[(&str, &str)] = &[
+    ("provider-adapter", "BUILTIN_ADAPTERS"),
+    ("tool-server", "BUILTIN_TOOL_SERVERS"),
+    ("skill", "BUILTIN_SKILLS"),
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -31,32 +48,42 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 
-    let embedded = builtin_adapters(&root);
-    let packages: Vec<String> = embedded
-        .iter()
-        .map(|name| format!("tollgate-plugin-{name}"))
-        .chain(TEST_ONLY.iter().map(|(package, _)| package.to_string()))
-        .collect();
+    let components = builtin_components(&root);
     let target_dir = root.join("target").join("plugins");
-    build_guests(&root, &target_dir, &packages);
-
     let artifacts = target_dir.join("wasm32-wasip2").join("plugin");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    let mut registry = String::from(
-        "/// Built-in adapters compiled into this binary: (name, component bytes).\npub const BUILTIN_ADAPTERS: &[(&str, &[u8])] = &[\n",
+    let mut generated = String::from(
+        "/// A built-in component: its name, bytes, and what its manifest declares.\npub struct Builtin {\n    pub name: &'static str,\n    pub bytes: &'static [u8],\n    pub capabilities: &'static [&'static str],\n    pub allowed_hosts: &'static [&'static str],\n}\n",
     );
-    for name in &embedded {
-        let stem = format!("tollgate_plugin_{}", name.replace('-', "_"));
-        let src = artifacts.join(format!("{stem}.wasm"));
-        let dst = out_dir.join(format!("{stem}.wasm"));
-        std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
-        registry.push_str(&format!(
-            "    ({name:?}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{stem}.wasm\"))),\n"
+    for (kind, constant) in KINDS {
+        let of_kind: Vec<&Builtin> = components.iter().filter(|c| c.kind == *kind).collect();
+        let mut packages: Vec<String> = of_kind.iter().map(|c| format!("tollgate-plugin-{}", c.name)).collect();
+        packages.extend(
+            TEST_ONLY
+                .iter()
+                .filter(|(_, _, test_kind)| test_kind == kind)
+                .map(|(package, _, _)| package.to_string()),
+        );
+        if !packages.is_empty() {
+            build_guests(&root, &target_dir, &packages);
+        }
+        generated.push_str(&format!(
+            "/// Built-in {kind} components compiled into this binary.\npub const {constant}: &[Builtin] = &[\n"
         ));
+        for component in of_kind {
+            let stem = format!("tollgate_plugin_{}", component.name.replace('-', "_"));
+            let src = artifacts.join(format!("{stem}.wasm"));
+            let dst = out_dir.join(format!("{stem}.wasm"));
+            std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
+            generated.push_str(&format!(
+                "    Builtin {{ name: {:?}, bytes: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{stem}.wasm\")), capabilities: &{:?}, allowed_hosts: &{:?} }},\n",
+                component.name, component.capabilities, component.allowed_hosts
+            ));
+        }
+        generated.push_str("];\n");
     }
-    registry.push_str("];\n");
-    std::fs::write(out_dir.join("builtin_adapters.rs"), registry).unwrap();
-    for (_, stem) in TEST_ONLY {
+    std::fs::write(out_dir.join("builtin_components.rs"), generated).unwrap();
+    for (_, stem, _) in TEST_ONLY {
         let env_name = stem.to_uppercase().replace("TOLLGATE_", "TG_");
         println!(
             "cargo:rustc-env={env_name}_WASM={}",
@@ -65,10 +92,18 @@ fn main() {
     }
 }
 
-/// Adapter names, from the folders under `plugins/`, sorted for a stable build.
-/// Each folder's package must be `tollgate-plugin-<folder>`.
-fn builtin_adapters(root: &Path) -> Vec<String> {
-    let mut names = Vec::new();
+/// A folder under `plugins/` and what its `[package.metadata.tollgate]` declares.
+struct Builtin {
+    name: String,
+    kind: String,
+    capabilities: Vec<String>,
+    allowed_hosts: Vec<String>,
+}
+
+/// Every folder under `plugins/`, sorted for a stable build. Each folder's
+/// package must be `tollgate-plugin-<folder>`.
+fn builtin_components(root: &Path) -> Vec<Builtin> {
+    let mut components = Vec::new();
     let plugins = root.join("plugins");
     for entry in std::fs::read_dir(&plugins).unwrap_or_else(|e| panic!("read {}: {e}", plugins.display())) {
         let path = entry.unwrap().path();
@@ -81,13 +116,54 @@ fn builtin_adapters(root: &Path) -> Vec<String> {
         let expected = format!("name = \"tollgate-plugin-{name}\"");
         assert!(
             text.lines().any(|line| line.trim() == expected),
-            "{} must declare `{expected}`: the folder name is the adapter name",
+            "{} must declare `{expected}`: the folder name is the component name",
             manifest.display()
         );
-        names.push(name);
+        let kind = declared(&text, "kind").unwrap_or("\"provider-adapter\"").trim_matches('"').to_string();
+        assert!(
+            KINDS.iter().any(|(k, _)| *k == kind),
+            "{}: unknown component kind '{kind}'",
+            manifest.display()
+        );
+        components.push(Builtin {
+            name,
+            kind,
+            capabilities: string_list(declared(&text, "capabilities")),
+            allowed_hosts: string_list(declared(&text, "allowed_hosts")),
+        });
     }
-    names.sort();
-    names
+    components.sort_by(|a, b| a.name.cmp(&b.name));
+    components
+}
+
+/// The raw value of `key = …` under `[package.metadata.tollgate]`, read line
+/// by line (a build script of the host should not need a TOML parser for
+/// three one-line keys).
+fn declared<'a>(manifest: &'a str, key: &str) -> Option<&'a str> {
+    let mut in_section = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_section = line == "[package.metadata.tollgate]";
+        } else if in_section
+            && let Some((name, value)) = line.split_once('=')
+            && name.trim() == key
+        {
+            return Some(value.trim());
+        }
+    }
+    None
+}
+
+/// `["a", "b"]` → `a`, `b`.
+fn string_list(value: Option<&str>) -> Vec<String> {
+    let Some(inner) = value.and_then(|v| v.strip_prefix('[')).and_then(|v| v.strip_suffix(']')) else {
+        return Vec::new();
+    };
+    inner
+        .split(',')
+        .map(|item| item.trim().trim_matches('"').to_string())
+        .filter(|item| !item.is_empty())
+        .collect()
 }
 
 fn build_guests(root: &Path, target_dir: &Path, packages: &[String]) {

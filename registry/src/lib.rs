@@ -55,7 +55,7 @@ impl PackageKind {
         match self {
             PackageKind::ProviderAdapter => Some("tollgate:provider/adapter@0.1.0"),
             PackageKind::ToolServer => Some("tollgate:tool/tools@0.1.0"),
-            PackageKind::Skill => Some("tollgate:skill/skill@0.1.0"),
+            PackageKind::Skill => Some("tollgate:skill/runner@0.1.0"),
             PackageKind::Actor | PackageKind::PromptTemplate | PackageKind::Graph => None,
         }
     }

@@ -165,7 +165,7 @@ impl Manifest {
             for host in &self.metadata.allowed_hosts {
                 if !valid_host(host) {
                     return Err(invalid(format!(
-                        "allowed host '{host}' must be a lowercase host name, optionally '*.'-prefixed and with ':port'"
+                        "allowed host '{host}' must be '*' or a lowercase host name, optionally '*.'-prefixed and with ':port'"
                     )));
                 }
             }
@@ -196,7 +196,12 @@ impl Manifest {
     }
 }
 
+/// `*` (any host the installer approves), or a lowercase host name,
+/// optionally `*.`-prefixed and with `:port`.
 fn valid_host(host: &str) -> bool {
+    if host == "*" {
+        return true;
+    }
     let (name, port) = match host.rsplit_once(':') {
         Some((name, port)) => (name, Some(port)),
         None => (host, None),

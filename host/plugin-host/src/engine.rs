@@ -24,6 +24,16 @@ pub struct PluginEngine {
 }
 
 impl PluginEngine {
+    /// The wasmtime engine, for hosts of other component kinds.
+    pub fn wasmtime(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Linear-memory cap per instance, in bytes (the pool's slot size).
+    pub fn memory_cap(&self) -> usize {
+        self.memory_cap
+    }
+
     pub fn new(limits: &PluginLimits) -> anyhow::Result<Self> {
         anyhow::ensure!(limits.memory_mib >= 1, "plugins.memory_mib must be at least 1");
         anyhow::ensure!(limits.max_instances >= 1, "plugins.max_instances must be at least 1");

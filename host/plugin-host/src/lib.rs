@@ -3,6 +3,8 @@
 //!
 //! Adapters are pure translators with no capabilities (every import they declare is
 //! linked to a trap), so they cannot reach the network, the filesystem or secrets.
+//! Tool servers and skills share the engine and the compiled-component cache;
+//! their capabilities live in `tollgate-components`.
 
 mod adapter;
 mod cache;
@@ -19,17 +21,30 @@ pub use adapter::{
     AdapterError, AdapterFault, AuthSlot, CallContext, ErrorClass, Event, ExchangeError, LoadedAdapter,
     OutboundRequest, ResponseHead, Session, Usage,
 };
-pub use engine::PluginEngine;
+pub use cache::load_component;
+pub use engine::{EPOCH_TICK, PluginEngine};
 
 use serde::{Deserialize, Serialize};
 
 mod builtin {
-    include!(concat!(env!("OUT_DIR"), "/builtin_adapters.rs"));
+    include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 }
 
-/// Every built-in adapter component: (name, bytes), compiled into the binary.
-pub fn builtin_components() -> &'static [(&'static str, &'static [u8])] {
+pub use builtin::Builtin;
+
+/// Every built-in provider adapter, compiled into the binary.
+pub fn builtin_adapters() -> &'static [Builtin] {
     builtin::BUILTIN_ADAPTERS
+}
+
+/// Every built-in tool server.
+pub fn builtin_tool_servers() -> &'static [Builtin] {
+    builtin::BUILTIN_TOOL_SERVERS
+}
+
+/// Every built-in skill.
+pub fn builtin_skills() -> &'static [Builtin] {
+    builtin::BUILTIN_SKILLS
 }
 
 /// Loaded adapters by name: built-ins and configured files by their plain name,
@@ -45,6 +60,18 @@ pub struct Adapters {
 }
 
 impl Adapters {
+    /// The engine every component shares (tool servers and skills too).
+    pub fn engine(&self) -> &PluginEngine {
+        &self.engine
+    }
+
+    /// Where compiled components are cached.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+}
+
+impl Adapters {
     /// Loads the built-in adapters plus `files` (name → component path). Compiled
     /// code is cached in `cache_dir`, keyed by component digest and engine.
     pub fn load(limits: &PluginLimits, cache_dir: &Path, files: &[(String, &Path)]) -> anyhow::Result<Self> {
@@ -52,7 +79,7 @@ impl Adapters {
         std::fs::create_dir_all(cache_dir)
             .with_context(|| format!("cannot create cache dir {}", cache_dir.display()))?;
         let mut by_name = HashMap::new();
-        for (name, bytes) in builtin::BUILTIN_ADAPTERS {
+        for builtin::Builtin { name, bytes, .. } in builtin::BUILTIN_ADAPTERS {
             let adapter = LoadedAdapter::load(&engine, name, bytes, cache_dir)
                 .with_context(|| format!("built-in adapter '{name}'"))?;
             by_name.insert(name.to_string(), Arc::new(adapter));
@@ -119,3 +146,9 @@ impl Default for PluginLimits {
 /// gateway's own sandbox tests; never loaded unless a config names it.
 #[doc(hidden)]
 pub const MISBEHAVING_TEST_COMPONENT: &str = env!("TG_TEST_MISBEHAVING_WASM");
+
+/// The test-only tool server that loops, eats memory, answers too much or
+/// fetches off its origins (`tests/plugins/hostile-tool`), for the component
+/// sandbox tests.
+#[doc(hidden)]
+pub const HOSTILE_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_HOSTILE_TOOL_WASM");

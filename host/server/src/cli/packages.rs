@@ -81,10 +81,13 @@ pub enum PackageCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum PluginCommand {
-    /// Scaffold a provider-adapter crate on the plugin SDK (builds for wasm32-wasip2).
+    /// Scaffold a component crate on the plugin SDK (builds for wasm32-wasip2).
     New {
         /// Crate and package name, e.g. my-adapter.
         name: String,
+        /// What to scaffold.
+        #[arg(long, value_enum, default_value = "provider-adapter")]
+        kind: scaffold::Kind,
         /// Registry namespace to publish under.
         #[arg(long, default_value = "my-team")]
         namespace: String,
@@ -110,13 +113,14 @@ pub async fn run(command: PackagesCommand) -> anyhow::Result<()> {
         PackagesCommand::Plugin { server, command } => match command {
             PluginCommand::New {
                 name,
+                kind,
                 namespace,
                 dir,
                 sdk,
             } => {
                 let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-                scaffold::create(&name, &namespace, &dir, sdk.as_deref())?;
-                println!("created provider adapter '{name}' in {}", dir.display());
+                scaffold::create(kind, &name, &namespace, &dir, sdk.as_deref())?;
+                println!("created {} '{name}' in {}", kind.registry_kind(), dir.display());
                 println!(
                     "build it:   cd {} && cargo build --release --target wasm32-wasip2",
                     dir.display()

@@ -177,44 +177,60 @@ pub fn builtin_version(bytes: &[u8]) -> semver::Version {
     version
 }
 
-/// Publishes every built-in adapter as `tollgate/<name>@<version>` unless that
-/// exact version is already there.
+/// Publishes every built-in component (adapters, tool servers, skills) as
+/// `tollgate/<name>@<version>` unless that exact version is already there.
 pub async fn seed_builtins(registry: &Registry) -> anyhow::Result<()> {
     registry
         .index
         .claim_namespace(BUILTIN_NAMESPACE, GATEWAY_OWNER)
         .await
         .context("claiming the built-in namespace")?;
-    for (name, bytes) in tollgate_plugin_host::builtin_components() {
-        let manifest = Manifest {
-            schema_version: tollgate_registry::manifest::SCHEMA_VERSION,
-            kind: PackageKind::ProviderAdapter,
-            name: format!("{BUILTIN_NAMESPACE}/{name}")
-                .parse()
-                .context("built-in adapter name")?,
-            version: builtin_version(bytes),
-            description: format!("Built-in provider adapter '{name}'"),
-            license: env!("CARGO_PKG_LICENSE").into(),
-            content: Content {
-                digest: Digest::of(bytes),
-                size: bytes.len() as u64,
-                media_type: tollgate_registry::manifest::WASM_MEDIA_TYPE.into(),
-            },
-            dependencies: Default::default(),
-            metadata: Metadata {
-                world: PackageKind::ProviderAdapter.wit_world().map(str::to_string),
-                ..Default::default()
-            },
-        };
-        if registry.index.version(&manifest.name, &manifest.version).await.is_ok() {
-            continue;
-        }
-        match registry.publish(&manifest, Bytes::from_static(bytes), "gateway").await {
-            Ok(_) | Err(tollgate_registry::RegistryError::Conflict(_)) => {}
-            Err(e) => return Err(anyhow::anyhow!("seeding {}: {e}", manifest.name)),
+    let builtins = [
+        (PackageKind::ProviderAdapter, tollgate_plugin_host::builtin_adapters()),
+        (PackageKind::ToolServer, tollgate_plugin_host::builtin_tool_servers()),
+        (PackageKind::Skill, tollgate_plugin_host::builtin_skills()),
+    ];
+    for (kind, components) in builtins {
+        for builtin in components {
+            let manifest = builtin_manifest(kind, builtin)?;
+            if registry.index.version(&manifest.name, &manifest.version).await.is_ok() {
+                continue;
+            }
+            match registry
+                .publish(&manifest, Bytes::from_static(builtin.bytes), "gateway")
+                .await
+            {
+                Ok(_) | Err(tollgate_registry::RegistryError::Conflict(_)) => {}
+                Err(e) => return Err(anyhow::anyhow!("seeding {}: {e}", manifest.name)),
+            }
         }
     }
     Ok(())
+}
+
+fn builtin_manifest(kind: PackageKind, builtin: &tollgate_plugin_host::Builtin) -> anyhow::Result<Manifest> {
+    let name = builtin.name;
+    Ok(Manifest {
+        schema_version: tollgate_registry::manifest::SCHEMA_VERSION,
+        kind,
+        name: format!("{BUILTIN_NAMESPACE}/{name}")
+            .parse()
+            .context("built-in component name")?,
+        version: builtin_version(builtin.bytes),
+        description: format!("Built-in {kind} '{name}'"),
+        license: env!("CARGO_PKG_LICENSE").into(),
+        content: Content {
+            digest: Digest::of(builtin.bytes),
+            size: builtin.bytes.len() as u64,
+            media_type: tollgate_registry::manifest::WASM_MEDIA_TYPE.into(),
+        },
+        dependencies: Default::default(),
+        metadata: Metadata {
+            world: kind.wit_world().map(str::to_string),
+            capabilities: builtin.capabilities.iter().map(|c| c.to_string()).collect(),
+            allowed_hosts: builtin.allowed_hosts.iter().map(|h| h.to_string()).collect(),
+        },
+    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,18 @@
-//! `tollgate plugin new NAME`: a standalone provider-adapter crate on the
+//! `tollgate plugin new NAME [--kind …]`: a standalone component crate on the
 //! plugin SDK. It is its own workspace (so it builds anywhere) and depends on
-//! the SDK by path; the adapter passes OpenAI-compatible traffic through and
-//! stamps `system_fingerprint` with its name and version, so a first request
-//! shows which adapter answered.
+//! the SDK by path. Per kind:
+//! - provider adapter: passes OpenAI-compatible traffic through and stamps
+//!   `system_fingerprint` with its name and version, so a first request shows
+//!   which adapter answered;
+//! - tool server: one pure tool, `word_count`, with typed arguments;
+//! - skill: `answer`, which asks a model through the host.
+
+mod templates;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use tollgate_registry::PackageKind;
 
 /// The SDK of the source tree this binary was built from, if it is still there.
 fn default_sdk() -> Option<PathBuf> {
@@ -16,7 +22,42 @@ fn default_sdk() -> Option<PathBuf> {
         .then(|| sdk.canonicalize().unwrap_or(sdk))
 }
 
-pub fn create(name: &str, namespace: &str, dir: &Path, sdk: Option<&Path>) -> anyhow::Result<()> {
+/// What `plugin new` scaffolds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    ProviderAdapter,
+    ToolServer,
+    Skill,
+}
+
+impl Kind {
+    pub fn registry_kind(self) -> PackageKind {
+        match self {
+            Kind::ProviderAdapter => PackageKind::ProviderAdapter,
+            Kind::ToolServer => PackageKind::ToolServer,
+            Kind::Skill => PackageKind::Skill,
+        }
+    }
+
+    /// The SDK feature the crate needs: a component carries one world.
+    fn sdk_dependency(self, sdk: &str) -> String {
+        match self {
+            Kind::ProviderAdapter => format!("{{ path = \"{sdk}\" }}"),
+            Kind::ToolServer => format!("{{ path = \"{sdk}\", default-features = false, features = [\"tool\"] }}"),
+            Kind::Skill => format!("{{ path = \"{sdk}\", default-features = false, features = [\"skill\"] }}"),
+        }
+    }
+
+    fn lib_rs(self) -> &'static str {
+        match self {
+            Kind::ProviderAdapter => LIB_RS,
+            Kind::ToolServer => templates::TOOL_SERVER_RS,
+            Kind::Skill => templates::SKILL_RS,
+        }
+    }
+}
+
+pub fn create(kind: Kind, name: &str, namespace: &str, dir: &Path, sdk: Option<&Path>) -> anyhow::Result<()> {
     let package: tollgate_registry::PackageName = format!("{namespace}/{name}")
         .parse()
         .context("NAME and --namespace must be lowercase letters, digits and '-'")?;
@@ -39,10 +80,10 @@ pub fn create(name: &str, namespace: &str, dir: &Path, sdk: Option<&Path>) -> an
     let sdk = sdk.canonicalize().unwrap_or(sdk);
     std::fs::create_dir_all(dir.join("src"))?;
     let files = [
-        ("Cargo.toml", cargo_toml(name, &sdk)),
+        ("Cargo.toml", cargo_toml(kind, name, &sdk)),
         ("rust-toolchain.toml", RUST_TOOLCHAIN.to_string()),
-        ("src/lib.rs", LIB_RS.replace("{NAME}", name)),
-        ("tollgate-package.json", package_json(&package)),
+        ("src/lib.rs", kind.lib_rs().replace("{NAME}", name)),
+        ("tollgate-package.json", package_json(kind, &package)),
         (".gitignore", "/target\n".to_string()),
     ];
     for (file, text) in files {
@@ -51,7 +92,8 @@ pub fn create(name: &str, namespace: &str, dir: &Path, sdk: Option<&Path>) -> an
     Ok(())
 }
 
-fn cargo_toml(name: &str, sdk: &Path) -> String {
+fn cargo_toml(kind: Kind, name: &str, sdk: &Path) -> String {
+    let sdk = sdk.display().to_string().replace('\\', "/");
     format!(
         r#"[package]
 name = "{name}"
@@ -65,7 +107,8 @@ crate-type = ["cdylib"]
 
 [dependencies]
 # Point this at your checkout of the Tollgate plugin SDK (or a git dependency).
-tollgate-plugin-sdk = {{ path = "{sdk}" }}
+tollgate-plugin-sdk = {sdk_dependency}
+serde = {{ version = "1", features = ["derive"] }}
 
 # Small, fast components.
 [profile.release]
@@ -78,7 +121,7 @@ strip = true
 # A workspace of its own, so it builds inside or outside another one.
 [workspace]
 "#,
-        sdk = sdk.display().to_string().replace('\\', "/")
+        sdk_dependency = kind.sdk_dependency(&sdk)
     )
 }
 
@@ -87,15 +130,20 @@ channel = "1.95.0"
 targets = ["wasm32-wasip2"]
 "#;
 
-fn package_json(package: &tollgate_registry::PackageName) -> String {
+fn package_json(kind: Kind, package: &tollgate_registry::PackageName) -> String {
+    let registry_kind = kind.registry_kind();
+    let capabilities: &[&str] = match kind {
+        Kind::ProviderAdapter | Kind::ToolServer => &[],
+        Kind::Skill => &["models"],
+    };
     let manifest = serde_json::json!({
-        "kind": "provider-adapter",
+        "kind": registry_kind.as_str(),
         "name": package.to_string(),
         "version": "0.1.0",
-        "description": format!("Provider adapter {}", package.name()),
+        "description": format!("{} {}", registry_kind.as_str(), package.name()),
         "license": "Apache-2.0",
         "dependencies": {},
-        "metadata": {"world": "tollgate:provider/provider-adapter@0.1.0"}
+        "metadata": {"world": registry_kind.wit_world(), "capabilities": capabilities}
     });
     serde_json::to_string_pretty(&manifest).expect("static JSON") + "\n"
 }

@@ -1,0 +1,137 @@
+//! The component host for tool servers and skills: components from the
+//! registry, loaded once into the plugin engine, and called in a fresh,
+//! capped store per call.
+//!
+//! Each host capability is one module that owns its rules and limits, as
+//! Spin's host components do:
+//! - `http`: approved origins, no redirects, capped bodies and time, credentials placed by the host;
+//! - `config`: the install's settings;
+//! - `log`: lines into the request's trace, capped;
+//! - `models`: chat completions through the server's metered pipeline ([`ModelAccess`]);
+//! - `tools`: tools of other installs in the caller's workspace ([`ToolAccess`]), depth-limited.
+//!
+//! A tool server imports `http`, `config` and `log`; a skill imports
+//! `models`, `tools`, `config` and `log`, and has no network. A component
+//! that traps, loops, eats memory or answers too much fails only its own call.
+
+mod bindings;
+mod config;
+mod grants;
+mod http;
+mod limits;
+mod log;
+mod models;
+mod skill;
+mod state;
+mod tool_server;
+mod tools;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use bindings::skill::exports::tollgate::skill::runner::SkillError;
+pub use bindings::{CallContext, Content, ModelError, ToolError};
+pub use grants::{Credential, Grants, Origin, Placement};
+pub use limits::ComponentLimits;
+pub use skill::{Skill, SkillSpec};
+pub use state::{Capabilities, Invocation, ModelAccess, ToolAccess};
+pub use tool_server::{Annotations, ToolServer, ToolSpec};
+
+use state::CallState;
+use tollgate_plugin_host::PluginEngine;
+
+/// The sandbox stopped a component (trap, limit) or its answer broke a host
+/// rule (too large, not JSON). Only the current call is affected.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("component '{component}' failed: {reason}")]
+pub struct ComponentFault {
+    pub component: Arc<str>,
+    pub reason: String,
+}
+
+/// Why a call did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The tool reported a failure for its caller to read.
+    #[error("{}", .0.message)]
+    Tool(ToolError),
+    /// The skill reported a failure for its caller to read.
+    #[error("{}", skill::describe_skill_error(.0))]
+    Skill(SkillError),
+    #[error(transparent)]
+    Fault(ComponentFault),
+}
+
+/// Shared by every tool server and skill: the engine, the compiled-component
+/// cache, the limits, and the outbound HTTP client. Cheap to clone.
+#[derive(Clone)]
+pub struct ComponentHost {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: wasmtime::Engine,
+    memory_cap: usize,
+    cache_dir: PathBuf,
+    limits: Arc<ComponentLimits>,
+    http: reqwest::Client,
+}
+
+impl ComponentHost {
+    pub fn new(engine: &PluginEngine, cache_dir: &Path, limits: ComponentLimits) -> anyhow::Result<Self> {
+        limits.check()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine: engine.wasmtime().clone(),
+                memory_cap: engine.memory_cap(),
+                cache_dir: cache_dir.to_path_buf(),
+                limits: Arc::new(limits),
+                http: http::client()?,
+            }),
+        })
+    }
+
+    /// Loads a tool server. Blocking (compiling takes a while): call it off the
+    /// async workers, inside the runtime.
+    pub fn load_tool_server(&self, name: &str, bytes: &[u8]) -> anyhow::Result<Arc<ToolServer>> {
+        Ok(Arc::new(ToolServer::load(self, name, bytes)?))
+    }
+
+    /// Loads a skill. Blocking, like [`load_tool_server`](Self::load_tool_server).
+    pub fn load_skill(&self, name: &str, bytes: &[u8]) -> anyhow::Result<Arc<Skill>> {
+        Ok(Arc::new(Skill::load(self, name, bytes)?))
+    }
+
+    pub fn limits(&self) -> &ComponentLimits {
+        &self.inner.limits
+    }
+
+    pub(crate) fn engine(&self) -> &wasmtime::Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn compile(&self, bytes: &[u8]) -> anyhow::Result<wasmtime::component::Component> {
+        tollgate_plugin_host::load_component(&self.inner.engine, bytes, &self.inner.cache_dir)
+    }
+
+    pub(crate) fn call_state(
+        &self,
+        invocation: Invocation,
+        grants: Arc<Grants>,
+        capabilities: Capabilities,
+        runtime: tokio::runtime::Handle,
+    ) -> CallState {
+        CallState::new(
+            self.inner.limits.clone(),
+            self.inner.memory_cap,
+            invocation,
+            grants,
+            capabilities,
+            self.inner.http.clone(),
+            runtime,
+        )
+    }
+}
+
+/// The `types` interface has no functions; the linker still wants its host.
+impl bindings::tool_server::tollgate::host::types::Host for CallState {}

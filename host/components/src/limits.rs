@@ -1,0 +1,53 @@
+//! What one component call may use: memory, guest compute, wall time, output,
+//! outbound HTTP, log lines and nesting. Configured under `[components]`.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ComponentLimits {
+    /// Linear memory per call, in MiB. At most `plugins.memory_mib`, the size
+    /// of the engine's instance slots.
+    pub memory_mib: usize,
+    /// Guest compute per call, in ms. Time the guest spends waiting on the host
+    /// (HTTP, model and tool calls) does not count.
+    pub cpu_ms: u64,
+    /// Wall time per call, in ms, host calls included.
+    pub wall_ms: u64,
+    /// Largest answer one call may return, in bytes.
+    pub max_output_bytes: usize,
+    /// Timeout of one outbound HTTP request, in ms (never past the wall time).
+    pub http_timeout_ms: u64,
+    /// Largest outbound request or response body, in bytes.
+    pub http_max_body_bytes: usize,
+    /// Log lines one call may write; later ones are dropped.
+    pub max_log_lines: u32,
+    /// How deep tool calls may nest (a skill calling a tool is depth 1).
+    pub max_depth: u32,
+}
+
+impl Default for ComponentLimits {
+    fn default() -> Self {
+        Self {
+            memory_mib: 64,
+            cpu_ms: 1_000,
+            wall_ms: 30_000,
+            max_output_bytes: 1 << 20,
+            http_timeout_ms: 10_000,
+            http_max_body_bytes: 4 << 20,
+            max_log_lines: 100,
+            max_depth: 4,
+        }
+    }
+}
+
+impl ComponentLimits {
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.memory_mib >= 1, "components.memory_mib must be at least 1");
+        anyhow::ensure!(self.cpu_ms >= 1, "components.cpu_ms must be at least 1");
+        anyhow::ensure!(self.wall_ms >= self.cpu_ms, "components.wall_ms must be at least components.cpu_ms");
+        anyhow::ensure!(self.max_output_bytes >= 1, "components.max_output_bytes must be at least 1");
+        anyhow::ensure!(self.http_timeout_ms >= 1, "components.http_timeout_ms must be at least 1");
+        Ok(())
+    }
+}

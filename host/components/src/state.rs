@@ -1,0 +1,167 @@
+//! One call's store: its data ([`CallState`]: limits, grants, the caller's
+//! capabilities), and the sandbox around it. A fresh store per call, capped
+//! memory, a guest-compute budget counted in epoch ticks, and a wall-time
+//! deadline that host calls cannot stretch.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+
+use crate::bindings::{Content, ModelError, ToolError};
+use crate::grants::Grants;
+use crate::limits::ComponentLimits;
+
+/// On whose behalf a component runs.
+#[derive(Clone, Debug)]
+pub struct Invocation {
+    /// The gateway request the call belongs to.
+    pub request_id: String,
+    pub workspace: String,
+    pub install: String,
+    /// 0 for a call from outside; each nested tool call adds one.
+    pub depth: u32,
+}
+
+/// Model calls on the caller's behalf, through the metered pipeline. The
+/// server implements it per call, bound to the caller's key and wallet.
+pub trait ModelAccess: Send + Sync {
+    fn chat(&self, request: String) -> BoxFuture<'static, Result<String, ModelError>>;
+}
+
+/// Tool calls on the caller's behalf, to installs in the caller's workspace.
+/// The server implements it per call, at the next depth.
+pub trait ToolAccess: Send + Sync {
+    fn call(&self, tool: String, arguments: String) -> BoxFuture<'static, Result<Vec<Content>, ToolError>>;
+}
+
+/// The capabilities the caller lends this call. A tool server gets neither;
+/// a skill gets both.
+#[derive(Clone, Default)]
+pub struct Capabilities {
+    pub models: Option<Arc<dyn ModelAccess>>,
+    pub tools: Option<Arc<dyn ToolAccess>>,
+}
+
+/// Why the sandbox stopped a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Compute,
+    WallTime,
+}
+
+pub struct CallState {
+    pub(crate) limits: Arc<ComponentLimits>,
+    pub(crate) invocation: Invocation,
+    pub(crate) grants: Arc<Grants>,
+    pub(crate) capabilities: Capabilities,
+    pub(crate) http: reqwest::Client,
+    pub(crate) runtime: tokio::runtime::Handle,
+    pub(crate) log_lines: u32,
+    memory_cap: usize,
+    memory_cap_hit: bool,
+    deadline: Instant,
+    guest_ticks: u64,
+    guest_tick_budget: u64,
+    stopped: Option<Stop>,
+}
+
+impl CallState {
+    pub(crate) fn new(
+        limits: Arc<ComponentLimits>,
+        memory_cap: usize,
+        invocation: Invocation,
+        grants: Arc<Grants>,
+        capabilities: Capabilities,
+        http: reqwest::Client,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        let tick = tollgate_plugin_host::EPOCH_TICK.as_millis() as u64;
+        Self {
+            deadline: Instant::now() + Duration::from_millis(limits.wall_ms),
+            guest_tick_budget: limits.cpu_ms.div_ceil(tick).max(1),
+            memory_cap: memory_cap.min(limits.memory_mib << 20),
+            limits,
+            invocation,
+            grants,
+            capabilities,
+            http,
+            runtime,
+            log_lines: 0,
+            memory_cap_hit: false,
+            guest_ticks: 0,
+            stopped: None,
+        }
+    }
+
+    /// Wall time left for this call; host calls are bounded by it.
+    pub(crate) fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Runs an async capability to completion on this call's blocking thread,
+    /// within the call's remaining wall time.
+    pub(crate) fn block_on<F: std::future::Future>(&self, limit: Duration, future: F) -> Option<F::Output> {
+        let limit = limit.min(self.remaining());
+        self.runtime.block_on(async { tokio::time::timeout(limit, future).await.ok() })
+    }
+}
+
+impl ResourceLimiter for CallState {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_cap {
+            self.memory_cap_hit = true;
+            wasmtime::bail!("component memory cap exceeded");
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A fresh store for one call. The epoch callback runs only while the guest
+/// runs (epochs are checked in guest code), so counting its invocations
+/// counts guest compute; time blocked in host calls passes uncounted, except
+/// for the one tick on return. The wall deadline is checked there too.
+pub(crate) fn new_store(engine: &wasmtime::Engine, state: CallState) -> Store<CallState> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| state);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut context| {
+        let state = context.data_mut();
+        state.guest_ticks += 1;
+        if Instant::now() >= state.deadline {
+            state.stopped = Some(Stop::WallTime);
+            wasmtime::bail!("component wall-time limit exceeded");
+        }
+        if state.guest_ticks > state.guest_tick_budget {
+            state.stopped = Some(Stop::Compute);
+            wasmtime::bail!("component compute limit exceeded");
+        }
+        Ok(UpdateDeadline::Continue(1))
+    });
+    store
+}
+
+/// Why a call failed, for its caller: the limit hit, or the trap.
+pub(crate) fn describe_fault(store: &Store<CallState>, error: &wasmtime::Error) -> String {
+    let state = store.data();
+    if state.memory_cap_hit {
+        return format!("exceeded its memory limit ({} MiB)", state.memory_cap >> 20);
+    }
+    match state.stopped {
+        Some(Stop::Compute) => return format!("exceeded its compute limit ({} ms per call)", state.limits.cpu_ms),
+        Some(Stop::WallTime) => return format!("exceeded its time limit ({} ms per call)", state.limits.wall_ms),
+        None => {}
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::UnreachableCodeReached) => "trapped (the component panicked or hit unreachable code)".into(),
+        Some(trap) => format!("trapped: {trap}"),
+        // Imports outside the world are linked to traps: a Rust panic, for
+        // one, first asks WASI for the environment and stops there.
+        None => format!("trapped: {}", error.root_cause()),
+    }
+}

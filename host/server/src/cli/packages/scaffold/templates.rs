@@ -1,0 +1,78 @@
+//! The `src/lib.rs` of a new tool server and of a new skill. `{NAME}` is the
+//! crate name. Each compiles as it is and does something real, so the first
+//! build, publish and call succeed before the author changes anything.
+
+pub const TOOL_SERVER_RS: &str = r#"//! Tool server `{NAME}`: offers `word_count`, which counts the words of a
+//! text. Add tools to `tools()` and answer them in `call()`. To reach the
+//! network, list hosts under `metadata.allowed_hosts` (with the `http`
+//! capability) in tollgate-package.json and use `tool::http`.
+
+use serde::Deserialize;
+use tollgate_plugin_sdk::serde_json::json;
+use tollgate_plugin_sdk::tool::{self, CallContext, Content, Tool, ToolError, ToolServer};
+
+pub struct MyTools;
+
+#[derive(Deserialize)]
+struct WordCount {
+    text: String,
+}
+
+impl ToolServer for MyTools {
+    fn tools() -> Vec<Tool> {
+        vec![
+            Tool::new("word_count", "Counts the words of a text.")
+                .input_schema(r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#)
+                .output_schema(r#"{"type":"object","properties":{"words":{"type":"integer"}}}"#)
+                .read_only()
+                .open_world(false),
+        ]
+    }
+
+    fn call(_ctx: CallContext, name: &str, arguments: &str) -> Result<Vec<Content>, ToolError> {
+        match name {
+            "word_count" => {
+                let arguments: WordCount = tool::arguments(arguments)?;
+                let words = arguments.text.split_whitespace().count();
+                Ok(vec![Content::json(&json!({ "words": words }))])
+            }
+            _ => Err(ToolError::unknown_tool(name)),
+        }
+    }
+}
+
+tollgate_plugin_sdk::export_tool_server!(MyTools);
+"#;
+
+pub const SKILL_RS: &str = r#"//! Skill `{NAME}`: answers a question with a model, through the gateway
+//! (metered and billed to the caller). Change `run()` to chain model and
+//! tool calls (`skill::tools::call`) into your task.
+
+use serde::Deserialize;
+use tollgate_plugin_sdk::serde_json::json;
+use tollgate_plugin_sdk::skill::{self, CallContext, Description, Skill, SkillError, models};
+
+pub struct MySkill;
+
+#[derive(Deserialize)]
+struct Input {
+    question: String,
+    model: String,
+}
+
+impl Skill for MySkill {
+    fn describe() -> Description {
+        Description::new("{NAME}", "Answers a question in one sentence.")
+            .input_schema(r#"{"type":"object","properties":{"question":{"type":"string"},"model":{"type":"string"}},"required":["question","model"]}"#)
+            .output_schema(r#"{"type":"object","properties":{"answer":{"type":"string"}}}"#)
+    }
+
+    fn run(_ctx: CallContext, input: &str) -> Result<String, SkillError> {
+        let input: Input = skill::input(input)?;
+        let answer = models::complete(&input.model, &format!("Answer in one sentence: {}", input.question))?;
+        Ok(json!({ "answer": answer }).to_string())
+    }
+}
+
+tollgate_plugin_sdk::export_skill!(MySkill);
+"#;

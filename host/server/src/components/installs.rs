@@ -1,0 +1,485 @@
+//! Tool servers and skills installed into workspaces: creating, upgrading and
+//! removing installs, and the live view calls read.
+//!
+//! The live view is one map swapped whole, so a lookup is one atomic load, an
+//! upgrade is seen by the next call at once, and a call already running keeps
+//! the install (and component) it started with. Components are compiled once
+//! per digest and shared by every install of that version. Other gateways on
+//! the same database notice a change by its revision and reload.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tollgate_components::{ComponentHost, Grants, Origin, Skill, ToolServer};
+use tollgate_registry::{PackageKind, PackageName, Registry, RegistryError, VersionRecord};
+
+use super::store::{InstallRecord, Pinned, Store};
+
+/// Most installs one workspace may have.
+pub const MAX_INSTALLS_PER_WORKSPACE: usize = 100;
+/// Deepest dependency chain an install resolves.
+const MAX_DEPENDENCY_DEPTH: usize = 8;
+
+/// A compiled component, shared by every install of its digest.
+#[derive(Clone)]
+pub enum Loaded {
+    Tool(Arc<ToolServer>),
+    Skill(Arc<Skill>),
+}
+
+/// One live install: its record, its component and what it is granted.
+pub struct Active {
+    pub record: InstallRecord,
+    pub component: Loaded,
+    pub grants: Arc<Grants>,
+}
+
+/// What `installs.create` asks for.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewInstall {
+    pub package: String,
+    /// A semver requirement (`1.2.3` means `^1.2.3`); the newest match that is not yanked.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Defaults to the package's short name.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    /// Origins approved for outbound HTTP; each must be covered by the
+    /// package's `allowed_hosts`.
+    #[serde(default)]
+    pub origins: Vec<String>,
+}
+
+/// What `installs.update` changes; absent fields stay as they are. The
+/// version requirement is resolved again, so an update with none upgrades to
+/// the newest match.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallChange {
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub config: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub origins: Option<Vec<String>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    QuotaExceeded(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The component would not load (not a component of its kind, a trap
+    /// while listing its tools).
+    #[error("{0}")]
+    Load(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+type Key = (String, String);
+
+pub struct Installs {
+    store: Store,
+    host: ComponentHost,
+    registry: Registry,
+    compiled: Mutex<HashMap<String, Loaded>>,
+    live: ArcSwap<BTreeMap<Key, Arc<Active>>>,
+    revision: AtomicI64,
+    /// One change at a time on this gateway, so two never race on the view.
+    serial: tokio::sync::Mutex<()>,
+}
+
+impl Installs {
+    /// Loads every recorded install. One that no longer loads is logged and
+    /// left out, so one bad component cannot stop the gateway.
+    pub async fn load(store: Store, host: ComponentHost, registry: Registry) -> anyhow::Result<Arc<Self>> {
+        let installs = Arc::new(Self {
+            store,
+            host,
+            registry,
+            compiled: Mutex::new(HashMap::new()),
+            live: ArcSwap::from_pointee(BTreeMap::new()),
+            revision: AtomicI64::new(-1),
+            serial: tokio::sync::Mutex::new(()),
+        });
+        installs.refresh().await?;
+        Ok(installs)
+    }
+
+    pub fn host(&self) -> &ComponentHost {
+        &self.host
+    }
+
+    pub fn get(&self, workspace_id: &str, name: &str) -> Option<Arc<Active>> {
+        self.live
+            .load()
+            .get(&(workspace_id.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// The workspace's installs, by name.
+    pub fn in_workspace(&self, workspace_id: &str) -> Vec<Arc<Active>> {
+        let live = self.live.load();
+        live.range((workspace_id.to_string(), String::new())..)
+            .take_while(|((workspace, _), _)| workspace == workspace_id)
+            .map(|(_, active)| active.clone())
+            .collect()
+    }
+
+    pub async fn create(&self, workspace_id: &str, request: NewInstall) -> Result<InstallRecord, InstallError> {
+        let package: PackageName = request
+            .package
+            .parse()
+            .map_err(|e| InstallError::Invalid(format!("package: {e}")))?;
+        let name = request.name.clone().unwrap_or_else(|| package.name().to_string());
+        check_install_name(&name)?;
+        let requirement = request.version.clone().unwrap_or_else(|| "*".into());
+        let _serial = self.serial.lock().await;
+        if self.in_workspace(workspace_id).len() >= MAX_INSTALLS_PER_WORKSPACE {
+            return Err(InstallError::QuotaExceeded(format!(
+                "a workspace may have at most {MAX_INSTALLS_PER_WORKSPACE} installs"
+            )));
+        }
+        if self.get(workspace_id, &name).is_some() {
+            return Err(already_installed(&name));
+        }
+        let record = self
+            .prepare(workspace_id, &name, &package, &requirement, request.config, request.origins)
+            .await?;
+        let (record, loaded) = record;
+        let stored = self
+            .store
+            .put(record, true)
+            .await?
+            .ok_or_else(|| already_installed(&name))?;
+        self.publish(stored.clone(), loaded)?;
+        Ok(stored)
+    }
+
+    pub async fn update(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        change: InstallChange,
+    ) -> Result<InstallRecord, InstallError> {
+        let _serial = self.serial.lock().await;
+        let current = self.get(workspace_id, name).ok_or_else(|| not_installed(name))?;
+        let current = &current.record;
+        let package: PackageName = current
+            .package
+            .parse()
+            .map_err(|e| InstallError::Internal(anyhow::anyhow!("stored package name: {e}")))?;
+        let requirement = change.version.unwrap_or_else(|| current.requirement.clone());
+        let config = change.config.unwrap_or_else(|| current.config.clone());
+        let origins = change.origins.unwrap_or_else(|| current.origins.clone());
+        let (record, loaded) = self
+            .prepare(workspace_id, name, &package, &requirement, config, origins)
+            .await?;
+        let stored = self
+            .store
+            .put(record, false)
+            .await?
+            .ok_or_else(|| not_installed(name))?;
+        self.publish(stored.clone(), loaded)?;
+        Ok(stored)
+    }
+
+    /// Removes the install; its tools disappear from the next lookup.
+    pub async fn delete(&self, workspace_id: &str, name: &str) -> Result<(), InstallError> {
+        let _serial = self.serial.lock().await;
+        if !self.store.delete(workspace_id, name).await? {
+            return Err(not_installed(name));
+        }
+        let key = (workspace_id.to_string(), name.to_string());
+        self.live.rcu(|live| {
+            let mut next = BTreeMap::clone(live);
+            next.remove(&key);
+            next
+        });
+        Ok(())
+    }
+
+    /// Resolves, checks and loads an install; nothing is stored yet.
+    async fn prepare(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        package: &PackageName,
+        requirement: &str,
+        config: BTreeMap<String, String>,
+        origins: Vec<String>,
+    ) -> Result<(InstallRecord, Loaded), InstallError> {
+        let parsed: semver::VersionReq = requirement
+            .parse()
+            .map_err(|e| InstallError::Invalid(format!("version '{requirement}' is not a semver requirement: {e}")))?;
+        let version = self.registry.resolve(package, &parsed).await?;
+        let kind = version.manifest.kind;
+        if !matches!(kind, PackageKind::ToolServer | PackageKind::Skill) {
+            return Err(InstallError::Invalid(format!(
+                "{package} is a {kind}; only tool servers and skills install into a workspace (provider adapters are installed per provider by an operator)"
+            )));
+        }
+        let origins = approve_origins(&version, &origins)?;
+        check_config(&config)?;
+        let lock = self.pin_dependencies(&version).await?;
+        let loaded = self.compiled(&version).await?;
+        let record = InstallRecord {
+            workspace_id: workspace_id.to_string(),
+            name: name.to_string(),
+            kind: kind.as_str().to_string(),
+            package: package.to_string(),
+            requirement: requirement.to_string(),
+            version: version.version.to_string(),
+            digest: version.digest.to_string(),
+            config,
+            origins: origins.iter().map(|o| o.to_string()).collect(),
+            lock,
+            revision: 0,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        Ok((record, loaded))
+    }
+
+    /// Resolves the manifest's dependencies (and theirs), pinning each to a
+    /// version and digest. Two different requirements on one package must
+    /// agree on the version they resolve to.
+    async fn pin_dependencies(&self, root: &VersionRecord) -> Result<BTreeMap<String, Pinned>, InstallError> {
+        let mut lock: BTreeMap<String, Pinned> = BTreeMap::new();
+        let mut pending: Vec<(VersionRecord, usize)> = vec![(root.clone(), 0)];
+        while let Some((record, depth)) = pending.pop() {
+            for (dependency, requirement) in &record.manifest.dependencies {
+                if depth >= MAX_DEPENDENCY_DEPTH {
+                    return Err(InstallError::Invalid(format!(
+                        "dependencies nest deeper than {MAX_DEPENDENCY_DEPTH} levels"
+                    )));
+                }
+                let resolved = self.registry.resolve(dependency, requirement).await?;
+                let pinned = Pinned {
+                    version: resolved.version.to_string(),
+                    digest: resolved.digest.to_string(),
+                };
+                match lock.get(&dependency.to_string()) {
+                    Some(existing) if *existing == pinned => continue,
+                    Some(existing) => {
+                        return Err(InstallError::Invalid(format!(
+                            "{dependency} is needed as {} and as {}; they must agree",
+                            existing.version, pinned.version
+                        )));
+                    }
+                    None => {
+                        lock.insert(dependency.to_string(), pinned);
+                        pending.push((resolved, depth + 1));
+                    }
+                }
+            }
+        }
+        Ok(lock)
+    }
+
+    /// The component of `version`, compiled once per digest.
+    async fn compiled(&self, version: &VersionRecord) -> Result<Loaded, InstallError> {
+        let digest = version.digest.to_string();
+        if let Some(loaded) = self.compiled.lock().expect("compiled lock").get(&digest) {
+            return Ok(loaded.clone());
+        }
+        let bytes = self.registry.content(version).await?;
+        let host = self.host.clone();
+        let kind = version.manifest.kind;
+        let label = format!("{}@{}", version.name, version.version);
+        let loaded = tokio::task::spawn_blocking(move || match kind {
+            PackageKind::Skill => host.load_skill(&label, &bytes).map(Loaded::Skill),
+            _ => host.load_tool_server(&label, &bytes).map(Loaded::Tool),
+        })
+        .await
+        .map_err(|e| InstallError::Internal(anyhow::anyhow!("loading the component: {e}")))?
+        .map_err(|e| {
+            InstallError::Load(format!(
+                "{}@{} does not load: {}",
+                version.name,
+                version.version,
+                tollgate_core::error_text::error_chain(e.as_ref())
+            ))
+        })?;
+        self.compiled
+            .lock()
+            .expect("compiled lock")
+            .insert(digest, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Puts a stored record live.
+    fn publish(&self, record: InstallRecord, component: Loaded) -> Result<(), InstallError> {
+        let active = Arc::new(Active {
+            grants: Arc::new(grants_of(&record)?),
+            record,
+            component,
+        });
+        let key = (active.record.workspace_id.clone(), active.record.name.clone());
+        self.live.rcu(|live| {
+            let mut next = BTreeMap::clone(live);
+            next.insert(key.clone(), active.clone());
+            next
+        });
+        Ok(())
+    }
+
+    /// Reloads every install when another gateway (or this one) changed any.
+    pub async fn refresh(&self) -> anyhow::Result<()> {
+        let revision = self.store.revision().await?;
+        if revision == self.revision.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _serial = self.serial.lock().await;
+        let mut next = BTreeMap::new();
+        for record in self.store.all().await? {
+            match self.activate(record.clone()).await {
+                Ok(active) => {
+                    next.insert((record.workspace_id.clone(), record.name.clone()), active);
+                }
+                Err(e) => tracing::error!(
+                    workspace = %record.workspace_id,
+                    install = %record.name,
+                    error = %e,
+                    "an install no longer loads; its tools are unavailable"
+                ),
+            }
+        }
+        self.live.store(Arc::new(next));
+        self.revision.store(revision, Ordering::Release);
+        Ok(())
+    }
+
+    async fn activate(&self, record: InstallRecord) -> Result<Arc<Active>, InstallError> {
+        if let Some(current) = self.get(&record.workspace_id, &record.name)
+            && current.record.revision == record.revision
+        {
+            return Ok(current);
+        }
+        let package: PackageName = record
+            .package
+            .parse()
+            .map_err(|e| InstallError::Internal(anyhow::anyhow!("stored package name: {e}")))?;
+        let version: semver::Version = record
+            .version
+            .parse()
+            .map_err(|e| InstallError::Internal(anyhow::anyhow!("stored version: {e}")))?;
+        // A version yanked since it was installed keeps serving its installs.
+        let version = self
+            .registry
+            .index
+            .version(&package, &version)
+            .await
+            .map_err(RegistryError::from)?;
+        let component = self.compiled(&version).await?;
+        Ok(Arc::new(Active {
+            grants: Arc::new(grants_of(&record)?),
+            record,
+            component,
+        }))
+    }
+
+    /// Follows changes made by other gateways, every `every`.
+    pub fn follow(self: &Arc<Self>, every: Duration) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(installs) = weak.upgrade() else { return };
+                if let Err(e) = installs.refresh().await {
+                    tracing::warn!(error = %e, "could not refresh component installs");
+                }
+            }
+        });
+    }
+}
+
+/// Install names become MCP tool-name prefixes (`<install>__<tool>`) and URL
+/// path segments: lowercase letters, digits and single `-`.
+fn check_install_name(name: &str) -> Result<(), InstallError> {
+    let ok = (1..=48).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--");
+    if ok {
+        Ok(())
+    } else {
+        Err(InstallError::Invalid(format!(
+            "install name '{name}' must be 1-48 lowercase letters, digits and single '-'"
+        )))
+    }
+}
+
+fn check_config(config: &BTreeMap<String, String>) -> Result<(), InstallError> {
+    if config.len() > 64 {
+        return Err(InstallError::Invalid("config may have at most 64 settings".into()));
+    }
+    if let Some((key, _)) = config.iter().find(|(k, v)| k.is_empty() || k.len() > 64 || v.len() > 4096) {
+        return Err(InstallError::Invalid(format!(
+            "config setting '{key}': keys are 1-64 bytes and values at most 4096"
+        )));
+    }
+    Ok(())
+}
+
+/// The approved origins, each covered by the manifest's `allowed_hosts`.
+fn approve_origins(version: &VersionRecord, origins: &[String]) -> Result<Vec<Origin>, InstallError> {
+    let allowed = &version.manifest.metadata.allowed_hosts;
+    let mut approved = Vec::new();
+    for text in origins {
+        let origin = Origin::parse(text).map_err(InstallError::Invalid)?;
+        if !allowed.iter().any(|pattern| origin.matches(pattern)) {
+            return Err(InstallError::Invalid(format!(
+                "origin {origin} is not among the hosts {}@{} may call ({})",
+                version.name,
+                version.version,
+                if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+            )));
+        }
+        if !approved.contains(&origin) {
+            approved.push(origin);
+        }
+    }
+    Ok(approved)
+}
+
+fn grants_of(record: &InstallRecord) -> Result<Grants, InstallError> {
+    let origins = record
+        .origins
+        .iter()
+        .map(|o| Origin::parse(o))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| InstallError::Internal(anyhow::anyhow!("stored origin: {e}")))?;
+    Ok(Grants {
+        origins,
+        credentials: BTreeMap::new(),
+        config: record.config.clone(),
+    })
+}
+
+fn already_installed(name: &str) -> InstallError {
+    InstallError::Conflict(format!(
+        "an install named '{name}' exists in this workspace; update it, or choose another name"
+    ))
+}
+
+fn not_installed(name: &str) -> InstallError {
+    InstallError::NotFound(format!("no install named '{name}' in this workspace"))
+}

@@ -1,0 +1,158 @@
+//! Tool servers and skills for API callers: workspace installs
+//! ([`installs`]), the MCP endpoint (`/v1/mcp`, [`mcp`]), skill runs over
+//! HTTP (`/v1/skills/{install}`, [`skills`]), and what a component may do on
+//! its caller's behalf ([`capabilities`]). The sandbox itself is the
+//! `tollgate-components` crate.
+
+mod calls;
+mod capabilities;
+pub mod installs;
+mod mcp;
+mod skills;
+mod store;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+
+pub use installs::{InstallChange, InstallError, Installs, NewInstall};
+pub use store::{InstallRecord, Store};
+
+use crate::app::AppState;
+use crate::auth::Caller;
+use crate::data_plane::DataPlane;
+use crate::error::ApiError;
+use crate::server::RequestId;
+
+/// The components concern's state: the installs, and the data plane their
+/// model calls go through.
+pub struct Components {
+    installs: Arc<Installs>,
+    data: Arc<DataPlane>,
+}
+
+impl Components {
+    pub fn new(installs: Arc<Installs>, data: Arc<DataPlane>) -> Self {
+        Self { installs, data }
+    }
+
+    pub fn installs(&self) -> &Arc<Installs> {
+        &self.installs
+    }
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/mcp", post(mcp_all).get(no_stream).delete(no_session))
+        .route("/v1/mcp/{install}", post(mcp_one).get(no_stream).delete(no_session))
+        .route("/v1/skills/{install}", post(run_skill))
+}
+
+async fn mcp_all(
+    State(components): State<Arc<Components>>,
+    request_id: RequestId,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve_mcp(&components, &request_id, &caller, None, &headers, &body).await
+}
+
+async fn mcp_one(
+    State(components): State<Arc<Components>>,
+    request_id: RequestId,
+    caller: Caller,
+    Path(install): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve_mcp(&components, &request_id, &caller, Some(&install), &headers, &body).await
+}
+
+async fn serve_mcp(
+    components: &Components,
+    request_id: &RequestId,
+    caller: &Caller,
+    only: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let principal = &caller.0;
+    let scope = mcp::Scope {
+        installs: &components.installs,
+        workspace_id: &principal.workspace_id,
+        only,
+        request_id: &request_id.0,
+        capabilities: capabilities::for_caller(
+            &components.data,
+            &components.installs,
+            principal,
+            &request_id.0,
+            0,
+            skills::RunLedger::default(),
+        ),
+    };
+    mcp::serve(scope, headers, body).await
+}
+
+/// The transport's `GET` opens a server-to-client stream; this server sends
+/// none, and says so as the transport specifies.
+async fn no_stream() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "POST")],
+        "this MCP server answers each POST directly and opens no event stream",
+    )
+        .into_response()
+}
+
+/// Sessions end with `DELETE`; this server keeps none.
+async fn no_session() -> Response {
+    (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")], "this MCP server keeps no sessions").into_response()
+}
+
+async fn run_skill(
+    State(components): State<Arc<Components>>,
+    request_id: RequestId,
+    caller: Caller,
+    Path(install): Path<String>,
+    body: Bytes,
+) -> Response {
+    let outcome = async {
+        let request: skills::RunRequest = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::invalid_request(format!("the body must be {{\"input\": {{…}}, \"stream\": false}}: {e}"))
+        })?;
+        let principal = caller.0.clone();
+        let active = components
+            .installs
+            .get(&principal.workspace_id, &install)
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "invalid_request_error",
+                    "not_found",
+                    format!("no install named '{install}' in this workspace"),
+                )
+            })?;
+        let invocation = tollgate_components::Invocation {
+            request_id: request_id.0.to_string(),
+            workspace: principal.workspace_id.clone(),
+            install: install.clone(),
+            depth: 0,
+        };
+        skills::run(active, request, invocation, |ledger| {
+            capabilities::for_caller(&components.data, &components.installs, &principal, &request_id.0, 0, ledger)
+        })
+        .await
+    }
+    .await;
+    match outcome {
+        Ok(response) => response,
+        Err(error) => error.with_request_id(&request_id.0).into_response(),
+    }
+}

@@ -1,0 +1,231 @@
+//! Tool servers (feature `tool`): implement [`ToolServer`], export it with
+//! [`export_tool_server!`](crate::export_tool_server).
+//!
+//! ```ignore
+//! use serde::Deserialize;
+//! use tollgate_plugin_sdk::tool::{self, CallContext, Content, Tool, ToolError, ToolServer};
+//!
+//! pub struct Echo;
+//!
+//! #[derive(Deserialize)]
+//! struct Args { text: String }
+//!
+//! impl ToolServer for Echo {
+//!     fn tools() -> Vec<Tool> {
+//!         vec![Tool::new("echo", "Answers with its input.")
+//!             .input_schema(r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#)
+//!             .read_only()]
+//!     }
+//!
+//!     fn call(_ctx: CallContext, name: &str, arguments: &str) -> Result<Vec<Content>, ToolError> {
+//!         match name {
+//!             "echo" => {
+//!                 let args: Args = tool::arguments(arguments)?;
+//!                 Ok(vec![Content::Text(args.text)])
+//!             }
+//!             _ => Err(ToolError::unknown_tool(name)),
+//!         }
+//!     }
+//! }
+//!
+//! tollgate_plugin_sdk::export_tool_server!(Echo);
+//! ```
+//!
+//! A tool server reaches the network only through [`http`], to origins the
+//! operator approved when installing it.
+
+use serde::de::DeserializeOwned;
+
+/// Raw bindings generated from `wit/tool/0.1.0` (and the host interfaces it
+/// imports). Tool servers use the re-exports of this module instead.
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: ["../wit/host/0.1.0", "../wit/tool/0.1.0"],
+        world: "tollgate:tool/tool-server@0.1.0",
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "tollgate_plugin_sdk::tool::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+pub use bindings::exports::tollgate::tool::tools::{Annotations, Tool};
+pub use bindings::tollgate::host::types::{CallContext, Content, ToolError};
+
+/// The host's per-install settings (`tollgate:host/config`).
+pub mod config {
+    /// The install's setting `key`, if it has one.
+    pub fn get(key: &str) -> Option<String> {
+        super::bindings::tollgate::host::config::get(key)
+    }
+}
+
+/// Log lines into the calling request's trace (`tollgate:host/log`).
+pub mod log {
+    pub use super::bindings::tollgate::host::log::Level;
+
+    pub fn log(level: Level, message: &str) {
+        super::bindings::tollgate::host::log::log(level, message)
+    }
+
+    pub fn info(message: &str) {
+        log(Level::Info, message)
+    }
+
+    pub fn warn(message: &str) {
+        log(Level::Warn, message)
+    }
+}
+
+/// Outbound HTTP through the host (`tollgate:host/http`): approved origins
+/// only, no redirects, capped bodies and time.
+pub mod http {
+    pub use super::bindings::tollgate::host::http::{Error, Request, Response};
+
+    /// Sends `request`; the host enforces the install's origins and caps.
+    pub fn send(request: &Request) -> Result<Response, Error> {
+        super::bindings::tollgate::host::http::send(request)
+    }
+
+    /// A GET of `url` with no body and no credential.
+    pub fn get(url: &str) -> Result<Response, Error> {
+        send(&Request {
+            method: "GET".into(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            credential: None,
+        })
+    }
+
+    impl Error {
+        /// The host's reason, as a sentence.
+        pub fn message(&self) -> String {
+            match self {
+                Error::OriginRefused(m) | Error::CredentialRefused(m) | Error::InvalidRequest(m) | Error::Failed(m) => {
+                    m.clone()
+                }
+                Error::TooLarge(cap) => format!("the response is larger than {cap} bytes"),
+                Error::Timeout => "the request timed out".into(),
+            }
+        }
+    }
+}
+
+/// A tool server: the tools it offers and how to call them.
+pub trait ToolServer: 'static {
+    /// The tools this server offers (the host asks once per loaded version).
+    fn tools() -> Vec<Tool>;
+
+    /// Calls tool `name` with `arguments`, a JSON object. A failure the
+    /// caller should read is a [`ToolError`], not a panic: a panic is a crash
+    /// that the host reports as the component's fault.
+    fn call(ctx: CallContext, name: &str, arguments: &str) -> Result<Vec<Content>, ToolError>;
+}
+
+/// Parses a tool's `arguments` into `T`, with a message naming what is wrong.
+pub fn arguments<T: DeserializeOwned>(arguments: &str) -> Result<T, ToolError> {
+    serde_json::from_str(arguments).map_err(|e| ToolError::new(format!("invalid arguments: {e}")))
+}
+
+impl ToolError {
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolError {
+            message: message.into(),
+        }
+    }
+
+    /// The server has no tool `name`.
+    pub fn unknown_tool(name: &str) -> Self {
+        Self::new(format!("unknown tool '{name}'"))
+    }
+}
+
+impl Content {
+    pub fn text(text: impl Into<String>) -> Self {
+        Content::Text(text.into())
+    }
+
+    /// A JSON value as content.
+    pub fn json(value: &serde_json::Value) -> Self {
+        Content::Json(value.to_string())
+    }
+}
+
+impl Tool {
+    /// A tool taking any JSON object, with no annotations; refine it with the
+    /// builder methods.
+    pub fn new(name: &str, description: &str) -> Self {
+        Tool {
+            name: name.into(),
+            description: description.into(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            output_schema: None,
+            annotations: Annotations {
+                read_only: None,
+                destructive: None,
+                idempotent: None,
+                open_world: None,
+            },
+        }
+    }
+
+    /// The JSON Schema of the arguments object.
+    pub fn input_schema(mut self, schema: &str) -> Self {
+        self.input_schema = schema.into();
+        self
+    }
+
+    /// The JSON Schema of the JSON content the tool answers with.
+    pub fn output_schema(mut self, schema: &str) -> Self {
+        self.output_schema = Some(schema.into());
+        self
+    }
+
+    /// Marks the tool as changing nothing (and so safe to repeat).
+    pub fn read_only(mut self) -> Self {
+        self.annotations.read_only = Some(true);
+        self.annotations.destructive = Some(false);
+        self.annotations.idempotent = Some(true);
+        self
+    }
+
+    /// Marks the tool as reaching outside the host (the network).
+    pub fn open_world(mut self, open: bool) -> Self {
+        self.annotations.open_world = Some(open);
+        self
+    }
+}
+
+/// Adapts a [`ToolServer`] to the generated `Guest` trait. Used by
+/// [`export_tool_server!`](crate::export_tool_server); not meant to be named.
+#[doc(hidden)]
+pub struct ToolServerExport<T: ToolServer>(std::marker::PhantomData<T>);
+
+impl<T: ToolServer> bindings::exports::tollgate::tool::tools::Guest for ToolServerExport<T> {
+    fn list_tools() -> Vec<Tool> {
+        T::tools()
+    }
+
+    fn call_tool(ctx: CallContext, name: String, arguments: String) -> Result<Vec<Content>, ToolError> {
+        T::call(ctx, &name, &arguments)
+    }
+}
+
+/// Export a [`ToolServer`] as this component's `tollgate:tool/tools`
+/// interface. Call it exactly once, in the tool server's `cdylib` crate:
+/// `tollgate_plugin_sdk::export_tool_server!(MyTools);`.
+#[macro_export]
+macro_rules! export_tool_server {
+    ($server:ty) => {
+        const _: () = {
+            type __TollgateToolServer = $crate::tool::ToolServerExport<$server>;
+            // Only components get the exports: native builds (unit tests) of a
+            // cdylib cannot link symbol names like `tollgate:tool/...`.
+            #[cfg(target_family = "wasm")]
+            $crate::tool::bindings::export!(__TollgateToolServer with_types_in $crate::tool::bindings);
+        };
+    };
+}
