@@ -21,8 +21,16 @@ use std::process::Command;
 
 /// Guest packages built for tests only, not embedded: (package, wasm artifact stem, kind).
 const TEST_ONLY: &[(&str, &str, &str)] = &[
-    ("tollgate-test-misbehaving", "tollgate_test_misbehaving", "provider-adapter"),
-    ("tollgate-test-hostile-tool", "tollgate_test_hostile_tool", "tool-server"),
+    (
+        "tollgate-test-misbehaving",
+        "tollgate_test_misbehaving",
+        "provider-adapter",
+    ),
+    (
+        "tollgate-test-hostile-tool",
+        "tollgate_test_hostile_tool",
+        "tool-server",
+    ),
 ];
 
 /// Component kinds, as `[package.metadata.tollgate] kind` names them, with the
@@ -119,7 +127,10 @@ fn builtin_components(root: &Path) -> Vec<Builtin> {
             "{} must declare `{expected}`: the folder name is the component name",
             manifest.display()
         );
-        let kind = declared(&text, "kind").unwrap_or("\"provider-adapter\"").trim_matches('"').to_string();
+        let kind = declared(&text, "kind")
+            .unwrap_or("\"provider-adapter\"")
+            .trim_matches('"')
+            .to_string();
         assert!(
             KINDS.iter().any(|(k, _)| *k == kind),
             "{}: unknown component kind '{kind}'",
@@ -156,7 +167,10 @@ fn declared<'a>(manifest: &'a str, key: &str) -> Option<&'a str> {
 
 /// `["a", "b"]` → `a`, `b`.
 fn string_list(value: Option<&str>) -> Vec<String> {
-    let Some(inner) = value.and_then(|v| v.strip_prefix('[')).and_then(|v| v.strip_suffix(']')) else {
+    let Some(inner) = value
+        .and_then(|v| v.strip_prefix('['))
+        .and_then(|v| v.strip_suffix(']'))
+    else {
         return Vec::new();
     };
     inner

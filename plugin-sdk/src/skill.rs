@@ -182,7 +182,7 @@ macro_rules! export_skill {
         const _: () = {
             type __TollgateSkill = $crate::skill::SkillExport<$skill>;
             #[cfg(target_family = "wasm")]
-            $crate::skill::bindings::export!(__TollgateSkill with_types_in $crate::skill::bindings);
+    $crate::skill::bindings::export!(__TollgateSkill with_types_in $crate::skill::bindings);
         };
     };
 }

@@ -225,7 +225,7 @@ macro_rules! export_tool_server {
             // Only components get the exports: native builds (unit tests) of a
             // cdylib cannot link symbol names like `tollgate:tool/...`.
             #[cfg(target_family = "wasm")]
-            $crate::tool::bindings::export!(__TollgateToolServer with_types_in $crate::tool::bindings);
+    $crate::tool::bindings::export!(__TollgateToolServer with_types_in $crate::tool::bindings);
         };
     };
 }

@@ -23,5 +23,5 @@ pub mod skill {
     });
 }
 
-pub use tool_server::tollgate::host::types::{CallContext, Content, ToolError};
 pub use skill::tollgate::host::models::ModelError;
+pub use tool_server::tollgate::host::types::{CallContext, Content, ToolError};

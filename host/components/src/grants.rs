@@ -46,10 +46,19 @@ impl Origin {
         };
         let (pattern_host, pattern_port) = match pattern.rsplit_once(':') {
             Some((name, port)) => (name, port.parse::<u16>().ok()),
-            None => (pattern, url::Url::parse(&format!("{}://x", url.scheme())).ok().and_then(|u| u.port_or_known_default())),
+            None => (
+                pattern,
+                url::Url::parse(&format!("{}://x", url.scheme()))
+                    .ok()
+                    .and_then(|u| u.port_or_known_default()),
+            ),
         };
         let host_matches = match pattern_host.strip_prefix("*.") {
-            Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(suffix) && host[..host.len() - suffix.len()].ends_with('.'),
+            Some(suffix) => {
+                host.len() > suffix.len() + 1
+                    && host.ends_with(suffix)
+                    && host[..host.len() - suffix.len()].ends_with('.')
+            }
             None => host == pattern_host,
         };
         host_matches && pattern_port == Some(port)
@@ -94,9 +103,18 @@ mod tests {
 
     #[test]
     fn origins_drop_default_ports_and_paths() {
-        assert_eq!(Origin::parse("https://api.example.com/v1").unwrap().as_str(), "https://api.example.com");
-        assert_eq!(Origin::parse("https://api.example.com:443").unwrap().as_str(), "https://api.example.com");
-        assert_eq!(Origin::parse("http://127.0.0.1:8080/x").unwrap().as_str(), "http://127.0.0.1:8080");
+        assert_eq!(
+            Origin::parse("https://api.example.com/v1").unwrap().as_str(),
+            "https://api.example.com"
+        );
+        assert_eq!(
+            Origin::parse("https://api.example.com:443").unwrap().as_str(),
+            "https://api.example.com"
+        );
+        assert_eq!(
+            Origin::parse("http://127.0.0.1:8080/x").unwrap().as_str(),
+            "http://127.0.0.1:8080"
+        );
         assert!(Origin::parse("file:///etc/passwd").is_err());
         assert!(Origin::parse("not a url").is_err());
     }

@@ -90,11 +90,7 @@ impl CallState {
         if let Some(name) = &request.credential {
             self.place_credential(name, &origin, &mut url, &mut headers)?;
         }
-        let request = self
-            .http
-            .request(method, url)
-            .headers(headers)
-            .body(request.body);
+        let request = self.http.request(method, url).headers(headers).body(request.body);
         Ok(Prepared { origin, request })
     }
 

@@ -45,9 +45,18 @@ impl ComponentLimits {
     pub fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.memory_mib >= 1, "components.memory_mib must be at least 1");
         anyhow::ensure!(self.cpu_ms >= 1, "components.cpu_ms must be at least 1");
-        anyhow::ensure!(self.wall_ms >= self.cpu_ms, "components.wall_ms must be at least components.cpu_ms");
-        anyhow::ensure!(self.max_output_bytes >= 1, "components.max_output_bytes must be at least 1");
-        anyhow::ensure!(self.http_timeout_ms >= 1, "components.http_timeout_ms must be at least 1");
+        anyhow::ensure!(
+            self.wall_ms >= self.cpu_ms,
+            "components.wall_ms must be at least components.cpu_ms"
+        );
+        anyhow::ensure!(
+            self.max_output_bytes >= 1,
+            "components.max_output_bytes must be at least 1"
+        );
+        anyhow::ensure!(
+            self.http_timeout_ms >= 1,
+            "components.http_timeout_ms must be at least 1"
+        );
         Ok(())
     }
 }

@@ -20,7 +20,10 @@ impl Host for CallState {
                 Err(ModelError {
                     status: 504,
                     code: "timeout".into(),
-                    message: format!("the model call did not finish within the component's {} ms", self.limits.wall_ms),
+                    message: format!(
+                        "the model call did not finish within the component's {} ms",
+                        self.limits.wall_ms
+                    ),
                 })
             })
     }

@@ -120,11 +120,7 @@ impl Skill {
         let answer = self
             .pre
             .instantiate(&mut store)
-            .and_then(|bindings| {
-                bindings
-                    .tollgate_skill_runner()
-                    .call_run(&mut store, &context, input)
-            })
+            .and_then(|bindings| bindings.tollgate_skill_runner().call_run(&mut store, &context, input))
             .map_err(|error| self.fault(describe_fault(&store, &error)))?;
         let output = answer.map_err(CallError::Skill)?;
         let cap = self.host.limits().max_output_bytes;

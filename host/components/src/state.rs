@@ -104,7 +104,8 @@ impl CallState {
     /// within the call's remaining wall time.
     pub(crate) fn block_on<F: std::future::Future>(&self, limit: Duration, future: F) -> Option<F::Output> {
         let limit = limit.min(self.remaining());
-        self.runtime.block_on(async { tokio::time::timeout(limit, future).await.ok() })
+        self.runtime
+            .block_on(async { tokio::time::timeout(limit, future).await.ok() })
     }
 }
 

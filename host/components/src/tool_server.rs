@@ -109,7 +109,9 @@ impl ToolServer {
             workspace: invocation.workspace.clone(),
             install: invocation.install.clone(),
         };
-        let state = self.host.call_state(invocation, grants, Capabilities::default(), runtime);
+        let state = self
+            .host
+            .call_state(invocation, grants, Capabilities::default(), runtime);
         let mut store = new_store(self.host.engine(), state);
         let answer = self
             .pre
@@ -164,14 +166,30 @@ impl ToolServer {
             .instantiate(&mut store)
             .and_then(|bindings| bindings.tollgate_tool_tools().call_list_tools(&mut store))
             .map_err(|error| anyhow::anyhow!("list-tools {}", describe_fault(&store, &error)))?;
-        anyhow::ensure!(listed.len() <= MAX_TOOLS, "it lists {} tools; at most {MAX_TOOLS} are allowed", listed.len());
+        anyhow::ensure!(
+            listed.len() <= MAX_TOOLS,
+            "it lists {} tools; at most {MAX_TOOLS} are allowed",
+            listed.len()
+        );
         let mut tools: Vec<ToolSpec> = Vec::with_capacity(listed.len());
         for tool in listed {
-            anyhow::ensure!(valid_tool_name(&tool.name), "tool name '{}' must be 1-64 letters, digits, '_' or '-'", tool.name);
-            anyhow::ensure!(tools.iter().all(|t| t.name != tool.name), "tool '{}' is listed twice", tool.name);
+            anyhow::ensure!(
+                valid_tool_name(&tool.name),
+                "tool name '{}' must be 1-64 letters, digits, '_' or '-'",
+                tool.name
+            );
+            anyhow::ensure!(
+                tools.iter().all(|t| t.name != tool.name),
+                "tool '{}' is listed twice",
+                tool.name
+            );
             let input_schema: Value = serde_json::from_str(&tool.input_schema)
                 .map_err(|e| anyhow::anyhow!("tool '{}': the input schema is not JSON: {e}", tool.name))?;
-            anyhow::ensure!(input_schema.is_object(), "tool '{}': the input schema must be a JSON object", tool.name);
+            anyhow::ensure!(
+                input_schema.is_object(),
+                "tool '{}': the input schema must be a JSON object",
+                tool.name
+            );
             let output_schema = match &tool.output_schema {
                 Some(text) => Some(
                     serde_json::from_str::<Value>(text)
@@ -205,5 +223,8 @@ impl ToolServer {
 
 /// MCP clients accept `[A-Za-z0-9_-]{1,64}`; the host prefixes the install.
 fn valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }

@@ -22,7 +22,10 @@ impl Host for CallState {
         self.block_on(self.remaining(), tools.call(tool, arguments))
             .unwrap_or_else(|| {
                 Err(ToolError {
-                    message: format!("the tool call did not finish within the component's {} ms", self.limits.wall_ms),
+                    message: format!(
+                        "the tool call did not finish within the component's {} ms",
+                        self.limits.wall_ms
+                    ),
                 })
             })
     }

@@ -2,7 +2,8 @@
 //! concern's state once, and [`AppState`] hands every handler only the state
 //! of its own concern through axum's `FromRef`: the data plane
 //! ([`DataPlane`]), auth ([`AuthState`], all the `Caller` extractor needs),
-//! the control plane ([`ControlPlane`]) and packages ([`Packages`]). A concern
+//! the control plane ([`ControlPlane`]), packages ([`Packages`]) and tool
+//! servers and skills ([`Components`]). A concern
 //! that acts on another goes through the other's API (an install rebuilds the
 //! routes through `RouteTable::rebuild`; the control plane reads the ledger
 //! through `tollgate_ledger`'s views), never through a shared struct's fields.
@@ -14,6 +15,7 @@ use axum::extract::FromRef;
 
 use crate::accounts::Accounts;
 use crate::auth::{AuthState, KeyResolver};
+use crate::components::{Components, Store as InstallStore};
 use crate::config::Config;
 use crate::control::ControlPlane;
 use crate::data_plane::{DataLimits, DataPlane, RouteTable, upstream::Upstream};
@@ -32,6 +34,13 @@ pub struct AppState {
     auth: Arc<AuthState>,
     control: Arc<ControlPlane>,
     packages: Arc<Packages>,
+    components: Arc<Components>,
+}
+
+impl FromRef<AppState> for Arc<Components> {
+    fn from_ref(state: &AppState) -> Self {
+        state.components.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<DataPlane> {
@@ -82,6 +91,12 @@ impl Gateway {
         let adapters = Arc::new(Adapters::load(&config.plugins, &config.cache_dir(), &files)?);
         let registry = crate::packages::open(&config.registry, &config.data_dir, database.pool.clone())?;
         crate::packages::seed_builtins(&registry).await?;
+        let component_host =
+            tollgate_components::ComponentHost::new(adapters.engine(), &config.cache_dir(), config.components.clone())?;
+        let component_installs =
+            crate::components::Installs::load(InstallStore::new(database.clone()), component_host, registry.clone())
+                .await?;
+        component_installs.follow(std::time::Duration::from_millis(config.registry.install_poll_ms));
         let installs = Installs::load(
             &database,
             &registry,
@@ -138,16 +153,20 @@ impl Gateway {
             &config.control_plane,
             Accounts::new(database.clone(), keys.clone()),
             packages.clone(),
+            component_installs.clone(),
             database.clone(),
             config.limits.key_requests_per_minute,
         );
         let auth = AuthState::new(keys, KeyRateLimiter::new(config.limits.key_requests_per_minute));
+        let data = Arc::new(data);
+        let components = Arc::new(Components::new(component_installs, data.clone()));
         Ok(Arc::new(Self {
             state: AppState {
-                data: Arc::new(data),
+                data,
                 auth: Arc::new(auth),
                 control: Arc::new(control),
                 packages,
+                components,
             },
             config,
             database,

@@ -30,6 +30,8 @@ pub struct Config {
     pub limits: Limits,
     pub timeouts: Timeouts,
     pub plugins: tollgate_plugin_host::PluginLimits,
+    /// Limits of each tool-server call and skill run (`docs/components.md`).
+    pub components: tollgate_components::ComponentLimits,
     pub ledger: tollgate_ledger::LedgerConfig,
     /// Per-provider circuit breakers.
     pub breaker: tollgate_routing::health::BreakerConfig,
@@ -55,6 +57,7 @@ impl Default for Config {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             plugins: tollgate_plugin_host::PluginLimits::default(),
+            components: tollgate_components::ComponentLimits::default(),
             ledger: tollgate_ledger::LedgerConfig::default(),
             breaker: tollgate_routing::health::BreakerConfig::default(),
             metering: tollgate_metering::MeteringConfig::default(),

@@ -3,12 +3,13 @@
 //! telemetry, and the configuration that combines every concern's own. The
 //! concerns below it are crates of their own (docs/ARCHITECTURE.md):
 //! `tollgate-core`, `tollgate-routing`, `tollgate-plugin-host`,
-//! `tollgate-ledger` and `tollgate-metering`.
+//! `tollgate-components`, `tollgate-ledger` and `tollgate-metering`.
 
 pub mod accounts;
 pub mod app;
 pub mod auth;
 pub mod cli;
+pub mod components;
 pub mod config;
 pub mod control;
 pub mod data_plane;

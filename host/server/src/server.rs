@@ -26,6 +26,7 @@ pub fn router(gateway: &Gateway) -> Router {
         .merge(data_plane::routes())
         .merge(crate::control::routes(&gateway.config.control_plane))
         .merge(crate::packages::api::routes())
+        .merge(crate::components::routes())
         .route("/healthz", get(|| async { "ok" }))
         .route(tollgate_metering::SCHEMA_PATH, get(usage_schema))
         .fallback(not_found)
@@ -72,8 +73,21 @@ pub async fn serve(
 #[derive(Clone, Debug)]
 pub struct RequestId(pub Arc<str>);
 
+impl RequestId {
+    /// A fresh id, `req_<uuid v7>`: time-ordered, unique across gateways.
+    pub fn new() -> Self {
+        RequestId(Arc::from(format!("req_{}", uuid::Uuid::now_v7().simple())))
+    }
+}
+
+impl Default for RequestId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 async fn assign_request_id(mut request: Request, next: Next) -> Response {
-    let id = RequestId(Arc::from(format!("req_{}", uuid::Uuid::now_v7().simple())));
+    let id = RequestId::new();
     request.extensions_mut().insert(id.clone());
     let span = crate::telemetry::server_span(
         request.method().as_str(),

@@ -46,7 +46,8 @@ impl ToolServer for HttpFetch {
             return Err(ToolError::unknown_tool(name));
         }
         let arguments: Arguments = tool::arguments(arguments)?;
-        let response = http::get(&arguments.url).map_err(|e| ToolError::new(format!("GET {}: {}", arguments.url, e.message())))?;
+        let response =
+            http::get(&arguments.url).map_err(|e| ToolError::new(format!("GET {}: {}", arguments.url, e.message())))?;
         if !(200..300).contains(&response.status) {
             return Err(ToolError::new(format!(
                 "GET {} answered HTTP {}",
@@ -56,7 +57,10 @@ impl ToolServer for HttpFetch {
         let max_chars = config::get("max_chars")
             .and_then(|v| v.parse().ok())
             .unwrap_or(DEFAULT_MAX_CHARS);
-        Ok(vec![Content::text(cut(&String::from_utf8_lossy(&response.body), max_chars))])
+        Ok(vec![Content::text(cut(
+            &String::from_utf8_lossy(&response.body),
+            max_chars,
+        ))])
     }
 }
 

@@ -38,7 +38,12 @@ fn limits() -> ComponentLimits {
     }
 }
 
-async fn call(server: &Arc<ToolServer>, grants: &Arc<Grants>, tool: &str, arguments: serde_json::Value) -> Result<String, CallError> {
+async fn call(
+    server: &Arc<ToolServer>,
+    grants: &Arc<Grants>,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> Result<String, CallError> {
     server
         .call(invocation("hostile"), grants.clone(), tool, arguments.to_string())
         .await
@@ -72,7 +77,10 @@ async fn a_loop_a_memory_bomb_a_huge_answer_and_a_panic_fail_only_their_own_call
     let started = Instant::now();
     let reason = fault(call(&server, &grants, "loop", json!({})).await);
     assert!(reason.contains("compute limit (200 ms"), "{reason}");
-    assert!(started.elapsed() < Duration::from_secs(2), "stopped on compute, not wall time");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "stopped on compute, not wall time"
+    );
     assert_eq!(call(&server, &grants, "ok", json!({})).await.unwrap(), "fine");
 
     let reason = fault(call(&server, &grants, "bomb", json!({})).await);
@@ -118,7 +126,13 @@ async fn outbound_http_reaches_only_approved_origins_and_keys_stay_on_theirs() {
     let grants = grants_for(&allowed, &[]);
 
     // Approved origin, with the credential: the host puts it on.
-    let answer = call(&server, &grants, "fetch", json!({"url": allowed.url("/hi"), "credential": "key"})).await;
+    let answer = call(
+        &server,
+        &grants,
+        "fetch",
+        json!({"url": allowed.url("/hi"), "credential": "key"}),
+    )
+    .await;
     assert_eq!(answer.unwrap(), "200 hello");
     let seen = allowed.seen.requests();
     assert_eq!(seen.last().unwrap().1["x-api-key"], KEY);
@@ -135,12 +149,31 @@ async fn outbound_http_reaches_only_approved_origins_and_keys_stay_on_theirs() {
     assert!(other.seen.requests().is_empty(), "the redirect was not followed");
 
     // An unknown credential, and a credential for an approved origin it is not granted for.
-    let message = tool_error(call(&server, &grants, "fetch", json!({"url": allowed.url("/"), "credential": "other"})).await);
+    let message = tool_error(
+        call(
+            &server,
+            &grants,
+            "fetch",
+            json!({"url": allowed.url("/"), "credential": "other"}),
+        )
+        .await,
+    );
     assert!(message.contains("no credential 'other'"), "{message}");
     let both = grants_for(&allowed, &[&other]);
-    let message = tool_error(call(&server, &both, "fetch", json!({"url": other.url("/steal"), "credential": "key"})).await);
+    let message = tool_error(
+        call(
+            &server,
+            &both,
+            "fetch",
+            json!({"url": other.url("/steal"), "credential": "key"}),
+        )
+        .await,
+    );
     assert!(message.contains("may be sent only to"), "{message}");
-    assert!(other.seen.requests().is_empty(), "the key never reached the other origin");
+    assert!(
+        other.seen.requests().is_empty(),
+        "the key never reached the other origin"
+    );
     assert!(!message.contains(KEY));
 
     // Non-http schemes and user info are refused outright.
@@ -160,7 +193,10 @@ async fn slow_and_large_answers_are_cut_off_by_the_host() {
     let started = Instant::now();
     let message = tool_error(call(&server, &grants, "fetch", json!({"url": upstream.url("/slow")})).await);
     assert!(message.contains("timed out"), "{message}");
-    assert!(started.elapsed() < Duration::from_secs(3), "bounded by the HTTP timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "bounded by the HTTP timeout"
+    );
 
     let message = tool_error(call(&server, &grants, "fetch", json!({"url": upstream.url("/big")})).await);
     assert!(message.contains("larger than 1048576 bytes"), "{message}");

@@ -64,16 +64,31 @@ async fn the_calculator_evaluates_exactly_and_reports_bad_input_as_a_tool_error(
     assert_eq!(evaluate.annotations.read_only, Some(true));
 
     let answer = server
-        .call(invocation("calculator"), grants(), "evaluate", r#"{"expression":"2*(3+4)"}"#.into())
+        .call(
+            invocation("calculator"),
+            grants(),
+            "evaluate",
+            r#"{"expression":"2*(3+4)"}"#.into(),
+        )
         .await;
     assert_eq!(text(answer), "14");
     let answer = server
-        .call(invocation("calculator"), grants(), "evaluate", r#"{"expression":"0.1+0.2"}"#.into())
+        .call(
+            invocation("calculator"),
+            grants(),
+            "evaluate",
+            r#"{"expression":"0.1+0.2"}"#.into(),
+        )
         .await;
     assert_eq!(text(answer), "0.3");
 
     match server
-        .call(invocation("calculator"), grants(), "evaluate", r#"{"expression":"1/0"}"#.into())
+        .call(
+            invocation("calculator"),
+            grants(),
+            "evaluate",
+            r#"{"expression":"1/0"}"#.into(),
+        )
         .await
     {
         Err(CallError::Tool(error)) => assert!(error.message.contains("division by zero"), "{}", error.message),
@@ -86,7 +101,10 @@ async fn the_calculator_evaluates_exactly_and_reports_bad_input_as_a_tool_error(
         Err(CallError::Tool(error)) => assert!(error.message.contains("invalid arguments"), "{}", error.message),
         other => panic!("expected a tool error, got {other:?}"),
     }
-    match server.call(invocation("calculator"), grants(), "nope", "{}".into()).await {
+    match server
+        .call(invocation("calculator"), grants(), "nope", "{}".into())
+        .await
+    {
         Err(CallError::Tool(error)) => assert!(error.message.contains("unknown tool"), "{}", error.message),
         other => panic!("expected a tool error, got {other:?}"),
     }

@@ -18,7 +18,10 @@ struct StandIn {
 
 impl ModelAccess for StandIn {
     fn chat(&self, request: String) -> BoxFuture<'static, Result<String, ModelError>> {
-        self.requests.lock().unwrap().push(serde_json::from_str(&request).unwrap());
+        self.requests
+            .lock()
+            .unwrap()
+            .push(serde_json::from_str(&request).unwrap());
         let answer = self.answer.clone().map(|value| value.to_string());
         Box::pin(async move { answer })
     }
@@ -67,7 +70,12 @@ async fn summarize_calls_the_model_once_and_answers_the_summary() {
     let requests = models.requests.lock().unwrap().clone();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0]["model"], "mock/echo");
-    assert!(requests[0]["messages"][0]["content"].as_str().unwrap().contains("at most 10 words"));
+    assert!(
+        requests[0]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("at most 10 words")
+    );
     assert_eq!(requests[0]["messages"][1]["content"], "A long text about many things.");
 }
 
@@ -92,15 +100,27 @@ async fn a_model_error_and_bad_input_come_back_as_skill_errors() {
         other => panic!("expected the model error, got {other:?}"),
     }
     match skill
-        .run(invocation("summarize"), grants(), capabilities.clone(), r#"{"text": 3}"#.into())
+        .run(
+            invocation("summarize"),
+            grants(),
+            capabilities.clone(),
+            r#"{"text": 3}"#.into(),
+        )
         .await
     {
-        Err(CallError::Skill(SkillError::InvalidInput(message))) => assert!(message.contains("invalid input"), "{message}"),
+        Err(CallError::Skill(SkillError::InvalidInput(message))) => {
+            assert!(message.contains("invalid input"), "{message}")
+        }
         other => panic!("expected invalid input, got {other:?}"),
     }
     // Without the models capability, the call is refused by the host.
     match skill
-        .run(invocation("summarize"), grants(), Capabilities::default(), json!({"text": "t", "model": "m"}).to_string())
+        .run(
+            invocation("summarize"),
+            grants(),
+            Capabilities::default(),
+            json!({"text": "t", "model": "m"}).to_string(),
+        )
         .await
     {
         Err(CallError::Skill(SkillError::Model(error))) => assert_eq!(error.code, "capability_not_granted"),

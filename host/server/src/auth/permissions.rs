@@ -29,10 +29,14 @@ pub enum Permission {
     KeyWrite,
     BillingRead,
     UsageRead,
+    /// List and show the workspace's tool-server and skill installs.
+    InstallRead,
+    /// Install, upgrade and uninstall tool servers and skills.
+    InstallWrite,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 12] = [
+    pub const ALL: [Permission; 14] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -45,6 +49,8 @@ impl Permission {
         Permission::KeyWrite,
         Permission::BillingRead,
         Permission::UsageRead,
+        Permission::InstallRead,
+        Permission::InstallWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +67,8 @@ impl Permission {
             Permission::KeyWrite => "key.write",
             Permission::BillingRead => "billing.read",
             Permission::UsageRead => "usage.read",
+            Permission::InstallRead => "install.read",
+            Permission::InstallWrite => "install.write",
         }
     }
 }
@@ -82,7 +90,8 @@ impl Role {
     }
 
     /// The table. Owners may do everything; admins everything but deleting the
-    /// workspace; developers use the gateway and manage keys and namespaces;
+    /// workspace; developers use the gateway and manage keys, namespaces and
+    /// installs;
     /// viewers only read.
     pub fn allows(self, permission: Permission) -> bool {
         use Permission::*;
@@ -100,10 +109,12 @@ impl Role {
                     | KeyWrite
                     | BillingRead
                     | UsageRead
+                    | InstallRead
+                    | InstallWrite
             ),
             Role::Viewer => matches!(
                 permission,
-                WorkspaceRead | NamespaceRead | MemberRead | KeyRead | BillingRead | UsageRead
+                WorkspaceRead | NamespaceRead | MemberRead | KeyRead | BillingRead | UsageRead | InstallRead
             ),
         }
     }

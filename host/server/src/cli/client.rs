@@ -1,5 +1,6 @@
 //! The control-plane client: `tollgate signup`, `workspaces …`, `keys …`,
-//! `members …`, `namespaces …`, `wallet`, `usage`, `request ID`. Each command is
+//! `members …`, `namespaces …`, `wallet`, `usage`, `request ID`, and the
+//! tool-server and skill installs (`install`, `upgrade`, `uninstall`, `installs`). Each command is
 //! one JSON-RPC call of an extension method on `POST /a2a`, so the CLI has
 //! exactly the permissions of its key. The server URL and key come from flags,
 //! then `TOLLGATE_URL` / `TOLLGATE_API_KEY`, then a profile file.
@@ -104,6 +105,49 @@ pub enum ClientCommand {
         connection: Connection,
         request_id: String,
     },
+    /// Install a tool server or skill into the workspace: PACKAGE is
+    /// `namespace/name`, optionally `@RANGE` (a semver requirement; default: newest).
+    Install {
+        #[command(flatten)]
+        connection: Connection,
+        package: String,
+        /// The install's name (default: the package's short name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Approve outbound HTTP to this origin, e.g. https://api.example.com
+        /// (repeatable; must be among the package's allowed hosts).
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allow_origins: Vec<String>,
+        /// A setting the component reads, as KEY=VALUE (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+        settings: Vec<(String, String)>,
+    },
+    /// Upgrade an install to the newest version of its range (or of --version).
+    Upgrade {
+        #[command(flatten)]
+        connection: Connection,
+        name: String,
+        /// A new semver requirement.
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Remove an install; its tools disappear from MCP at once.
+    Uninstall {
+        #[command(flatten)]
+        connection: Connection,
+        name: String,
+    },
+    /// The workspace's tool-server and skill installs.
+    Installs {
+        #[command(flatten)]
+        connection: Connection,
+    },
+}
+
+fn parse_setting(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .ok_or_else(|| format!("'{text}' is not KEY=VALUE"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -182,7 +226,11 @@ impl ClientCommand {
             | C::Members { connection, .. }
             | C::Wallet { connection }
             | C::Usage { connection, .. }
-            | C::Request { connection, .. } => connection,
+            | C::Request { connection, .. }
+            | C::Install { connection, .. }
+            | C::Upgrade { connection, .. }
+            | C::Uninstall { connection, .. }
+            | C::Installs { connection } => connection,
         }
     }
 
@@ -275,6 +323,27 @@ impl ClientCommand {
                 json!({"since_ms": since_ms, "until_ms": until_ms, "key_id": key, "limit": limit, "cursor": cursor}),
             ),
             C::Request { request_id, .. } => ("requests.get", json!({"request_id": request_id})),
+            C::Install {
+                package,
+                name,
+                allow_origins,
+                settings,
+                ..
+            } => {
+                let (package, version) = match package.split_once('@') {
+                    Some((package, version)) => (package, Some(version)),
+                    None => (package.as_str(), None),
+                };
+                let config: serde_json::Map<String, Value> =
+                    settings.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                (
+                    "installs.create",
+                    json!({"package": package, "version": version, "name": name, "origins": allow_origins, "config": config}),
+                )
+            }
+            C::Upgrade { name, version, .. } => ("installs.update", json!({"name": name, "version": version})),
+            C::Uninstall { name, .. } => ("installs.delete", json!({"name": name})),
+            C::Installs { .. } => ("installs.list", json!({})),
         };
         let object = params.as_object_mut().expect("params are an object");
         object.retain(|_, v| !v.is_null());

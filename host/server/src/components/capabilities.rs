@@ -63,17 +63,29 @@ impl ModelAccess for CallerModels {
         let parent = self.parent_request_id.clone();
         let ledger = self.ledger.clone();
         async move {
-            let body: Value = serde_json::from_str(&request).map_err(|e| model_error(400, "invalid_json", format!("the request is not JSON: {e}")))?;
+            let body: Value = serde_json::from_str(&request)
+                .map_err(|e| model_error(400, "invalid_json", format!("the request is not JSON: {e}")))?;
             if body.get("stream").and_then(Value::as_bool) == Some(true) {
-                return Err(model_error(400, "stream_not_supported", "components receive whole answers: leave out \"stream\"".into()));
+                return Err(model_error(
+                    400,
+                    "stream_not_supported",
+                    "components receive whole answers: leave out \"stream\"".into(),
+                ));
             }
             let request_id = RequestId::new();
             tracing::info!(parent_request_id = %parent, request_id = %request_id.0, "component model call");
-            let response = data_plane::chat_in_process(data, request_id.clone(), Caller(caller), Bytes::from(request)).await;
+            let response =
+                data_plane::chat_in_process(data, request_id.clone(), Caller(caller), Bytes::from(request)).await;
             let status = response.status().as_u16();
             let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
                 .await
-                .map_err(|e| model_error(502, "answer_unreadable", format!("the gateway's answer could not be read: {e}")))?;
+                .map_err(|e| {
+                    model_error(
+                        502,
+                        "answer_unreadable",
+                        format!("the gateway's answer could not be read: {e}"),
+                    )
+                })?;
             let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             if !(200..300).contains(&status) {
                 let error = &answer["error"];

@@ -74,7 +74,8 @@ pub struct InstallChange {
 pub enum InstallError {
     #[error("{0}")]
     Invalid(String),
-    #[error("{0}")]
+    /// No install of this name in the workspace.
+    #[error("no install named '{0}' in this workspace")]
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
@@ -158,7 +159,14 @@ impl Installs {
             return Err(already_installed(&name));
         }
         let record = self
-            .prepare(workspace_id, &name, &package, &requirement, request.config, request.origins)
+            .prepare(
+                workspace_id,
+                &name,
+                &package,
+                &requirement,
+                request.config,
+                request.origins,
+            )
             .await?;
         let (record, loaded) = record;
         let stored = self
@@ -414,7 +422,9 @@ impl Installs {
 /// path segments: lowercase letters, digits and single `-`.
 fn check_install_name(name: &str) -> Result<(), InstallError> {
     let ok = (1..=48).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
         && !name.contains("--");
@@ -431,7 +441,10 @@ fn check_config(config: &BTreeMap<String, String>) -> Result<(), InstallError> {
     if config.len() > 64 {
         return Err(InstallError::Invalid("config may have at most 64 settings".into()));
     }
-    if let Some((key, _)) = config.iter().find(|(k, v)| k.is_empty() || k.len() > 64 || v.len() > 4096) {
+    if let Some((key, _)) = config
+        .iter()
+        .find(|(k, v)| k.is_empty() || k.len() > 64 || v.len() > 4096)
+    {
         return Err(InstallError::Invalid(format!(
             "config setting '{key}': keys are 1-64 bytes and values at most 4096"
         )));
@@ -450,7 +463,11 @@ fn approve_origins(version: &VersionRecord, origins: &[String]) -> Result<Vec<Or
                 "origin {origin} is not among the hosts {}@{} may call ({})",
                 version.name,
                 version.version,
-                if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+                if allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    allowed.join(", ")
+                }
             )));
         }
         if !approved.contains(&origin) {
@@ -481,5 +498,5 @@ fn already_installed(name: &str) -> InstallError {
 }
 
 fn not_installed(name: &str) -> InstallError {
-    InstallError::NotFound(format!("no install named '{name}' in this workspace"))
+    InstallError::NotFound(name.to_string())
 }

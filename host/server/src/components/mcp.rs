@@ -205,7 +205,10 @@ pub fn tool_result(outcome: Result<Vec<Content>, CallError>) -> Value {
             let text = match &failure {
                 CallError::Tool(error) => error.message.clone(),
                 CallError::Skill(SkillError::Model(error)) => {
-                    format!("a model call failed ({} {}): {}", error.status, error.code, error.message)
+                    format!(
+                        "a model call failed ({} {}): {}",
+                        error.status, error.code, error.message
+                    )
                 }
                 other => other.to_string(),
             };

@@ -8,6 +8,7 @@ mod calls;
 mod capabilities;
 pub mod installs;
 mod mcp;
+pub mod ops;
 mod skills;
 mod store;
 
@@ -113,7 +114,12 @@ async fn no_stream() -> Response {
 
 /// Sessions end with `DELETE`; this server keeps none.
 async fn no_session() -> Response {
-    (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")], "this MCP server keeps no sessions").into_response()
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "POST")],
+        "this MCP server keeps no sessions",
+    )
+        .into_response()
 }
 
 async fn run_skill(
@@ -146,7 +152,14 @@ async fn run_skill(
             depth: 0,
         };
         skills::run(active, request, invocation, |ledger| {
-            capabilities::for_caller(&components.data, &components.installs, &principal, &request_id.0, 0, ledger)
+            capabilities::for_caller(
+                &components.data,
+                &components.installs,
+                &principal,
+                &request_id.0,
+                0,
+                ledger,
+            )
         })
         .await
     }

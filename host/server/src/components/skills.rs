@@ -99,7 +99,9 @@ pub async fn run(
             .run(invocation, install.grants.clone(), capabilities(ledger.clone()), input)
             .await;
         return match outcome {
-            Ok(output) => Ok(axum::Json(json!({"output": output, "service": ledger.service(&request_id)})).into_response()),
+            Ok(output) => {
+                Ok(axum::Json(json!({"output": output, "service": ledger.service(&request_id)})).into_response())
+            }
             Err(failure) => Err(run_error(failure)),
         };
     }
@@ -114,7 +116,11 @@ pub async fn run(
     let finished = tokio::spawn(async move { skill.run(invocation, grants, capabilities, input).await });
     // Progress until the run (and with it every sender) is done, then the result.
     let progress = tokio_stream_from(receiver).map(|call| {
-        Ok::<_, Infallible>(Event::default().event("progress").data(json!({"model_call": model_call_json(&call)}).to_string()))
+        Ok::<_, Infallible>(
+            Event::default()
+                .event("progress")
+                .data(json!({"model_call": model_call_json(&call)}).to_string()),
+        )
     });
     let last = futures_util::stream::once(async move {
         let event = match finished.await {
@@ -122,7 +128,11 @@ pub async fn run(
                 .event("result")
                 .data(json!({"output": output, "service": ledger.service(&request_id)}).to_string()),
             Ok(Err(failure)) => error_event(run_error(failure), &ledger, &request_id),
-            Err(e) => error_event(ApiError::internal(format!("the skill run was lost: {e}")), &ledger, &request_id),
+            Err(e) => error_event(
+                ApiError::internal(format!("the skill run was lost: {e}")),
+                &ledger,
+                &request_id,
+            ),
         };
         Ok(event)
     });
@@ -166,7 +176,17 @@ pub fn run_error(failure: CallError) -> ApiError {
         CallError::Skill(SkillError::Failed(message)) => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "skill_error", "skill_failed", message)
         }
-        CallError::Tool(error) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "skill_error", "skill_failed", error.message),
-        CallError::Fault(fault) => ApiError::new(StatusCode::BAD_GATEWAY, "skill_error", "component_failed", fault.to_string()),
+        CallError::Tool(error) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "skill_error",
+            "skill_failed",
+            error.message,
+        ),
+        CallError::Fault(fault) => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "skill_error",
+            "component_failed",
+            fault.to_string(),
+        ),
     }
 }

@@ -40,7 +40,12 @@ pub struct Store {
     database: Database,
 }
 
-const COLUMNS: &str = "workspace_id, name, kind, package, requirement, version, digest, config, origins, pinned, revision, created_at, updated_at";
+/// The columns, in one place; a macro because sqlx takes only literal SQL.
+macro_rules! columns {
+    () => {
+        "workspace_id, name, kind, package, requirement, version, digest, config, origins, pinned, revision, created_at, updated_at"
+    };
+}
 
 impl Store {
     pub fn new(database: Database) -> Self {
@@ -56,7 +61,7 @@ impl Store {
     }
 
     pub async fn all(&self) -> anyhow::Result<Vec<InstallRecord>> {
-        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM component_installs"))
+        let rows = sqlx::query(concat!("SELECT ", columns!(), " FROM component_installs"))
             .fetch_all(&self.database.pool)
             .await?;
         rows.iter().map(decode).collect()
@@ -84,8 +89,10 @@ impl Store {
             .bind(&record.name)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(&format!(
-            "INSERT INTO component_installs ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+        sqlx::query(concat!(
+            "INSERT INTO component_installs (",
+            columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         ))
         .bind(&record.workspace_id)
         .bind(&record.name)

@@ -63,7 +63,7 @@ impl Default for ControlPlaneConfig {
             trusted_proxies: Vec::new(),
             max_namespaces_per_workspace: 20,
             signup_credit_usd: "0".into(),
-            max_body_bytes: 256 << 10,
+            max_body_bytes: 1280 << 10,
             conformance_mode: false,
         }
     }
@@ -77,6 +77,8 @@ pub struct ControlPlane {
     signups: crate::rate_limit::IpRateLimiter,
     accounts: Accounts,
     packages: Arc<Packages>,
+    /// Tool servers and skills installed into workspaces.
+    components: Arc<crate::components::Installs>,
     /// The task store's and the ledger views' database.
     database: Database,
     /// `limits.key_requests_per_minute`: a key's own limit may only tighten it.
@@ -98,6 +100,7 @@ impl ControlPlane {
         config: &ControlPlaneConfig,
         accounts: Accounts,
         packages: Arc<Packages>,
+        components: Arc<crate::components::Installs>,
         database: Database,
         key_requests_per_minute: u32,
     ) -> Self {
@@ -106,6 +109,7 @@ impl ControlPlane {
             signups: crate::rate_limit::IpRateLimiter::per_minute(config.signup_per_minute),
             accounts,
             packages,
+            components,
             database,
             key_requests_per_minute,
         }

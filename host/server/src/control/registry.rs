@@ -16,6 +16,7 @@ use super::{billing, members, workspaces};
 use crate::accounts::Accounts;
 use crate::auth::Principal;
 use crate::auth::permissions::{Permission, Role};
+use crate::components::ops as comp;
 use crate::packages::Packages;
 use crate::packages::ops as pkg;
 
@@ -63,6 +64,11 @@ impl Ctx {
 
     pub fn packages(&self) -> &Packages {
         &self.control.packages
+    }
+
+    /// Tool-server and skill installs.
+    pub fn components(&self) -> &crate::components::Installs {
+        &self.control.components
     }
 
     pub fn settings(&self) -> &super::ControlPlaneConfig {
@@ -180,10 +186,22 @@ pub fn ops() -> &'static [Op] {
                 pkg::unyank, pkg::VersionParams => pkg::VersionState),
             op!("packages.deprecate", Workspace(NamespaceWrite), "Deprecate a version with a message.",
                 pkg::deprecate, pkg::DeprecateParams => pkg::VersionState),
-            op!("installs.list", Authenticated, "List which adapter version serves each provider (operators).",
+            op!("packages.publish", Workspace(NamespaceWrite), "Publish a package version: the manifest and its content (base64) in one message.",
+                pkg::publish, pkg::PublishParams => pkg::PublishedVersion),
+            op!("adapters.list", Authenticated, "List which adapter version serves each provider (operators).",
                 pkg::list_installs, pkg::NoParams => pkg::InstallList),
-            op!("installs.create", Authenticated, "Serve a provider with an adapter version, without a restart (operators).",
+            op!("adapters.install", Authenticated, "Serve a provider with an adapter version, without a restart (operators).",
                 pkg::install, pkg::InstallParams => pkg::InstallEntry),
+            op!("installs.create", Workspace(InstallWrite), "Install a tool server or skill into a workspace (semver range, name, settings, approved origins).",
+                comp::create, comp::CreateParams => comp::Install),
+            op!("installs.list", Workspace(InstallRead), "List a workspace's tool-server and skill installs.",
+                comp::list, comp::ListParams => comp::InstallList),
+            op!("installs.get", Workspace(InstallRead), "Show one install, its pinned dependencies and its tools.",
+                comp::get, comp::NameParams => comp::Install),
+            op!("installs.update", Workspace(InstallWrite), "Upgrade an install (resolve its range again) or change its settings and origins; calls in flight are not failed.",
+                comp::update, comp::UpdateParams => comp::Install),
+            op!("installs.delete", Workspace(InstallWrite), "Uninstall; its tools disappear from MCP at once.",
+                comp::delete, comp::NameParams => comp::Uninstalled),
         ]
     })
 }

@@ -84,6 +84,18 @@ impl DataPlane {
     }
 }
 
+/// A chat completion for `caller`, exactly as if it had been posted to
+/// `/v1/chat/completions` (reserve, fallback, settle, request log, usage
+/// event, spans): how a component's model calls are metered and billed.
+pub async fn chat_in_process(
+    data: Arc<DataPlane>,
+    request_id: crate::server::RequestId,
+    caller: crate::auth::Caller,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    chat::chat_completions(axum::extract::State(data), request_id, caller, Ok(body)).await
+}
+
 pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))

@@ -25,6 +25,9 @@ pub enum PackageError {
     /// The adapter did not compile or link.
     #[error("{0}")]
     LoadFailed(String),
+    /// The workspace's upload quota would be passed.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// The cause was logged; the message is safe to show.
     #[error("{0}")]
     Internal(String),
@@ -73,6 +76,9 @@ impl From<PackageError> for ApiError {
             PackageError::ProviderNotFound(message) => invalid(StatusCode::NOT_FOUND, "provider_not_found", message),
             PackageError::WrongKind(message) => invalid(StatusCode::BAD_REQUEST, "wrong_package_kind", message),
             PackageError::LoadFailed(message) => invalid(StatusCode::BAD_REQUEST, "adapter_load_failed", message),
+            PackageError::QuotaExceeded(message) => {
+                invalid(StatusCode::PAYLOAD_TOO_LARGE, "upload_quota_exceeded", message)
+            }
             PackageError::Internal(message) => ApiError::internal(message),
         }
     }
@@ -101,6 +107,7 @@ impl From<PackageError> for OpError {
             PackageError::Forbidden(message) => OpError::PermissionDenied(message),
             PackageError::ProviderNotFound(message) => OpError::NotFound(message),
             PackageError::WrongKind(message) | PackageError::LoadFailed(message) => OpError::InvalidParams(message),
+            PackageError::QuotaExceeded(message) => OpError::ResourceExhausted(message),
             PackageError::Internal(message) => OpError::Internal(anyhow::anyhow!(message)),
         }
     }

@@ -153,6 +153,54 @@ impl Packages {
         Ok(())
     }
 
+    /// Publishes `manifest` with its `content` in one step (the control-plane
+    /// path; HTTP uploads the blob first): the namespace must be the
+    /// workspace's, the content is counted against the workspace's upload
+    /// quota before it is stored, and the registry checks it against the
+    /// manifest's digest, size and world.
+    pub async fn publish_with_content(
+        &self,
+        workspace_id: &str,
+        publisher: &str,
+        manifest: &tollgate_registry::Manifest,
+        content: Bytes,
+    ) -> Result<tollgate_registry::Published, PackageError> {
+        self.check_namespace(workspace_id, manifest.name.namespace()).await?;
+        let digest = tollgate_registry::Digest::of(&content);
+        if digest != manifest.content.digest || content.len() as u64 != manifest.content.size {
+            return Err(RegistryError::Integrity(format!(
+                "the content is {} bytes with digest {digest}, but the manifest says {} bytes with digest {}",
+                content.len(),
+                manifest.content.size,
+                manifest.content.digest
+            ))
+            .into());
+        }
+        let counted = self
+            .registry
+            .index
+            .reserve_upload(workspace_id, &digest, content.len() as u64, self.quota_bytes)
+            .await
+            .map_err(|e| match e {
+                tollgate_registry::QuotaError::Exceeded { used, quota, size } => PackageError::QuotaExceeded(format!(
+                    "Workspace '{workspace_id}' has uploaded {used} bytes of package content; this {size}-byte package would pass its quota of {quota} bytes (registry.workspace_quota_bytes)."
+                )),
+                tollgate_registry::QuotaError::Database(e) => RegistryError::Storage(e.to_string()).into(),
+            })?;
+        let stored = async {
+            self.registry.blobs.put(&digest, content.clone()).await?;
+            self.registry.publish(manifest, content, publisher).await
+        }
+        .await;
+        if stored.is_err()
+            && counted
+            && let Err(undo) = self.registry.index.release_upload(workspace_id, &digest).await
+        {
+            tracing::error!(error = %undo, %digest, "could not return a failed publish's bytes to the quota");
+        }
+        Ok(stored?)
+    }
+
     /// Installing changes the whole gateway: only owners and admins of a
     /// workspace listed in `registry.operator_workspaces` may.
     pub fn check_operator(&self, principal: &Principal) -> Result<(), PackageError> {

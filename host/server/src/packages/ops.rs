@@ -1,8 +1,8 @@
-//! The registry as control-plane operations (`packages.*`, `installs.*`), so A2A
-//! clients can search, yank, deprecate and install. They apply the same checks
+//! The registry as control-plane operations (`packages.*`, `adapters.*`), so A2A
+//! clients can search, publish, yank, deprecate and install adapters. They apply the same checks
 //! as the HTTP API (`api.rs`), through [`Packages`](super::Packages); their
-//! errors become `OpError`s by variant (`error.rs`). Publishing uploads content
-//! and stays on HTTP.
+//! errors become `OpError`s by variant (`error.rs`). `packages.publish`
+//! carries the content inline (base64, capped); larger packages use HTTP.
 //!
 //! Registered in `control/registry.rs`; the control-plane contract test runs each.
 
@@ -267,4 +267,57 @@ pub async fn install(ctx: &Ctx, params: InstallParams) -> Result<InstallEntry, O
     let version = version(&params.version)?;
     let installed = ctx.packages().install(&params.provider, &package, &version).await?;
     Ok(entry(installed))
+}
+
+/// Largest package content `packages.publish` carries (decoded). Larger
+/// packages go through the HTTP API, which streams the blob.
+pub const MAX_INLINE_CONTENT: usize = 768 << 10;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublishParams {
+    /// The publishing workspace (default: the key's).
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// The manifest, as for `PUT /v1/packages/{namespace}/{name}/{version}`;
+    /// its `content.digest` and `content.size` must describe `content_base64`.
+    pub manifest: serde_json::Value,
+    /// The package content, base64 (standard alphabet), at most 768 KiB decoded.
+    pub content_base64: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct PublishedVersion {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedVersion, OpError> {
+    use base64::Engine;
+    if params.content_base64.len() > MAX_INLINE_CONTENT.div_ceil(3) * 4 {
+        return Err(OpError::InvalidParams(format!(
+            "content_base64 is larger than {MAX_INLINE_CONTENT} bytes decoded; publish larger packages over HTTP (`tollgate package publish`)"
+        )));
+    }
+    let content = base64::engine::general_purpose::STANDARD
+        .decode(params.content_base64.as_bytes())
+        .map_err(|e| OpError::InvalidParams(format!("content_base64 is not base64: {e}")))?;
+    let manifest = serde_json::to_vec(&params.manifest)
+        .map_err(|e| OpError::Internal(e.into()))
+        .and_then(|bytes| {
+            tollgate_registry::Manifest::from_json(&bytes).map_err(|e| OpError::InvalidParams(e.to_string()))
+        })?;
+    let caller = ctx.caller()?;
+    let workspace = &ctx.scope().workspace_id;
+    let publisher = format!("{workspace}:{}", caller.key_id);
+    let published = ctx
+        .packages()
+        .publish_with_content(workspace, &publisher, &manifest, content.into())
+        .await?;
+    Ok(PublishedVersion {
+        name: published.name.to_string(),
+        version: published.version.to_string(),
+        digest: published.digest.to_string(),
+    })
 }

@@ -602,7 +602,7 @@ async fn a2a(gw: &Gateway, key: Option<&str>, method: &str, params: Value) -> Va
     request.send().await.unwrap().json().await.unwrap()
 }
 
-/// The same registry through the control plane: `packages.*` and `installs.*`.
+/// The same registry through the control plane: `packages.*` and `adapters.*`.
 #[tokio::test(flavor = "multi_thread")]
 async fn control_plane_ops_manage_packages_and_installs() {
     let mock = start_mock(MockOptions::default()).await;
@@ -644,15 +644,15 @@ async fn control_plane_ops_manage_packages_and_installs() {
     assert_eq!(deprecated["result"]["deprecated"], "use 2", "{deprecated}");
 
     let params = json!({"provider": "mock", "package": "acme/compat", "version": "1.0.0"});
-    let refused = a2a(&gw, Some(&key), "installs/create", params.clone()).await;
+    let refused = a2a(&gw, Some(&key), "adapters/install", params.clone()).await;
     assert_eq!(
         refused["error"]["data"][0]["reason"], "PERMISSION_DENIED",
         "not an operator yet: {refused}"
     );
     make_operator(&gw).await;
-    let installed = a2a(&gw, Some(&key), "installs/create", params).await;
+    let installed = a2a(&gw, Some(&key), "adapters/install", params).await;
     assert_eq!(installed["result"]["adapter"], "acme/compat@1.0.0", "{installed}");
-    let listed = a2a(&gw, Some(&key), "installs/list", json!({})).await;
+    let listed = a2a(&gw, Some(&key), "adapters/list", json!({})).await;
     assert_eq!(listed["result"]["installs"][0]["provider"], "mock", "{listed}");
     assert_eq!(
         adapter_of(&gw, "mock/small").await,
@@ -670,7 +670,7 @@ async fn control_plane_ops_manage_packages_and_installs() {
     let again = a2a(
         &gw,
         Some(&key),
-        "installs/create",
+        "adapters/install",
         json!({"provider": "bad", "package": "acme/compat", "version": "1.0.0"}),
     )
     .await;

@@ -132,11 +132,14 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
             "packages.deprecate",
             json!({"name": format!("pkg-{world}/nothing"), "version": "1.0.0", "message": "old"}),
         ),
-        ("installs.list", json!({})),
+        ("adapters.list", json!({})),
         (
-            "installs.create",
+            "adapters.install",
             json!({"provider": "mock", "package": "tollgate/openai-compatible", "version": "9.9.9"}),
         ),
+        ("installs.create", json!({"package": "tollgate/calculator"})),
+        ("installs.list", json!({})),
+        ("installs.get", json!({"name": "calculator"})),
         ("namespaces.delete", json!({"name": "team"})),
         ("workspaces.get", json!({"workspace_id": helper.workspace_id})),
         ("workspaces.delete", json!({"workspace_id": second_id})),
@@ -226,8 +229,12 @@ async fn contract(gateway: Gateway) {
     assert_eq!(outcome("packages.get", 0)["ok"]["name"], "tollgate/openai-compatible");
     assert_eq!(outcome("packages.yank", 0)["error"], "NOT_FOUND");
     assert_eq!(
-        outcome("installs.create", 0)["error"],
+        outcome("adapters.install", 0)["error"],
         "PERMISSION_DENIED",
-        "only operators install"
+        "only operators install adapters"
+    );
+    assert_eq!(
+        outcome("installs.get", 0)["ok"]["tools"],
+        json!(["calculator__evaluate"])
     );
 }

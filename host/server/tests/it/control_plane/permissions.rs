@@ -26,6 +26,11 @@ const MATRIX: &[(&str, [bool; 4])] = &[
     ("wallet.get", [true, true, true, true]),
     ("usage.list", [true, true, true, true]),
     ("requests.get", [true, true, true, true]),
+    ("installs.create", [true, true, true, false]),
+    ("installs.list", [true, true, true, true]),
+    ("installs.get", [true, true, true, true]),
+    ("installs.update", [true, true, true, false]),
+    ("installs.delete", [true, true, true, false]),
     // Last: only the owner may, and then the workspace is gone.
     ("workspaces.delete", [true, false, false, false]),
 ];
@@ -41,6 +46,8 @@ fn matrix_params(op: &str, role: &str, workspace_id: &str) -> Value {
         "keys.create" => json!({"name": format!("by-{role}")}),
         "keys.revoke" => json!({"key_id": "key_missing"}),
         "requests.get" => json!({"request_id": "req_missing"}),
+        "installs.create" => json!({"package": "tollgate/calculator", "name": format!("calc-{role}")}),
+        "installs.get" | "installs.update" | "installs.delete" => json!({"name": "missing"}),
         // ns-developer exists by now (namespaces.create ran for each role).
         "packages.yank" | "packages.unyank" => json!({"name": "ns-developer/nothing", "version": "1.0.0"}),
         "packages.deprecate" => json!({"name": "ns-developer/nothing", "version": "1.0.0", "message": "old"}),

@@ -2,7 +2,7 @@
 //! crate name. Each compiles as it is and does something real, so the first
 //! build, publish and call succeed before the author changes anything.
 
-pub const TOOL_SERVER_RS: &str = r#"//! Tool server `{NAME}`: offers `word_count`, which counts the words of a
+pub const TOOL_SERVER_RS: &str = r##"//! Tool server `{NAME}`: offers `word_count`, which counts the words of a
 //! text. Add tools to `tools()` and answer them in `call()`. To reach the
 //! network, list hosts under `metadata.allowed_hosts` (with the `http`
 //! capability) in tollgate-package.json and use `tool::http`.
@@ -42,9 +42,9 @@ impl ToolServer for MyTools {
 }
 
 tollgate_plugin_sdk::export_tool_server!(MyTools);
-"#;
+"##;
 
-pub const SKILL_RS: &str = r#"//! Skill `{NAME}`: answers a question with a model, through the gateway
+pub const SKILL_RS: &str = r##"//! Skill `{NAME}`: answers a question with a model, through the gateway
 //! (metered and billed to the caller). Change `run()` to chain model and
 //! tool calls (`skill::tools::call`) into your task.
 
@@ -75,4 +75,4 @@ impl Skill for MySkill {
 }
 
 tollgate_plugin_sdk::export_skill!(MySkill);
-"#;
+"##;
