@@ -11,6 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 from openai import OpenAI
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -239,3 +240,34 @@ def test_logs_are_json_lines_with_the_request_id(traced):
     # log_prompts is on in this gateway's config, so the body was logged on purpose.
     assert "a prompt worth logging" in logged[0]["fields"]["body"]
     assert all({"timestamp", "level", "target"} <= set(l) for l in lines)
+
+
+def test_a_skills_model_call_is_a_child_of_the_skill_run_with_provider_and_cost(traced):
+    client, collector = traced
+    url = str(client.base_url).rstrip("/").removesuffix("/v1")
+    env = {**os.environ, "TOLLGATE_URL": url, "TOLLGATE_API_KEY": client.api_key}
+    installed = subprocess.run([BIN, "install", "tollgate/summarize", "--json"], env=env, capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
+    run = httpx.post(
+        f"{url}/v1/skills/summarize",
+        json={"input": {"text": "Traces link a skill run to its model calls.", "model": "acme/small"}},
+        headers={"Authorization": f"Bearer {client.api_key}", "traceparent": f"00-{TRACE_ID}-{PARENT_SPAN_ID}-01"},
+    )
+    assert run.status_code == 200, run.text
+    model_call = run.json()["service"]["model_calls"][0]
+    trace_id = bytes.fromhex(TRACE_ID)
+
+    def spans(c):
+        return [s for s in c.spans if s.trace_id == trace_id]
+
+    def the_model_call(c):
+        return [s for s in spans(c) if attrs(s).get("tollgate.request.id") == model_call["request_id"]]
+
+    collector.wait(lambda c: the_model_call(c) and any(s.name == "POST /v1/skills/summarize" for s in spans(c)))
+    skill_run = next(s for s in spans(collector) if s.name == "POST /v1/skills/summarize")
+    chat = the_model_call(collector)[0]
+    assert chat.parent_span_id == skill_run.span_id, "the model call is a child of the skill run"
+    a = attrs(chat)
+    assert a["gen_ai.provider.name"] == "acme"
+    assert a["tollgate.cost.nano_usd"] == int(model_call["cost_usd"].replace(".", ""))
+    assert a["tollgate.cost.nano_usd"] > 0

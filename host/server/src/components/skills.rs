@@ -35,13 +35,14 @@ pub struct ModelCall {
 #[derive(Clone, Default)]
 pub struct RunLedger {
     calls: Arc<Mutex<Vec<ModelCall>>>,
-    progress: Option<tokio::sync::mpsc::UnboundedSender<ModelCall>>,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
 }
 
 impl RunLedger {
     pub fn record(&self, call: ModelCall) {
         if let Some(progress) = &self.progress {
-            let _ = progress.send(call.clone());
+            let data = json!({"model_call": model_call_json(&call)}).to_string();
+            let _ = progress.send(Event::default().event("progress").data(data));
         }
         self.calls.lock().expect("run ledger lock").push(call);
     }
@@ -105,39 +106,28 @@ pub async fn run(
             Err(failure) => Err(run_error(failure)),
         };
     }
+    // One channel carries the progress events and then the result; it closes
+    // when the run's task (and with it every sender) is done.
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
     let ledger = RunLedger {
         calls: Arc::default(),
-        progress: Some(sender),
+        progress: Some(sender.clone()),
     };
     let skill = skill.clone();
     let grants = install.grants.clone();
     let capabilities = capabilities(ledger.clone());
-    let finished = tokio::spawn(async move { skill.run(invocation, grants, capabilities, input).await });
-    // Progress until the run (and with it every sender) is done, then the result.
-    let progress = tokio_stream_from(receiver).map(|call| {
-        Ok::<_, Infallible>(
-            Event::default()
-                .event("progress")
-                .data(json!({"model_call": model_call_json(&call)}).to_string()),
-        )
-    });
-    let last = futures_util::stream::once(async move {
-        let event = match finished.await {
-            Ok(Ok(output)) => Event::default()
+    tokio::spawn(async move {
+        let event = match skill.run(invocation, grants, capabilities, input).await {
+            Ok(output) => Event::default()
                 .event("result")
                 .data(json!({"output": output, "service": ledger.service(&request_id)}).to_string()),
-            Ok(Err(failure)) => error_event(run_error(failure), &ledger, &request_id),
-            Err(e) => error_event(
-                ApiError::internal(format!("the skill run was lost: {e}")),
-                &ledger,
-                &request_id,
-            ),
+            Err(failure) => error_event(run_error(failure), &ledger, &request_id),
         };
-        Ok(event)
+        let _ = sender.send(event);
     });
+    let events = tokio_stream_from(receiver).map(Ok::<_, Infallible>);
     let done = futures_util::stream::once(async { Ok(Event::default().data("[DONE]")) });
-    Ok(Sse::new(progress.chain(last).chain(done)).into_response())
+    Ok(Sse::new(events.chain(done)).into_response())
 }
 
 /// The documented error body, with the run's service block, as an SSE event.
