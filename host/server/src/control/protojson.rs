@@ -64,11 +64,29 @@ fn json_name(name: &str) -> String {
     out
 }
 
+/// Numbers that are whole (`144618.0`) become integers, recursively. A
+/// message's data part travels as a protobuf `Struct`, which has only
+/// doubles, so clients that build it that way (the official SDKs do) send
+/// every integer as a float; typed params (sizes, limits) need them back.
+/// Doubles hold integers exactly only up to 2^53, the bound used here.
+pub fn integral_numbers(value: Value) -> Value {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    match value {
+        Value::Number(number) if !number.is_i64() && !number.is_u64() => match number.as_f64() {
+            Some(float) if float.fract() == 0.0 && float.abs() <= EXACT => Value::from(float as i64),
+            _ => Value::Number(number),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(integral_numbers).collect()),
+        Value::Object(object) => Value::Object(object.into_iter().map(|(k, v)| (k, integral_numbers(v))).collect()),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use super::json_names;
+    use super::{integral_numbers, json_names};
 
     #[test]
     fn proto_names_become_json_names_except_in_free_form_fields() {
@@ -93,6 +111,17 @@ mod tests {
                 "configuration": {"returnImmediately": true},
             })
         );
+    }
+
+    #[test]
+    fn whole_doubles_become_integers_and_the_rest_stay() {
+        let value =
+            integral_numbers(json!({"size": 144618.0, "nested": [2.0, 2.5, -3.0], "big": 1e300, "text": "1.0"}));
+        assert_eq!(
+            value,
+            json!({"size": 144618, "nested": [2, 2.5, -3], "big": 1e300, "text": "1.0"})
+        );
+        assert!(value["size"].is_u64());
     }
 
     #[test]

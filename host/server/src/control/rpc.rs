@@ -361,6 +361,8 @@ impl Call {
                 "Task '{task_id}' is in a terminal state; send a new message without taskId"
             )));
         }
+        // A data part is a protobuf `Struct`, whose numbers are all doubles.
+        let op_params = protojson::integral_numbers(op_params);
         let outcome = registry::run(op, self.control.clone(), self.caller.clone(), self.client_ip, op_params).await;
         let mut task = tasks::op_task(op.name, message, &context_id, &outcome);
         let owner = match (&self.caller, &outcome) {
