@@ -85,7 +85,6 @@ pub struct Install {
     pub lock: BTreeMap<String, Pinned>,
     /// The tools it offers over MCP (`<install>__<tool>`).
     pub tools: Vec<String>,
-    pub revision: i64,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -192,7 +191,6 @@ fn shown(ctx: &Ctx, record: InstallRecord) -> Install {
             })
             .collect(),
         tools,
-        revision: record.revision,
         created_at_ms: record.created_at_ms,
         updated_at_ms: record.updated_at_ms,
     }

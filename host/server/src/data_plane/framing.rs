@@ -279,6 +279,14 @@ where
                     return Some((Err(FrameError(format!("malformed event-stream frame: {e}"))), state));
                 }
             }
+            // Complete frames leave the buffer as soon as they are whole, so
+            // what it holds past the cap is one frame too large to accept
+            // (its CRCs are only checked once it is whole): stop buffering.
+            if state.buffer.len() > MAX_EVENT_BYTES {
+                state.done = true;
+                let message = format!("an event-stream frame is larger than the {MAX_EVENT_BYTES}-byte limit");
+                return Some((Err(FrameError(message)), state));
+            }
             match state.body.next().await {
                 Some(Ok(chunk)) => state.buffer.extend_from_slice(&chunk),
                 Some(Err(e)) => {
@@ -346,6 +354,17 @@ mod tests {
     async fn decode(chunks: Vec<Vec<u8>>) -> Vec<Result<Event, FrameError>> {
         let body = stream::iter(chunks.into_iter().map(|c| Ok::<_, std::io::Error>(Bytes::from(c))));
         aws_events(body).collect().await
+    }
+
+    #[tokio::test]
+    async fn a_frame_larger_than_the_cap_fails_before_more_is_buffered() {
+        // A prelude declaring 4 GiB, then 1 MiB chunks that never complete it.
+        let mut chunks = vec![vec![0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0]];
+        chunks.extend((0..40).map(|_| vec![0u8; 1 << 20]));
+        let events = decode(chunks).await;
+        assert_eq!(events.len(), 1);
+        let error = events[0].as_ref().unwrap_err().0.clone();
+        assert!(error.contains("larger than the 16777216-byte limit"), "{error}");
     }
 
     #[tokio::test]

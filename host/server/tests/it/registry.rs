@@ -200,7 +200,17 @@ async fn registry_rules(database: &str, extra: &str) {
         "{found}"
     );
     let (status, found) = call(&gw, reqwest::Method::GET, "/v1/packages?kind=skill", None, None).await;
-    assert_eq!((status, found["data"].as_array().unwrap().len()), (200, 0));
+    let skills: Vec<&str> = found["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (status, skills),
+        (200, vec!["tollgate/summarize"]),
+        "only the built-in skill"
+    );
     let (status, body) = call(&gw, reqwest::Method::GET, "/v1/packages?kind=widget", None, None).await;
     assert_eq!(status, 400);
     assert_error_shape(&body);

@@ -167,6 +167,10 @@ fn only_a_tables_owner_queries_it() {
         ("control/tasks.rs", &["a2a_tasks"]),
         ("packages/namespaces.rs", &["namespaces"]),
         ("packages/installs.rs", &["registry_installs"]),
+        (
+            "components/store.rs",
+            &["component_installs", "component_install_changes"],
+        ),
     ];
     let src = root().join("host/server/src");
     let mut files = Vec::new();

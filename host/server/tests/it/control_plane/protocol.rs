@@ -97,7 +97,7 @@ async fn malformed_json_rpc_gets_the_right_codes_and_the_server_keeps_serving() 
     // Oversized body.
     let huge = format!(
         r#"{{"jsonrpc": "2.0", "id": 1, "method": "x", "params": {{"pad": "{}"}}}}"#,
-        "a".repeat(300_000)
+        "a".repeat(1_400_000)
     );
     let (status, body) = raw(&gateway, v, huge).await;
     assert_eq!((status, code(&body)), (413, -32600));
