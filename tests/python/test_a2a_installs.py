@@ -11,6 +11,8 @@ import time
 import uuid
 
 import httpx
+from a2a.types import TaskState
+from google.protobuf import json_format
 
 from test_a2a import artifact_data, client_for, send
 
@@ -121,3 +123,36 @@ def test_publish_install_list_upgrade_and_uninstall_over_a2a(stack):
     assert not failures, failures[:3]
     assert len(answered) >= 60, f"only {len(answered)} calls ran"
     assert "team-calc__evaluate" not in tool_names(stack), "uninstalled tools leave MCP at once"
+
+
+def test_an_install_pins_its_dependencies(stack):
+    content = builtin_calculator(stack)
+    encoded = base64.b64encode(content).decode()
+    namespace = f"deps-{uuid.uuid4().hex[:8]}"
+
+    def with_dependencies(name: str, version: str, dependencies: dict) -> dict:
+        return {**manifest(f"{namespace}/{name}", version, content), "dependencies": dependencies}
+
+    async def go():
+        client, http = await client_for(stack.url, stack.api_key)
+        artifact_data(await send(client, "namespaces.create", {"name": namespace}))
+        for name, version, dependencies in [
+            ("base", "1.0.0", {}),
+            ("base", "1.2.0", {}),
+            ("base", "2.0.0", {}),
+            ("app", "1.0.0", {f"{namespace}/base": "^1.0"}),
+        ]:
+            artifact_data(await send(client, "packages.publish", {
+                "manifest": with_dependencies(name, version, dependencies), "content_base64": encoded}))
+        installed = artifact_data(await send(client, "installs.create", {"package": f"{namespace}/app"}))
+        missing = await send(client, "installs.create", {"package": f"{namespace}/base", "version": "^3", "name": "nope"})
+        artifact_data(await send(client, "installs.delete", {"name": "app"}))
+        await http.aclose()
+        return installed, missing
+
+    installed, missing = asyncio.run(go())
+    digest = "sha256:" + hashlib.sha256(content).hexdigest()
+    assert installed["lock"] == {f"{namespace}/base": {"version": "1.2.0", "digest": digest}}, installed
+    assert missing.status.state == TaskState.TASK_STATE_FAILED, "no version matches ^3: the install fails"
+    error = json_format.MessageToDict(missing.status.message.parts[0].data)["error"]
+    assert "matches '^3'" in error["message"], error
