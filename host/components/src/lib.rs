@@ -80,6 +80,8 @@ struct Inner {
 impl ComponentHost {
     pub fn new(engine: &PluginEngine, cache_dir: &Path, limits: ComponentLimits) -> anyhow::Result<Self> {
         limits.check()?;
+        std::fs::create_dir_all(cache_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create cache dir {}: {e}", cache_dir.display()))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine: engine.wasmtime().clone(),
