@@ -3,6 +3,7 @@ binary and batch mode, passes the strict parser of the Python `cloudevents` pack
 (`cloudevents.v1.http.from_http`, which rejects missing required attributes)."""
 
 import json
+import os
 import subprocess
 import tempfile
 import threading
@@ -11,6 +12,7 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 from cloudevents.v1.http import from_http
 from openai import OpenAI
@@ -175,3 +177,44 @@ def test_the_strict_parser_rejects_an_incomplete_event():
     incomplete = {"specversion": "1.0", "id": "x", "type": "dev.tollgate.usage.v1"}  # no source
     with pytest.raises(Exception):
         from_http({"content-type": "application/cloudevents+json"}, json.dumps(incomplete))
+
+
+def test_tool_calls_and_skill_runs_have_events_of_their_own_linked_to_their_parent(metered):
+    url, account, received, _ = metered
+    key = account["api_key"]
+    env = {**os.environ, "TOLLGATE_URL": url, "TOLLGATE_API_KEY": key}
+    for package in ("tollgate/calculator", "tollgate/summarize"):
+        done = subprocess.run([BIN, "install", package, "--json"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    auth = {"Authorization": f"Bearer {key}"}
+    called = httpx.post(f"{url}/v1/mcp", headers=auth, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "calculator__evaluate", "arguments": {"expression": "2*(3+4)"}}}).json()
+    assert called["result"]["content"][0]["text"] == "14"
+    run = httpx.post(f"{url}/v1/skills/summarize", headers=auth, timeout=30,
+                     json={"input": {"text": "Events link runs to calls.", "model": "acme/small"}}).json()
+    run_id = run["service"]["request_id"]
+    model_call_id = run["service"]["model_calls"][0]["request_id"]
+
+    def structured():
+        return [from_http(h, b) for h, b in received.snapshot().get("structured", [])]
+
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        events = structured()
+        kinds = {e["type"] for e in events}
+        if {"dev.tollgate.tool.call.v1", "dev.tollgate.skill.run.v1"} <= kinds and model_call_id in {e["id"] for e in events}:
+            break
+        time.sleep(0.1)
+    by_id = {e["id"]: e for e in events}
+    [tool] = [e for e in events if e["type"] == "dev.tollgate.tool.call.v1"]
+    assert tool.data["kind"] == "tool_call" and tool.data["model"] == "calculator__evaluate"
+    assert tool.data["provider"] == "tollgate/calculator" and tool.data["status"] == 200
+    assert tool.data["cost"] == "0.000000000" and tool.data["duration_ms"] >= 0
+    skill_run = by_id[run_id]
+    assert skill_run["type"] == "dev.tollgate.skill.run.v1"
+    assert skill_run.data["model"] == "summarize__run" and skill_run.data["cost"] == "0.000000000"
+    model_call = by_id[model_call_id]
+    assert model_call["type"] == "dev.tollgate.usage.v1"
+    assert model_call.data["parent_request_id"] == run_id, "the model call names the skill run"
+    assert Decimal(model_call.data["cost"]) == Decimal(run["service"]["cost_usd"])

@@ -66,8 +66,13 @@ def test_a_skill_run_bills_its_model_call_exactly_once(stack, summarize):
     assert nanos(before["posted_usd"]) - nanos(after["posted_usd"]) == nanos(service["cost_usd"])
     assert after["pending_usd"] == before["pending_usd"], "no hold left behind"
     new = [e for e in cli(stack, "usage", key=stack.api_key)["entries"] if e not in usage_before]
-    assert [e["request_id"] for e in new] == [model_call["request_id"]], "one request-log row: the model call"
-    assert nanos(new[0]["cost_usd"]) == nanos(service["cost_usd"])
+    chats = [e for e in new if e["kind"] == "chat"]
+    assert [e["request_id"] for e in chats] == [model_call["request_id"]], "one billed row: the model call"
+    assert nanos(chats[0]["cost_usd"]) == nanos(service["cost_usd"])
+    assert chats[0]["parent_request_id"] == service["request_id"], "the model call names its skill run"
+    [run_row] = [e for e in new if e["kind"] == "skill_run"]
+    assert run_row["request_id"] == service["request_id"] and run_row["model"] == "summarize__run"
+    assert nanos(run_row["cost_usd"]) == 0 and run_row["status"] == 200
 
 
 def test_an_empty_wallet_answers_402_and_nothing_goes_upstream(stack):

@@ -238,6 +238,10 @@ pub struct UsageRow {
     pub cost: Nanos,
     pub started_at_ms: i64,
     pub duration_ms: i64,
+    /// `chat`, `tool_call` or `skill_run`.
+    pub kind: String,
+    /// The request this one ran inside, for a skill's model and tool calls.
+    pub parent_request_id: Option<String>,
 }
 
 /// A workspace's request log, newest first, at most `query.limit` rows. Request
@@ -255,10 +259,12 @@ pub async fn usage(database: &Database, query: &UsageQuery) -> anyhow::Result<Ve
         i64,
         i64,
         i64,
+        String,
+        Option<String>,
     );
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT request_id, key_id, model, provider, outcome, status, input_tokens, output_tokens, cost_nano, \
-         started_at_ms, duration_ms FROM request_log \
+         started_at_ms, duration_ms, kind, parent_request_id FROM request_log \
          WHERE workspace_id = $1 AND started_at_ms >= $2 AND started_at_ms < $3 \
          AND ($4 = '' OR key_id = $4) AND ($5 = '' OR request_id < $5) \
          ORDER BY request_id DESC LIMIT $6",
@@ -274,7 +280,21 @@ pub async fn usage(database: &Database, query: &UsageQuery) -> anyhow::Result<Ve
     Ok(rows
         .into_iter()
         .map(
-            |(request_id, key_id, model, provider, outcome, status, input, output, cost, started, duration)| UsageRow {
+            |(
+                request_id,
+                key_id,
+                model,
+                provider,
+                outcome,
+                status,
+                input,
+                output,
+                cost,
+                started,
+                duration,
+                kind,
+                parent,
+            )| UsageRow {
                 request_id,
                 key_id,
                 model,
@@ -286,6 +306,8 @@ pub async fn usage(database: &Database, query: &UsageQuery) -> anyhow::Result<Ve
                 cost: Nanos(cost),
                 started_at_ms: started,
                 duration_ms: duration,
+                kind,
+                parent_request_id: parent,
             },
         )
         .collect())

@@ -22,7 +22,7 @@ pub use admin::{
     UsageQuery, UsageRow, WalletBalances, credit, journal_credit, open_wallet, request_log, usage, verify, wallet,
 };
 pub use sweeper::sweep;
-pub use writer::RequestLogRow;
+pub use writer::{RequestKind, RequestLogRow};
 
 use tollgate_core::db::Database;
 use tollgate_core::money::Nanos;

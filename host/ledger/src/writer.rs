@@ -53,6 +53,31 @@ pub struct RequestLogRow {
     pub attempt_count: u32,
     pub started_at_ms: i64,
     pub duration_ms: i64,
+    /// What the row records: a chat request, a tool call or a skill run.
+    pub kind: RequestKind,
+    /// The request this one ran inside (a skill's model or tool call).
+    pub parent_request_id: Option<String>,
+}
+
+/// What a request-log row records. Tool calls and skill runs are logged beside
+/// chat requests, with their own usage-event types; they post nothing
+/// themselves (a skill's model calls are chat requests of their own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RequestKind {
+    #[default]
+    Chat,
+    ToolCall,
+    SkillRun,
+}
+
+impl RequestKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestKind::Chat => "chat",
+            RequestKind::ToolCall => "tool_call",
+            RequestKind::SkillRun => "skill_run",
+        }
+    }
 }
 
 enum Outcome {
@@ -312,9 +337,10 @@ async fn write_log(tx: &mut Tx, log: &RequestLogRow, settlement: &Settlement<'_>
     sqlx::query(
         "INSERT INTO request_log (request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, \
          status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
-         snapshot_id, reservation_id, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source) \
+         snapshot_id, reservation_id, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source, kind, \
+         parent_request_id) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-         $23, $24) ON CONFLICT (request_id) DO NOTHING",
+         $23, $24, $25, $26) ON CONFLICT (request_id) DO NOTHING",
     )
     .bind(&log.request_id)
     .bind(&log.key_id)
@@ -340,6 +366,8 @@ async fn write_log(tx: &mut Tx, log: &RequestLogRow, settlement: &Settlement<'_>
     .bind(log.duration_ms)
     .bind(settlement.settled_at_ms)
     .bind(settlement.source)
+    .bind(log.kind.as_str())
+    .bind(&log.parent_request_id)
     .execute(&mut **tx)
     .await?;
     Ok(())

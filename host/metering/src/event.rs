@@ -9,6 +9,10 @@ use super::feed::SettledRequest;
 use tollgate_core::money::Nanos;
 
 pub const EVENT_TYPE: &str = "dev.tollgate.usage.v1";
+/// A tool call's event (request-log kind `tool_call`).
+pub const TOOL_CALL_EVENT_TYPE: &str = "dev.tollgate.tool.call.v1";
+/// A skill run's event (request-log kind `skill_run`).
+pub const SKILL_RUN_EVENT_TYPE: &str = "dev.tollgate.skill.run.v1";
 /// Where the gateway serves the data schema.
 pub const SCHEMA_PATH: &str = "/schemas/usage.v1.json";
 /// The JSON Schema of the event's `data`.
@@ -38,6 +42,9 @@ struct UsageData<'a> {
     outcome: &'a str,
     status: Option<u16>,
     duration_ms: i64,
+    kind: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_request_id: Option<&'a str>,
 }
 
 /// This gateway's event identity.
@@ -77,12 +84,21 @@ pub fn structured_json(identity: &Identity, request: &SettledRequest) -> anyhow:
         outcome: &request.outcome,
         status: request.status.and_then(|s| u16::try_from(s).ok()),
         duration_ms: request.duration_ms,
+        kind: &request.kind,
+        parent_request_id: request.parent_request_id.as_deref(),
+    };
+    // One schema for all three: a tool call or skill run has no tokens and
+    // posts nothing (its model calls are chat requests with their own events).
+    let event_type = match request.kind.as_str() {
+        "tool_call" => TOOL_CALL_EVENT_TYPE,
+        "skill_run" => SKILL_RUN_EVENT_TYPE,
+        _ => EVENT_TYPE,
     };
     let time = chrono::DateTime::from_timestamp_millis(request.settled_at_ms).unwrap_or_default();
     let event = EventBuilderV10::new()
         .id(request.request_id.as_str())
         .source(request.source.as_deref().unwrap_or(&identity.source))
-        .ty(EVENT_TYPE)
+        .ty(event_type)
         .subject(request.workspace_id.as_str())
         .time(time)
         .data_with_schema(
@@ -120,6 +136,8 @@ pub(super) fn probe() -> SettledRequest {
         duration_ms: 0,
         settled_at_ms: 0,
         source: None,
+        kind: "chat".into(),
+        parent_request_id: None,
     }
 }
 
@@ -152,7 +170,35 @@ mod tests {
             duration_ms: 12,
             settled_at_ms: 1_700_000_000_123,
             source: Some("urn:tollgate:instance:served".into()),
+            kind: "chat".into(),
+            parent_request_id: None,
         }
+    }
+
+    #[test]
+    fn tool_calls_and_skill_runs_have_their_own_types_and_name_their_parent() {
+        let identity = Identity {
+            source: "urn:tollgate:instance:test".into(),
+            dataschema: "http://gw/schemas/usage.v1.json".into(),
+        };
+        let chat: Value = serde_json::from_str(&structured_json(&identity, &row()).unwrap()).unwrap();
+        assert_eq!(chat["type"], EVENT_TYPE);
+        assert_eq!(chat["data"]["kind"], "chat");
+        assert!(chat["data"].get("parent_request_id").is_none());
+        let tool = SettledRequest {
+            kind: "tool_call".into(),
+            parent_request_id: Some("req_parent".into()),
+            ..row()
+        };
+        let tool: Value = serde_json::from_str(&structured_json(&identity, &tool).unwrap()).unwrap();
+        assert_eq!(tool["type"], TOOL_CALL_EVENT_TYPE);
+        assert_eq!(tool["data"]["parent_request_id"], "req_parent");
+        let run = SettledRequest {
+            kind: "skill_run".into(),
+            ..row()
+        };
+        let run: Value = serde_json::from_str(&structured_json(&identity, &run).unwrap()).unwrap();
+        assert_eq!(run["type"], SKILL_RUN_EVENT_TYPE);
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct SettledRequest {
     pub settled_at_ms: i64,
     /// The serving gateway's CloudEvents `source`; `None` on rows older than it.
     pub source: Option<String>,
+    /// `chat`, `tool_call` or `skill_run`: which event type the row becomes.
+    pub kind: String,
+    /// The request this one ran inside (a skill's model and tool calls).
+    pub parent_request_id: Option<String>,
 }
 
 impl SettledRequest {
@@ -78,11 +82,11 @@ pub struct Backlog {
 // (xid, seq) index.
 const READ_SQLITE: &str = "SELECT xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, \
      streamed, outcome, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, \
-     snapshot_id, attempt_count, duration_ms, settled_at_ms, source FROM request_log \
+     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id FROM request_log \
      WHERE xid = $1 AND seq > $2 AND xid < $3 AND (status IS NULL OR status <> 402) ORDER BY seq LIMIT $4";
 const READ_POSTGRES: &str = "SELECT xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, \
      streamed, outcome, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, \
-     snapshot_id, attempt_count, duration_ms, settled_at_ms, source FROM request_log \
+     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id FROM request_log \
      WHERE (xid, seq) > ($1, $2) AND xid < $3 AND (status IS NULL OR status <> 402) ORDER BY xid, seq LIMIT $4";
 
 const BACKLOG_SQLITE: &str = "SELECT c.sink, COUNT(r.seq), MIN(r.settled_at_ms) FROM metering_cursors c \

@@ -1,14 +1,23 @@
 //! The tools a workspace offers, and calling one by name. Shared by the MCP
 //! endpoint and by skills calling tools, so both see the same names and the
 //! same rules: a tool server's tool is `<install>__<tool>`, a skill is
-//! `<install>__run`; inside one install's scope the prefix is dropped.
+//! `<install>__run`; inside one install's scope the prefix is dropped. Every
+//! call gets its own request id and request-log row (kind `tool_call` or
+//! `skill_run`), linked to the request it ran inside.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{Value, json};
-use tollgate_components::{CallError, Capabilities, Content, Invocation, ToolSpec};
+use tollgate_components::{CallError, Content, Invocation, SkillError, ToolSpec};
+use tollgate_core::db::now_ms;
+use tollgate_core::money::Nanos;
+use tollgate_ledger::{RequestKind, RequestLogRow};
 
+use super::Components;
 use super::installs::{Active, Installs, Loaded};
+use crate::auth::Principal;
+use crate::server::RequestId;
 
 /// Between the install name and the tool name.
 pub const SEPARATOR: &str = "__";
@@ -87,21 +96,123 @@ pub fn resolve(installs: &Installs, workspace_id: &str, only: Option<&str>, name
     })
 }
 
-/// Calls `target` with `arguments` (a JSON object). Skills get
-/// `capabilities`; tool servers never do.
+/// Who calls, and inside which request.
+pub struct CallSite {
+    pub caller: Arc<Principal>,
+    /// The request this call runs inside (a skill's run, for its tool calls).
+    pub parent_request_id: Option<String>,
+    /// 0 for a call from outside; each nested tool call adds one.
+    pub depth: u32,
+}
+
+/// Calls `target` with `arguments` (a JSON object) under a request id of its
+/// own, and logs it. A skill gets the caller's capabilities, its model calls
+/// linked to this call; a tool server gets none.
 pub async fn call(
+    components: &Arc<Components>,
     target: &Target,
-    invocation: Invocation,
-    capabilities: Capabilities,
+    site: &CallSite,
     arguments: String,
 ) -> Result<Vec<Content>, CallError> {
+    let request_id = RequestId::new();
+    let invocation = Invocation {
+        request_id: request_id.0.to_string(),
+        workspace: site.caller.workspace_id.clone(),
+        install: target.install.record.name.clone(),
+        depth: site.depth,
+    };
+    let started = (now_ms(), Instant::now());
     let grants = target.install.grants.clone();
-    match &target.install.component {
-        Loaded::Tool(server) => server.call(invocation, grants, &target.tool, arguments).await,
+    let (kind, outcome) = match &target.install.component {
+        Loaded::Tool(server) => (
+            RequestKind::ToolCall,
+            server.call(invocation, grants, &target.tool, arguments).await,
+        ),
         Loaded::Skill(skill) => {
-            let output = skill.run(invocation, grants, capabilities, arguments).await?;
-            Ok(vec![Content::Json(output.to_string())])
+            let capabilities = super::capabilities::for_caller(
+                components,
+                &site.caller,
+                &request_id.0,
+                site.depth,
+                super::skills::RunLedger::default(),
+            );
+            let run = skill.run(invocation, grants, capabilities, arguments).await;
+            (
+                RequestKind::SkillRun,
+                run.map(|output| vec![Content::Json(output.to_string())]),
+            )
         }
+    };
+    let logged = Logged {
+        kind,
+        request_id: &request_id.0,
+        site,
+        name: format!("{}{SEPARATOR}{}", target.install.record.name, target.tool),
+        install: &target.install,
+        streamed: false,
+    };
+    logged.record(components, outcome.as_ref().err(), started).await;
+    outcome
+}
+
+/// A tool call's or skill run's request-log row, before its outcome.
+pub struct Logged<'a> {
+    pub kind: RequestKind,
+    pub request_id: &'a str,
+    pub site: &'a CallSite,
+    /// The name it was called by, `<install>__<tool>`.
+    pub name: String,
+    pub install: &'a Active,
+    pub streamed: bool,
+}
+
+impl Logged<'_> {
+    /// Writes the row: nothing is posted (a skill's model calls are rows of
+    /// their own), so the wallet is untouched; the usage event follows from it.
+    pub async fn record(self, components: &Components, failure: Option<&CallError>, started: (i64, Instant)) {
+        let Some(ledger) = components.data.ledger() else {
+            return;
+        };
+        let (outcome, status) = outcome_of(failure);
+        let row = RequestLogRow {
+            request_id: self.request_id.to_string(),
+            key_id: self.site.caller.key_id.clone(),
+            workspace_id: self.site.caller.workspace_id.clone(),
+            model: self.name,
+            provider: Some(self.install.record.package.clone()),
+            upstream_model: Some(self.install.record.version.clone()),
+            streamed: self.streamed,
+            outcome: outcome.to_string(),
+            status: Some(status),
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            usage_source: "none",
+            reserved: Nanos::ZERO,
+            snapshot_id: None,
+            attempts: "[]".into(),
+            attempt_count: 0,
+            started_at_ms: started.0,
+            duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
+            kind: self.kind,
+            parent_request_id: self.site.parent_request_id.clone(),
+        };
+        if let Err(error) = ledger.settle(None, Nanos::ZERO, row).await {
+            tracing::warn!(request_id = %self.request_id, %error, "could not log a component call");
+        }
+    }
+}
+
+/// The log's outcome and status for a call: what the caller was answered.
+fn outcome_of(failure: Option<&CallError>) -> (&'static str, u16) {
+    match failure {
+        None => ("success", 200),
+        Some(CallError::Tool(_)) => ("tool_error", 422),
+        Some(CallError::Skill(SkillError::InvalidInput(_))) => ("invalid_request", 400),
+        Some(CallError::Skill(SkillError::Model(error))) => ("model_error", error.status),
+        Some(CallError::Skill(SkillError::Failed(_))) => ("skill_error", 422),
+        Some(CallError::Fault(_)) => ("component_failed", 502),
     }
 }
 

@@ -9,48 +9,48 @@ use axum::body::Bytes;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
-use tollgate_components::{Capabilities, Content, Invocation, ModelAccess, ModelError, ToolAccess, ToolError};
+use tollgate_components::{Capabilities, Content, ModelAccess, ModelError, ToolAccess, ToolError};
 use tollgate_core::money::Nanos;
 
-use super::calls;
-use super::installs::Installs;
+use super::Components;
+use super::calls::{self, CallSite};
 use super::skills::{ModelCall, RunLedger};
 use crate::auth::{Caller, Principal};
-use crate::data_plane::{self, DataPlane};
+use crate::data_plane;
 use crate::server::RequestId;
 
 /// Largest answer a component may read back from one model call.
 const MAX_ANSWER_BYTES: usize = 8 << 20;
 
-/// The capabilities of one call made by `caller` at `depth`.
+/// The capabilities of a skill run `run_request_id`, made by `caller` at
+/// `depth`: its model and tool calls are logged as running inside it.
 pub fn for_caller(
-    data: &Arc<DataPlane>,
-    installs: &Arc<Installs>,
+    components: &Arc<Components>,
     caller: &Arc<Principal>,
-    parent_request_id: &str,
+    run_request_id: &str,
     depth: u32,
     ledger: RunLedger,
 ) -> Capabilities {
     Capabilities {
         models: Some(Arc::new(CallerModels {
-            data: data.clone(),
+            components: components.clone(),
             caller: caller.clone(),
-            parent_request_id: parent_request_id.to_string(),
-            ledger: ledger.clone(),
+            parent_request_id: run_request_id.to_string(),
+            ledger,
         })),
         tools: Some(Arc::new(CallerTools {
-            data: data.clone(),
-            installs: installs.clone(),
-            caller: caller.clone(),
-            parent_request_id: parent_request_id.to_string(),
-            depth: depth + 1,
-            ledger,
+            components: components.clone(),
+            site: Arc::new(CallSite {
+                caller: caller.clone(),
+                parent_request_id: Some(run_request_id.to_string()),
+                depth: depth + 1,
+            }),
         })),
     }
 }
 
 struct CallerModels {
-    data: Arc<DataPlane>,
+    components: Arc<Components>,
     caller: Arc<Principal>,
     parent_request_id: String,
     ledger: RunLedger,
@@ -58,7 +58,7 @@ struct CallerModels {
 
 impl ModelAccess for CallerModels {
     fn chat(&self, request: String) -> BoxFuture<'static, Result<String, ModelError>> {
-        let data = self.data.clone();
+        let data = self.components.data.clone();
         let caller = self.caller.clone();
         let parent = self.parent_request_id.clone();
         let ledger = self.ledger.clone();
@@ -75,7 +75,8 @@ impl ModelAccess for CallerModels {
             let request_id = RequestId::new();
             tracing::info!(parent_request_id = %parent, request_id = %request_id.0, "component model call");
             let response =
-                data_plane::chat_in_process(data, request_id.clone(), Caller(caller), Bytes::from(request)).await;
+                data_plane::chat_in_process(data, request_id.clone(), &parent, Caller(caller), Bytes::from(request))
+                    .await;
             let status = response.status().as_u16();
             let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
                 .await
@@ -112,37 +113,23 @@ impl ModelAccess for CallerModels {
 }
 
 struct CallerTools {
-    data: Arc<DataPlane>,
-    installs: Arc<Installs>,
-    caller: Arc<Principal>,
-    parent_request_id: String,
-    depth: u32,
-    ledger: RunLedger,
+    components: Arc<Components>,
+    /// The calling skill run, one level deeper.
+    site: Arc<CallSite>,
 }
 
 impl ToolAccess for CallerTools {
     fn call(&self, tool: String, arguments: String) -> BoxFuture<'static, Result<Vec<Content>, ToolError>> {
-        let workspace = self.caller.workspace_id.clone();
-        let Some(target) = calls::resolve(&self.installs, &workspace, None, &tool) else {
-            let message = format!("no tool '{tool}' is installed in this workspace");
-            return async move { Err(ToolError { message }) }.boxed();
-        };
-        let invocation = Invocation {
-            request_id: self.parent_request_id.clone(),
-            workspace,
-            install: target.install.record.name.clone(),
-            depth: self.depth,
-        };
-        let capabilities = for_caller(
-            &self.data,
-            &self.installs,
-            &self.caller,
-            &self.parent_request_id,
-            self.depth,
-            self.ledger.clone(),
-        );
+        let components = self.components.clone();
+        let site = self.site.clone();
         async move {
-            calls::call(&target, invocation, capabilities, arguments)
+            let workspace = &site.caller.workspace_id;
+            let Some(target) = calls::resolve(&components.installs, workspace, None, &tool) else {
+                return Err(ToolError {
+                    message: format!("no tool '{tool}' is installed in this workspace"),
+                });
+            };
+            calls::call(&components, &target, &site, arguments)
                 .await
                 .map_err(|failure| ToolError {
                     message: failure.to_string(),

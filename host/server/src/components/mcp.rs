@@ -13,10 +13,13 @@
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tollgate_components::{CallError, Capabilities, Content, Invocation, SkillError};
+use std::sync::Arc;
 
-use super::calls;
-use super::installs::Installs;
+use tollgate_components::{CallError, Content, SkillError};
+
+use super::Components;
+use super::calls::{self, CallSite};
+use crate::auth::Principal;
 
 /// Protocol revisions this server speaks, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -28,18 +31,21 @@ const INVALID_PARAMS: i64 = -32602;
 
 /// Whom an MCP request serves.
 pub struct Scope<'a> {
-    pub installs: &'a Installs,
-    pub workspace_id: &'a str,
+    pub components: &'a Arc<Components>,
+    pub caller: &'a Arc<Principal>,
     /// `/v1/mcp/{install}`: one install, with unprefixed tool names.
     pub only: Option<&'a str>,
-    pub request_id: &'a str,
-    /// What a skill called through MCP may use: the caller's models and tools.
-    pub capabilities: Capabilities,
+}
+
+impl Scope<'_> {
+    fn workspace_id(&self) -> &str {
+        &self.caller.workspace_id
+    }
 }
 
 pub async fn serve(scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Response {
     if let Some(only) = scope.only
-        && scope.installs.get(scope.workspace_id, only).is_none()
+        && scope.components.installs.get(scope.workspace_id(), only).is_none()
     {
         let message = format!("no install named '{only}' in this workspace");
         return answer(StatusCode::NOT_FOUND, error(Value::Null, INVALID_REQUEST, &message));
@@ -133,7 +139,7 @@ fn initialize(params: &Value) -> Value {
 }
 
 fn list_tools(scope: &Scope<'_>) -> Value {
-    let tools: Vec<Value> = calls::list(scope.installs, scope.workspace_id, scope.only)
+    let tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only)
         .into_iter()
         .map(|tool| {
             let mut entry = json!({
@@ -163,15 +169,14 @@ async fn call_tool(scope: &Scope<'_>, params: &Value) -> Result<Value, (i64, Str
         Some(object @ Value::Object(_)) => object.clone(),
         Some(_) => return Err((INVALID_PARAMS, "params.arguments must be an object".into())),
     };
-    let target = calls::resolve(scope.installs, scope.workspace_id, scope.only, name)
+    let target = calls::resolve(&scope.components.installs, scope.workspace_id(), scope.only, name)
         .ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {name}")))?;
-    let invocation = Invocation {
-        request_id: scope.request_id.to_string(),
-        workspace: scope.workspace_id.to_string(),
-        install: target.install.record.name.clone(),
+    let site = CallSite {
+        caller: scope.caller.clone(),
+        parent_request_id: None,
         depth: 0,
     };
-    let outcome = calls::call(&target, invocation, scope.capabilities.clone(), arguments.to_string()).await;
+    let outcome = calls::call(scope.components, &target, &site, arguments.to_string()).await;
     Ok(tool_result(outcome))
 }
 

@@ -34,6 +34,7 @@ use crate::server::RequestId;
 /// model calls go through.
 pub struct Components {
     installs: Arc<Installs>,
+    /// Model calls go through it, and its ledger logs the calls.
     data: Arc<DataPlane>,
 }
 
@@ -56,49 +57,31 @@ pub fn routes() -> Router<AppState> {
 
 async fn mcp_all(
     State(components): State<Arc<Components>>,
-    request_id: RequestId,
     caller: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    serve_mcp(&components, &request_id, &caller, None, &headers, &body).await
+    let scope = mcp::Scope {
+        components: &components,
+        caller: &caller.0,
+        only: None,
+    };
+    mcp::serve(scope, &headers, &body).await
 }
 
 async fn mcp_one(
     State(components): State<Arc<Components>>,
-    request_id: RequestId,
     caller: Caller,
     Path(install): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    serve_mcp(&components, &request_id, &caller, Some(&install), &headers, &body).await
-}
-
-async fn serve_mcp(
-    components: &Components,
-    request_id: &RequestId,
-    caller: &Caller,
-    only: Option<&str>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Response {
-    let principal = &caller.0;
     let scope = mcp::Scope {
-        installs: &components.installs,
-        workspace_id: &principal.workspace_id,
-        only,
-        request_id: &request_id.0,
-        capabilities: capabilities::for_caller(
-            &components.data,
-            &components.installs,
-            principal,
-            &request_id.0,
-            0,
-            skills::RunLedger::default(),
-        ),
+        components: &components,
+        caller: &caller.0,
+        only: Some(&install),
     };
-    mcp::serve(scope, headers, body).await
+    mcp::serve(scope, &headers, &body).await
 }
 
 /// The transport's `GET` opens a server-to-client stream; this server sends
@@ -133,10 +116,9 @@ async fn run_skill(
         let request: skills::RunRequest = serde_json::from_slice(&body).map_err(|e| {
             ApiError::invalid_request(format!("the body must be {{\"input\": {{…}}, \"stream\": false}}: {e}"))
         })?;
-        let principal = caller.0.clone();
         let active = components
             .installs
-            .get(&principal.workspace_id, &install)
+            .get(&caller.0.workspace_id, &install)
             .ok_or_else(|| {
                 ApiError::new(
                     StatusCode::NOT_FOUND,
@@ -145,22 +127,13 @@ async fn run_skill(
                     format!("no install named '{install}' in this workspace"),
                 )
             })?;
-        let invocation = tollgate_components::Invocation {
-            request_id: request_id.0.to_string(),
-            workspace: principal.workspace_id.clone(),
-            install: install.clone(),
-            depth: 0,
-        };
-        skills::run(active, request, invocation, |ledger| {
-            capabilities::for_caller(
-                &components.data,
-                &components.installs,
-                &principal,
-                &request_id.0,
-                0,
-                ledger,
-            )
-        })
+        skills::run(
+            components.clone(),
+            active,
+            request,
+            caller.0.clone(),
+            request_id.0.to_string(),
+        )
         .await
     }
     .await;

@@ -15,10 +15,18 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use tollgate_components::{CallError, Capabilities, Invocation, SkillError};
-use tollgate_core::money::Nanos;
+use std::time::Instant;
 
+use tollgate_components::{CallError, Invocation, SkillError};
+use tollgate_core::db::now_ms;
+use tollgate_core::money::Nanos;
+use tollgate_ledger::RequestKind;
+
+use super::Components;
+use super::calls::{CallSite, Logged, SEPARATOR, SKILL_TOOL};
+use super::capabilities;
 use super::installs::{Active, Loaded};
+use crate::auth::Principal;
 use crate::error::ApiError;
 
 /// What one model call inside a skill run cost, as the data plane billed it.
@@ -75,13 +83,15 @@ pub struct RunRequest {
     pub stream: bool,
 }
 
-/// Runs `install` (which must be a skill). `capabilities` builds the run's
-/// model and tool access around the given ledger.
+/// Runs `install` (which must be a skill) as request `request_id` of
+/// `caller`, and logs it (kind `skill_run`); its model and tool calls are
+/// logged as running inside it.
 pub async fn run(
+    components: Arc<Components>,
     install: Arc<Active>,
     request: RunRequest,
-    invocation: Invocation,
-    capabilities: impl FnOnce(RunLedger) -> Capabilities,
+    caller: Arc<Principal>,
+    request_id: String,
 ) -> Result<Response, ApiError> {
     let Loaded::Skill(skill) = &install.component else {
         return Err(ApiError::invalid_request(format!(
@@ -92,36 +102,60 @@ pub async fn run(
     if !request.input.is_object() {
         return Err(ApiError::invalid_request("'input' must be a JSON object"));
     }
-    let request_id = invocation.request_id.clone();
+    let invocation = Invocation {
+        request_id: request_id.clone(),
+        workspace: caller.workspace_id.clone(),
+        install: install.record.name.clone(),
+        depth: 0,
+    };
+    let site = CallSite {
+        caller,
+        parent_request_id: None,
+        depth: 0,
+    };
     let input = request.input.to_string();
-    if !request.stream {
-        let ledger = RunLedger::default();
-        let outcome = skill
-            .run(invocation, install.grants.clone(), capabilities(ledger.clone()), input)
-            .await;
-        return match outcome {
-            Ok(output) => {
-                Ok(axum::Json(json!({"output": output, "service": ledger.service(&request_id)})).into_response())
-            }
-            Err(failure) => Err(run_error(failure)),
-        };
-    }
-    // One channel carries the progress events and then the result; it closes
-    // when the run's task (and with it every sender) is done.
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let started = (now_ms(), Instant::now());
+    let (sender, receiver) = match request.stream {
+        // One channel carries the progress events and then the result; it
+        // closes when the run's task (and with it every sender) is done.
+        true => {
+            let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+            (Some(sender), Some(receiver))
+        }
+        false => (None, None),
+    };
     let ledger = RunLedger {
         calls: Arc::default(),
-        progress: Some(sender.clone()),
+        progress: sender.clone(),
     };
+    let capabilities = capabilities::for_caller(&components, &site.caller, &request_id, 0, ledger.clone());
     let skill = skill.clone();
-    let grants = install.grants.clone();
-    let capabilities = capabilities(ledger.clone());
+    let run = async move {
+        let outcome = skill.run(invocation, install.grants.clone(), capabilities, input).await;
+        let logged = Logged {
+            kind: RequestKind::SkillRun,
+            request_id: &request_id,
+            site: &site,
+            name: format!("{}{SEPARATOR}{SKILL_TOOL}", install.record.name),
+            install: &install,
+            streamed: request.stream,
+        };
+        logged.record(&components, outcome.as_ref().err(), started).await;
+        match outcome {
+            Ok(output) => Ok(json!({"output": output, "service": ledger.service(&request_id)})),
+            Err(failure) => Err((run_error(failure), ledger, request_id)),
+        }
+    };
+    let (Some(sender), Some(receiver)) = (sender, receiver) else {
+        return match run.await {
+            Ok(body) => Ok(axum::Json(body).into_response()),
+            Err((error, _, _)) => Err(error),
+        };
+    };
     tokio::spawn(async move {
-        let event = match skill.run(invocation, grants, capabilities, input).await {
-            Ok(output) => Event::default()
-                .event("result")
-                .data(json!({"output": output, "service": ledger.service(&request_id)}).to_string()),
-            Err(failure) => error_event(run_error(failure), &ledger, &request_id),
+        let event = match run.await {
+            Ok(body) => Event::default().event("result").data(body.to_string()),
+            Err((error, ledger, request_id)) => error_event(error, &ledger, &request_id),
         };
         let _ = sender.send(event);
     });

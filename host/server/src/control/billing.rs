@@ -71,6 +71,11 @@ pub struct UsageEntry {
     pub cost_usd: String,
     pub started_at_ms: i64,
     pub duration_ms: i64,
+    /// `chat`, `tool_call` or `skill_run`.
+    pub kind: String,
+    /// The request this one ran inside (a skill's model and tool calls).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_request_id: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -112,6 +117,8 @@ pub async fn usage(ctx: &Ctx, params: UsageParams) -> Result<UsagePage, OpError>
             cost_usd: row.cost.usd_string(),
             started_at_ms: row.started_at_ms,
             duration_ms: row.duration_ms,
+            kind: row.kind,
+            parent_request_id: row.parent_request_id,
         })
         .collect();
     let next_cursor = more.then(|| entries.last().map(|e| e.request_id.clone())).flatten();

@@ -17,7 +17,7 @@ use crate::auth::Principal;
 use crate::error::ApiError;
 use tollgate_core::db::now_ms;
 use tollgate_core::money::{Nanos, TokenCounts};
-use tollgate_ledger::{Hold, Ledger, RequestLogRow, ReserveError, Settled};
+use tollgate_ledger::{Hold, Ledger, RequestKind, RequestLogRow, ReserveError, Settled};
 use tollgate_plugin_host::Usage;
 use tollgate_routing::catalog::ModelRoute;
 
@@ -43,6 +43,8 @@ pub struct Bill {
 /// What the request asks of the wallet.
 pub struct Demand<'a> {
     pub request_id: &'a str,
+    /// The request this one runs inside: a skill run's, for its model calls.
+    pub parent_request_id: Option<&'a str>,
     pub requested_model: &'a str,
     pub streamed: bool,
     pub body_bytes: usize,
@@ -100,6 +102,8 @@ impl Bill {
             attempt_count: 0,
             started_at_ms: now_ms(),
             duration_ms: 0,
+            kind: RequestKind::Chat,
+            parent_request_id: demand.parent_request_id.map(str::to_string),
         };
         let mut bill = Bill {
             ledger: ledger.cloned(),

@@ -39,7 +39,22 @@ pub async fn chat_completions(
     caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(&data, &request_id, &caller, body).await {
+    match handle(&data, &request_id, None, &caller, body).await {
+        Ok(response) => response,
+        Err(error) => error.with_request_id(&request_id.0).into_response(),
+    }
+}
+
+/// A chat completion inside another request (a skill's model call): the
+/// same pipeline, with the log row linked to `parent`.
+pub async fn nested(
+    data: Arc<DataPlane>,
+    request_id: RequestId,
+    parent: &str,
+    caller: Caller,
+    body: Bytes,
+) -> Response {
+    match handle(&data, &request_id, Some(parent), &caller, Ok(body)).await {
         Ok(response) => response,
         Err(error) => error.with_request_id(&request_id.0).into_response(),
     }
@@ -48,6 +63,7 @@ pub async fn chat_completions(
 async fn handle(
     data: &Arc<DataPlane>,
     request_id: &RequestId,
+    parent_request_id: Option<&str>,
     caller: &Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -71,6 +87,7 @@ async fn handle(
     let injected_cap = envelope.max_output_tokens.is_none().then_some(default_cap);
     let demand = Demand {
         request_id: &request_id.0,
+        parent_request_id,
         requested_model: &envelope.model,
         streamed: envelope.stream,
         body_bytes: body.len(),

@@ -82,18 +82,26 @@ impl DataPlane {
     fn routes(&self) -> Arc<Routes> {
         self.routes.current()
     }
+
+    /// The ledger, for other concerns that log requests of their own (tool
+    /// calls and skill runs); `None` when `ledger.enabled = false`.
+    pub fn ledger(&self) -> Option<&Ledger> {
+        self.ledger.as_ref()
+    }
 }
 
 /// A chat completion for `caller`, exactly as if it had been posted to
 /// `/v1/chat/completions` (reserve, fallback, settle, request log, usage
-/// event, spans): how a component's model calls are metered and billed.
+/// event, spans), logged as running inside `parent`: how a component's model
+/// calls are metered and billed.
 pub async fn chat_in_process(
     data: Arc<DataPlane>,
     request_id: crate::server::RequestId,
+    parent: &str,
     caller: crate::auth::Caller,
     body: axum::body::Bytes,
 ) -> axum::response::Response {
-    chat::chat_completions(axum::extract::State(data), request_id, caller, Ok(body)).await
+    chat::nested(data, request_id, parent, caller, body).await
 }
 
 pub fn routes() -> Router<crate::app::AppState> {

@@ -316,6 +316,6 @@ async fn the_default_sink_writes_json_lines_and_the_schema_is_served() {
     let schema: Value = gateway.http.get(schema_url).send().await.unwrap().json().await.unwrap();
     assert_eq!(
         schema["title"].as_str().unwrap(),
-        "Tollgate usage event data (dev.tollgate.usage.v1)"
+        "Tollgate usage event data (dev.tollgate.usage.v1, dev.tollgate.tool.call.v1, dev.tollgate.skill.run.v1)"
     );
 }
