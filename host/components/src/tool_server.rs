@@ -85,9 +85,18 @@ impl ToolServer {
         arguments: String,
     ) -> Result<Vec<Content>, CallError> {
         let this = self.clone();
+        let runtime = tokio::runtime::Handle::current();
+        // A call from an async handler (depth 0) on the multi-threaded runtime
+        // runs in place, its worker's other tasks handed to another thread for
+        // the while: no hop to the blocking pool, which halves a pure call's
+        // cost. A nested call (a skill's tool call) already runs on a thread
+        // blocked in a host call, so it goes to the blocking pool.
+        let in_place = invocation.depth == 0 && runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+        if in_place {
+            return tokio::task::block_in_place(|| self.call_blocking(runtime, invocation, grants, name, &arguments));
+        }
         let name = name.to_string();
         let span = tracing::Span::current();
-        let runtime = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
             this.call_blocking(runtime, invocation, grants, &name, &arguments)

@@ -151,7 +151,11 @@ pub async fn call(
         install: &target.install,
         streamed: false,
     };
-    logged.record(components, outcome.as_ref().err(), started).await;
+    // The answer does not wait for the row's commit: the call posted
+    // nothing, so no money hangs on it, and a pure tool call would otherwise
+    // pay a durable commit (an fsync on SQLite) for its log line. The writer
+    // commits it with its next batch.
+    logged.record_in_background(components, outcome.as_ref().err(), started);
     outcome
 }
 
@@ -167,14 +171,35 @@ pub struct Logged<'a> {
 }
 
 impl Logged<'_> {
-    /// Writes the row: nothing is posted (a skill's model calls are rows of
-    /// their own), so the wallet is untouched; the usage event follows from it.
+    /// Writes the row and waits for its commit.
     pub async fn record(self, components: &Components, failure: Option<&CallError>, started: (i64, Instant)) {
-        let Some(ledger) = components.data.ledger() else {
+        let request_id = self.request_id.to_string();
+        if let (Some(ledger), row) = (components.data.ledger(), self.row(failure, started))
+            && let Err(error) = ledger.settle(None, Nanos::ZERO, row).await
+        {
+            tracing::warn!(%request_id, %error, "could not log a component call");
+        }
+    }
+
+    /// Hands the row to the ledger writer without waiting for its commit.
+    pub fn record_in_background(self, components: &Components, failure: Option<&CallError>, started: (i64, Instant)) {
+        let Some(ledger) = components.data.ledger().cloned() else {
             return;
         };
+        let row = self.row(failure, started);
+        tokio::spawn(async move {
+            let request_id = row.request_id.clone();
+            if let Err(error) = ledger.settle(None, Nanos::ZERO, row).await {
+                tracing::warn!(%request_id, %error, "could not log a component call");
+            }
+        });
+    }
+
+    /// The row: nothing is posted (a skill's model calls are rows of their
+    /// own), so the wallet is untouched; the usage event follows from it.
+    fn row(self, failure: Option<&CallError>, started: (i64, Instant)) -> RequestLogRow {
         let (outcome, status) = outcome_of(failure);
-        let row = RequestLogRow {
+        RequestLogRow {
             request_id: self.request_id.to_string(),
             key_id: self.site.caller.key_id.clone(),
             workspace_id: self.site.caller.workspace_id.clone(),
@@ -197,9 +222,6 @@ impl Logged<'_> {
             duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
             kind: self.kind,
             parent_request_id: self.site.parent_request_id.clone(),
-        };
-        if let Err(error) = ledger.settle(None, Nanos::ZERO, row).await {
-            tracing::warn!(request_id = %self.request_id, %error, "could not log a component call");
         }
     }
 }
