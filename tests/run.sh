@@ -23,9 +23,9 @@ cargo build --locked -p tollgate -p tollgate-mock-upstream $features
 
 echo "== rust tests"
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --locked --workspace $features --exclude tollgate-bench --exclude tollgate-test-misbehaving --exclude tollgate-test-hostile-tool --no-fail-fast
+  cargo nextest run --locked --workspace $features --exclude tollgate-bench --exclude tollgate-test-misbehaving --exclude tollgate-test-hostile-tool --exclude tollgate-test-tool-caller --no-fail-fast
 else
-  cargo test --locked --workspace $features --exclude tollgate-bench --exclude tollgate-test-misbehaving --exclude tollgate-test-hostile-tool --no-fail-fast
+  cargo test --locked --workspace $features --exclude tollgate-bench --exclude tollgate-test-misbehaving --exclude tollgate-test-hostile-tool --exclude tollgate-test-tool-caller --no-fail-fast
 fi
 
 echo "== python client tests (with the A2A TCK at MUST level when ../shared/conformance/a2a-tck exists)"

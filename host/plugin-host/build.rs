@@ -31,6 +31,7 @@ const TEST_ONLY: &[(&str, &str, &str)] = &[
         "tollgate_test_hostile_tool",
         "tool-server",
     ),
+    ("tollgate-test-tool-caller", "tollgate_test_tool_caller", "skill"),
 ];
 
 /// Component kinds, as `[package.metadata.tollgate] kind` names them, with the

@@ -152,3 +152,8 @@ pub const MISBEHAVING_TEST_COMPONENT: &str = env!("TG_TEST_MISBEHAVING_WASM");
 /// sandbox tests.
 #[doc(hidden)]
 pub const HOSTILE_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_HOSTILE_TOOL_WASM");
+
+/// The test-only skill that calls the tool its input names
+/// (`tests/plugins/tool-caller`), for the `tools` capability tests.
+#[doc(hidden)]
+pub const TOOL_CALLER_TEST_COMPONENT: &str = env!("TG_TEST_TOOL_CALLER_WASM");

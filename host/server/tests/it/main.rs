@@ -6,6 +6,7 @@
 mod breakers;
 mod catalog;
 mod common;
+mod components;
 mod control_plane;
 mod data_plane;
 mod errors;
