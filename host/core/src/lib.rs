@@ -1,9 +1,11 @@
 //! Tollgate's core: what every other crate may use and nothing else depends on.
 //! Exact money (`money`), secrets that never print (`secret`), the database
-//! handle with its migrations (`db`), and error text that names no secret
-//! (`error_text`). It knows no provider, wallet, plugin or HTTP route.
+//! handle with its migrations (`db`), error text that names no secret
+//! (`error_text`), and secrets sealed for storage (`sealed`). It knows no
+//! provider, wallet, plugin or HTTP route.
 
 pub mod db;
 pub mod error_text;
 pub mod money;
+pub mod sealed;
 pub mod secret;

@@ -93,9 +93,17 @@ impl Gateway {
         crate::packages::seed_builtins(&registry).await?;
         let component_host =
             tollgate_components::ComponentHost::new(adapters.engine(), &config.cache_dir(), config.components.clone())?;
-        let component_installs =
-            crate::components::Installs::load(InstallStore::new(database.clone()), component_host, registry.clone())
-                .await?;
+        let credential_key = config
+            .credential_key_file
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("credentials.key"));
+        let component_installs = crate::components::Installs::load(
+            InstallStore::new(database.clone()),
+            component_host,
+            registry.clone(),
+            tollgate_core::sealed::SealingKey::load_or_create(&credential_key)?,
+        )
+        .await?;
         component_installs.follow(std::time::Duration::from_millis(config.registry.install_poll_ms));
         let installs = Installs::load(
             &database,

@@ -23,6 +23,10 @@ pub struct Config {
     pub database_url: Option<String>,
     /// Compiled-component cache; defaults to `<data_dir>/cache`.
     pub cache_dir: Option<PathBuf>,
+    /// The key that seals install credentials in the database; created on
+    /// first use. Defaults to `<data_dir>/credentials.key`. Gateways sharing a
+    /// database must share it.
+    pub credential_key_file: Option<PathBuf>,
     /// Providers: overrides of built-in catalog entries and bring-your-own endpoints.
     pub providers: BTreeMap<String, tollgate_routing::ProviderConfig>,
     /// Extra provider adapters loaded from component files, by name.
@@ -52,6 +56,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./.tollgate"),
             database_url: None,
             cache_dir: None,
+            credential_key_file: None,
             providers: BTreeMap::new(),
             adapters: BTreeMap::new(),
             limits: Limits::default(),

@@ -15,6 +15,11 @@ CREATE TABLE component_installs (
     origins       TEXT NOT NULL,
     -- JSON object: dependency name -> {"version", "digest"}, pinned at install.
     pinned        TEXT NOT NULL,
+    -- JSON object: credential name -> {"placement", "origins"} (no values).
+    credentials   TEXT NOT NULL,
+    -- The credentials' values, sealed with the gateway's key
+    -- (components.credential_key_file), bound to this workspace and name.
+    sealed_credentials TEXT NOT NULL,
     revision      BIGINT NOT NULL,
     created_at    BIGINT NOT NULL,
     updated_at    BIGINT NOT NULL,

@@ -121,6 +121,11 @@ pub enum ClientCommand {
         /// A setting the component reads, as KEY=VALUE (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
         settings: Vec<(String, String)>,
+        /// A credential the host places for the component, for all approved
+        /// origins: NAME=VALUE (bearer), NAME:header:HEADER=VALUE or
+        /// NAME:query:PARAM=VALUE (repeatable). The value is sealed and never shown.
+        #[arg(long = "credential", value_name = "NAME[:PLACEMENT]=VALUE", value_parser = parse_credential)]
+        credentials: Vec<(String, String, String)>,
     },
     /// Upgrade an install to the newest version of its range (or of --version).
     Upgrade {
@@ -142,6 +147,15 @@ pub enum ClientCommand {
         #[command(flatten)]
         connection: Connection,
     },
+}
+
+/// `NAME[:PLACEMENT]=VALUE` → (name, placement, value).
+fn parse_credential(text: &str) -> Result<(String, String, String), String> {
+    let (target, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}' is not NAME[:PLACEMENT]=VALUE"))?;
+    let (name, placement) = target.split_once(':').unwrap_or((target, "bearer"));
+    Ok((name.to_string(), placement.to_string(), value.to_string()))
 }
 
 fn parse_setting(text: &str) -> Result<(String, String), String> {
@@ -328,6 +342,7 @@ impl ClientCommand {
                 name,
                 allow_origins,
                 settings,
+                credentials,
                 ..
             } => {
                 let (package, version) = match package.split_once('@') {
@@ -336,9 +351,13 @@ impl ClientCommand {
                 };
                 let config: serde_json::Map<String, Value> =
                     settings.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                let credentials: serde_json::Map<String, Value> = credentials
+                    .iter()
+                    .map(|(name, placement, value)| (name.clone(), json!({"value": value, "placement": placement})))
+                    .collect();
                 (
                     "installs.create",
-                    json!({"package": package, "version": version, "name": name, "origins": allow_origins, "config": config}),
+                    json!({"package": package, "version": version, "name": name, "origins": allow_origins, "config": config, "credentials": credentials}),
                 )
             }
             C::Upgrade { name, version, .. } => ("installs.update", json!({"name": name, "version": version})),

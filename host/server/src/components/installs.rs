@@ -13,10 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use tollgate_components::{ComponentHost, Grants, Origin, Skill, ToolServer};
+use tollgate_components::{ComponentHost, Credential, Grants, Origin, Placement, Skill, ToolServer};
+use tollgate_core::sealed::SealingKey;
+use tollgate_core::secret::Secret;
 use tollgate_registry::{PackageKind, PackageName, Registry, RegistryError, VersionRecord};
 
-use super::store::{InstallRecord, Pinned, Store};
+use super::store::{CredentialGrant, InstallRecord, Pinned, Store};
 
 /// Most installs one workspace may have.
 pub const MAX_INSTALLS_PER_WORKSPACE: usize = 100;
@@ -54,6 +56,28 @@ pub struct NewInstall {
     /// package's `allowed_hosts`.
     #[serde(default)]
     pub origins: Vec<String>,
+    /// Credentials the host places on the component's requests, by name.
+    #[serde(default)]
+    pub credentials: BTreeMap<String, NewCredential>,
+}
+
+/// A credential as given at install: its value is sealed at once and never
+/// shown again.
+#[derive(Clone, Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewCredential {
+    pub value: String,
+    /// `bearer` (default), `header:<name>` or `query:<name>`.
+    #[serde(default = "bearer")]
+    pub placement: String,
+    /// The origins it may be sent to; each one of the install's origins.
+    /// Default: all of them.
+    #[serde(default)]
+    pub origins: Option<Vec<String>>,
+}
+
+fn bearer() -> String {
+    "bearer".into()
 }
 
 /// What `installs.update` changes; absent fields stay as they are. The
@@ -68,6 +92,9 @@ pub struct InstallChange {
     pub config: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub origins: Option<Vec<String>>,
+    /// Replaces the credentials when given.
+    #[serde(default)]
+    pub credentials: Option<BTreeMap<String, NewCredential>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +123,8 @@ type Key = (String, String);
 pub struct Installs {
     store: Store,
     host: ComponentHost,
+    /// Seals credential values in the store, and opens them to build grants.
+    sealing: SealingKey,
     registry: Registry,
     compiled: Mutex<HashMap<String, Loaded>>,
     live: ArcSwap<BTreeMap<Key, Arc<Active>>>,
@@ -107,10 +136,16 @@ pub struct Installs {
 impl Installs {
     /// Loads every recorded install. One that no longer loads is logged and
     /// left out, so one bad component cannot stop the gateway.
-    pub async fn load(store: Store, host: ComponentHost, registry: Registry) -> anyhow::Result<Arc<Self>> {
+    pub async fn load(
+        store: Store,
+        host: ComponentHost,
+        registry: Registry,
+        sealing: SealingKey,
+    ) -> anyhow::Result<Arc<Self>> {
         let installs = Arc::new(Self {
             store,
             host,
+            sealing,
             registry,
             compiled: Mutex::new(HashMap::new()),
             live: ArcSwap::from_pointee(BTreeMap::new()),
@@ -158,7 +193,7 @@ impl Installs {
         if self.get(workspace_id, &name).is_some() {
             return Err(already_installed(&name));
         }
-        let record = self
+        let (mut record, loaded) = self
             .prepare(
                 workspace_id,
                 &name,
@@ -168,7 +203,7 @@ impl Installs {
                 request.origins,
             )
             .await?;
-        let (record, loaded) = record;
+        self.grant_credentials(&mut record, request.credentials)?;
         let stored = self
             .store
             .put(record, true)
@@ -194,9 +229,17 @@ impl Installs {
         let requirement = change.version.unwrap_or_else(|| current.requirement.clone());
         let config = change.config.unwrap_or_else(|| current.config.clone());
         let origins = change.origins.unwrap_or_else(|| current.origins.clone());
-        let (record, loaded) = self
+        let (mut record, loaded) = self
             .prepare(workspace_id, name, &package, &requirement, config, origins)
             .await?;
+        match change.credentials {
+            Some(credentials) => self.grant_credentials(&mut record, credentials)?,
+            None => {
+                record.credentials = current.credentials.clone();
+                record.sealed_credentials = current.sealed_credentials.clone();
+                check_credential_origins(&record)?;
+            }
+        }
         let stored = self
             .store
             .put(record, false)
@@ -256,6 +299,8 @@ impl Installs {
             config,
             origins: origins.iter().map(|o| o.to_string()).collect(),
             lock,
+            credentials: BTreeMap::new(),
+            sealed_credentials: String::new(),
             revision: 0,
             created_at_ms: 0,
             updated_at_ms: 0,
@@ -333,7 +378,7 @@ impl Installs {
     /// Puts a stored record live.
     fn publish(&self, record: InstallRecord, component: Loaded) -> Result<(), InstallError> {
         let active = Arc::new(Active {
-            grants: Arc::new(grants_of(&record)?),
+            grants: Arc::new(self.grants_of(&record)?),
             record,
             component,
         });
@@ -344,6 +389,103 @@ impl Installs {
             next
         });
         Ok(())
+    }
+
+    /// Checks `credentials` against the install and seals their values into
+    /// `record` (names, placement and origins stay readable).
+    fn grant_credentials(
+        &self,
+        record: &mut InstallRecord,
+        credentials: BTreeMap<String, NewCredential>,
+    ) -> Result<(), InstallError> {
+        if credentials.len() > 16 {
+            return Err(InstallError::Invalid(
+                "an install may have at most 16 credentials".into(),
+            ));
+        }
+        let mut values = BTreeMap::new();
+        record.credentials.clear();
+        for (name, credential) in credentials {
+            let valid_name = (1..=64).contains(&name.len())
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !valid_name {
+                return Err(InstallError::Invalid(format!(
+                    "credential name '{name}' must be 1-64 letters, digits, '-' or '_'"
+                )));
+            }
+            if credential.value.is_empty() || credential.value.len() > 4096 {
+                return Err(InstallError::Invalid(format!(
+                    "credential '{name}': the value must be 1-4096 bytes"
+                )));
+            }
+            parse_placement(&credential.placement).map_err(InstallError::Invalid)?;
+            let origins = match credential.origins {
+                Some(origins) => origins
+                    .iter()
+                    .map(|o| Origin::parse(o).map(|o| o.to_string()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(InstallError::Invalid)?,
+                None => record.origins.clone(),
+            };
+            record.credentials.insert(
+                name.clone(),
+                CredentialGrant {
+                    placement: credential.placement,
+                    origins,
+                },
+            );
+            values.insert(name, credential.value);
+        }
+        check_credential_origins(record)?;
+        record.sealed_credentials = match values.is_empty() {
+            true => String::new(),
+            false => {
+                let plaintext = serde_json::to_vec(&values).map_err(|e| InstallError::Internal(e.into()))?;
+                self.sealing.seal(&plaintext, &sealing_context(record))
+            }
+        };
+        Ok(())
+    }
+
+    /// What the install may use: its origins, its settings, and its
+    /// credentials, opened from the store.
+    fn grants_of(&self, record: &InstallRecord) -> Result<Grants, InstallError> {
+        let origins = record
+            .origins
+            .iter()
+            .map(|o| Origin::parse(o))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| InstallError::Internal(anyhow::anyhow!("stored origin: {e}")))?;
+        let mut credentials = BTreeMap::new();
+        if !record.sealed_credentials.is_empty() {
+            let opened = self
+                .sealing
+                .open(&record.sealed_credentials, &sealing_context(record))
+                .map_err(InstallError::Internal)?;
+            let mut values: BTreeMap<String, String> =
+                serde_json::from_slice(&opened).map_err(|e| InstallError::Internal(e.into()))?;
+            for (name, grant) in &record.credentials {
+                let (Some(value), Ok(placement)) = (values.remove(name), parse_placement(&grant.placement)) else {
+                    continue;
+                };
+                let origins = grant.origins.iter().filter_map(|o| Origin::parse(o).ok()).collect();
+                credentials.insert(
+                    name.clone(),
+                    Credential {
+                        value: Secret::new(value),
+                        placement,
+                        origins,
+                    },
+                );
+            }
+        }
+        Ok(Grants {
+            origins,
+            credentials,
+            config: record.config.clone(),
+        })
     }
 
     /// Reloads every install when another gateway (or this one) changed any.
@@ -395,7 +537,7 @@ impl Installs {
             .map_err(RegistryError::from)?;
         let component = self.compiled(&version).await?;
         Ok(Arc::new(Active {
-            grants: Arc::new(grants_of(&record)?),
+            grants: Arc::new(self.grants_of(&record)?),
             record,
             component,
         }))
@@ -477,18 +619,43 @@ fn approve_origins(version: &VersionRecord, origins: &[String]) -> Result<Vec<Or
     Ok(approved)
 }
 
-fn grants_of(record: &InstallRecord) -> Result<Grants, InstallError> {
-    let origins = record
-        .origins
-        .iter()
-        .map(|o| Origin::parse(o))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| InstallError::Internal(anyhow::anyhow!("stored origin: {e}")))?;
-    Ok(Grants {
-        origins,
-        credentials: BTreeMap::new(),
-        config: record.config.clone(),
-    })
+/// Each credential's origins must be among the install's.
+fn check_credential_origins(record: &InstallRecord) -> Result<(), InstallError> {
+    for (name, grant) in &record.credentials {
+        if let Some(origin) = grant.origins.iter().find(|o| !record.origins.contains(o)) {
+            return Err(InstallError::Invalid(format!(
+                "credential '{name}' names origin {origin}, which is not one of the install's origins"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn parse_placement(text: &str) -> Result<Placement, String> {
+    let valid_name = |name: &str| {
+        !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    match text.split_once(':') {
+        None if text == "bearer" => Ok(Placement::Bearer),
+        Some(("header", name))
+            if valid_name(name) && !["host", "content-length"].contains(&name.to_ascii_lowercase().as_str()) =>
+        {
+            Ok(Placement::Header(name.to_ascii_lowercase()))
+        }
+        Some(("query", name)) if valid_name(name) => Ok(Placement::Query(name.to_string())),
+        _ => Err(format!(
+            "placement '{text}' must be bearer, header:<name> or query:<name>"
+        )),
+    }
+}
+
+/// What a sealed credential set is bound to: its workspace and install name.
+fn sealing_context(record: &InstallRecord) -> Vec<u8> {
+    format!("component-install\0{}\0{}", record.workspace_id, record.name).into_bytes()
 }
 
 fn already_installed(name: &str) -> InstallError {

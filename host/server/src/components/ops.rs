@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::installs::{InstallChange, InstallError, NewInstall};
+use super::installs::{InstallChange, InstallError, NewCredential, NewInstall};
 use super::store::InstallRecord;
 use crate::control::error::OpError;
 use crate::control::registry::Ctx;
@@ -34,6 +34,11 @@ pub struct CreateParams {
     /// each must be covered by the package's `allowed_hosts`.
     #[serde(default)]
     pub origins: Vec<String>,
+    /// Credentials the host places on the component's requests, by name
+    /// (`value`, `placement`: bearer, header:<name> or query:<name>, `origins`).
+    /// Values are sealed at once and never shown.
+    #[serde(default)]
+    pub credentials: BTreeMap<String, NewCredential>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -60,6 +65,9 @@ pub struct UpdateParams {
     /// Replaces the approved origins when given.
     #[serde(default)]
     pub origins: Option<Vec<String>>,
+    /// Replaces the credentials when given.
+    #[serde(default)]
+    pub credentials: Option<BTreeMap<String, NewCredential>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -83,6 +91,8 @@ pub struct Install {
     pub origins: Vec<String>,
     /// Dependencies pinned at install: name → {version, digest}.
     pub lock: BTreeMap<String, Pinned>,
+    /// Credential names, with where they go; never their values.
+    pub credentials: BTreeMap<String, CredentialShown>,
     /// The tools it offers over MCP (`<install>__<tool>`).
     pub tools: Vec<String>,
     pub created_at_ms: i64,
@@ -93,6 +103,12 @@ pub struct Install {
 pub struct Pinned {
     pub version: String,
     pub digest: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct CredentialShown {
+    pub placement: String,
+    pub origins: Vec<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -114,6 +130,7 @@ pub async fn create(ctx: &Ctx, params: CreateParams) -> Result<Install, OpError>
         name: params.name,
         config: params.config,
         origins: params.origins,
+        credentials: params.credentials,
     };
     let record = ctx.components().create(workspace, request).await?;
     Ok(shown(ctx, record))
@@ -145,6 +162,7 @@ pub async fn update(ctx: &Ctx, params: UpdateParams) -> Result<Install, OpError>
         version: params.version,
         config: params.config,
         origins: params.origins,
+        credentials: params.credentials,
     };
     let record = ctx.components().update(workspace, &params.name, change).await?;
     Ok(shown(ctx, record))
@@ -186,6 +204,19 @@ fn shown(ctx: &Ctx, record: InstallRecord) -> Install {
                     Pinned {
                         version: pinned.version,
                         digest: pinned.digest,
+                    },
+                )
+            })
+            .collect(),
+        credentials: record
+            .credentials
+            .into_iter()
+            .map(|(name, grant)| {
+                (
+                    name,
+                    CredentialShown {
+                        placement: grant.placement,
+                        origins: grant.origins,
                     },
                 )
             })

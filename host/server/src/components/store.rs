@@ -25,9 +25,23 @@ pub struct InstallRecord {
     pub origins: Vec<String>,
     /// Dependencies pinned at install: name → {version, digest}.
     pub lock: BTreeMap<String, Pinned>,
+    /// Credentials granted to the install, without their values.
+    pub credentials: BTreeMap<String, CredentialGrant>,
+    /// The credentials' values (name → value, as JSON), sealed with the
+    /// gateway's key for this workspace and install name; empty when none.
+    #[serde(skip)]
+    pub sealed_credentials: String,
     pub revision: i64,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+}
+
+/// Where the host puts a credential, and for which origins.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialGrant {
+    /// `bearer`, `header:<name>` or `query:<name>`.
+    pub placement: String,
+    pub origins: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,7 +57,8 @@ pub struct Store {
 /// The columns, in one place; a macro because sqlx takes only literal SQL.
 macro_rules! columns {
     () => {
-        "workspace_id, name, kind, package, requirement, version, digest, config, origins, pinned, revision, created_at, updated_at"
+        "workspace_id, name, kind, package, requirement, version, digest, config, origins, pinned, credentials, \
+         sealed_credentials, revision, created_at, updated_at"
     };
 }
 
@@ -92,7 +107,7 @@ impl Store {
         sqlx::query(concat!(
             "INSERT INTO component_installs (",
             columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
         ))
         .bind(&record.workspace_id)
         .bind(&record.name)
@@ -104,6 +119,8 @@ impl Store {
         .bind(serde_json::to_string(&record.config)?)
         .bind(serde_json::to_string(&record.origins)?)
         .bind(serde_json::to_string(&record.lock)?)
+        .bind(serde_json::to_string(&record.credentials)?)
+        .bind(&record.sealed_credentials)
         .bind(record.revision)
         .bind(record.created_at_ms)
         .bind(record.updated_at_ms)
@@ -165,6 +182,8 @@ fn decode(row: &sqlx::any::AnyRow) -> anyhow::Result<InstallRecord> {
         config: serde_json::from_str(&json("config")?)?,
         origins: serde_json::from_str(&json("origins")?)?,
         lock: serde_json::from_str(&json("pinned")?)?,
+        credentials: serde_json::from_str(&json("credentials")?)?,
+        sealed_credentials: row.try_get("sealed_credentials")?,
         revision: row.try_get("revision")?,
         created_at_ms: row.try_get("created_at")?,
         updated_at_ms: row.try_get("updated_at")?,

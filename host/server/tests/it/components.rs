@@ -167,3 +167,147 @@ async fn a_skill_calls_tools_of_its_workspace_nested_calls_are_linked_and_depth_
     );
     gateway.assert_still_serving().await;
 }
+
+/// A local server that records the `x-api-key` header of each request.
+async fn key_recorder() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>) {
+    use axum::http::HeaderMap;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = seen.clone();
+    let app = axum::Router::new().fallback(move |headers: HeaderMap| {
+        let recorded = recorded.clone();
+        async move {
+            let key = headers.get("x-api-key").map(|v| v.to_str().unwrap().to_string());
+            recorded.lock().unwrap().push(key);
+            "recorded"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{address}"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_credentials_are_sealed_at_rest_shown_by_name_and_placed_by_the_host() {
+    const SECRET: &str = "sk-install-credential-0123456789";
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "")).await;
+    let (origin, seen) = key_recorder().await;
+    let host = origin.trim_start_matches("http://").to_string();
+
+    // The hostile test tool, published with the http capability for this host.
+    let content = std::fs::read(tollgate_plugin_host::HOSTILE_TOOL_TEST_COMPONENT).unwrap();
+    method(
+        &gateway,
+        Some(&gateway.api_key),
+        "namespaces.create",
+        json!({"name": "creds"}),
+    )
+    .await
+    .unwrap();
+    let manifest = json!({
+        "schema_version": 1, "kind": "tool-server", "name": "creds/fetcher", "version": "1.0.0",
+        "license": "Apache-2.0",
+        "content": {"digest": tollgate_registry::Digest::of(&content).to_string(), "size": content.len(), "media_type": "application/wasm"},
+        "metadata": {"world": "tollgate:tool/tool-server@0.1.0", "capabilities": ["http"], "allowed_hosts": [host]},
+    });
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&content);
+    method(
+        &gateway,
+        Some(&gateway.api_key),
+        "packages.publish",
+        json!({"manifest": manifest, "content_base64": encoded}),
+    )
+    .await
+    .unwrap();
+
+    // A credential for an origin the install was not given is refused.
+    let refused = method(
+        &gateway,
+        Some(&gateway.api_key),
+        "installs.create",
+        json!({"package": "creds/fetcher", "origins": [origin],
+               "credentials": {"key": {"value": SECRET, "placement": "header:x-api-key", "origins": ["https://elsewhere.test"]}}}),
+    )
+    .await;
+    assert_eq!(refused.unwrap_err().0, "INVALID_PARAMS");
+
+    let installed = install(
+        &gateway,
+        json!({"package": "creds/fetcher", "origins": [origin],
+               "credentials": {"key": {"value": SECRET, "placement": "header:x-api-key"}}}),
+    )
+    .await;
+    assert_eq!(
+        installed["credentials"],
+        json!({"key": {"placement": "header:x-api-key", "origins": [origin]}})
+    );
+    assert!(!installed.to_string().contains(SECRET), "the value is never shown");
+
+    // The component names the credential; the host puts it on the request.
+    let call = |arguments: Value| {
+        gateway
+            .post("/v1/mcp")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "fetcher__fetch", "arguments": arguments}}))
+    };
+    let answer: Value = call(json!({"url": format!("{origin}/data"), "credential": "key"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "200 recorded", "{answer}");
+    assert_eq!(seen.lock().unwrap().clone(), vec![Some(SECRET.to_string())]);
+    assert!(!answer.to_string().contains(SECRET));
+
+    // At rest the value is sealed: neither the database nor its journal holds it.
+    for file in ["tollgate.db", "tollgate.db-wal"] {
+        let path = gateway.dir.path().join("data").join(file);
+        if let Ok(bytes) = std::fs::read(&path) {
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{} holds the credential in the clear",
+                path.display()
+            );
+        }
+    }
+    let key_file = gateway.dir.path().join("data").join("credentials.key");
+    assert_eq!(std::fs::metadata(&key_file).unwrap().len(), 32);
+
+    // An update without credentials keeps them; one with an empty set drops them.
+    let kept = method(
+        &gateway,
+        Some(&gateway.api_key),
+        "installs.update",
+        json!({"name": "fetcher", "config": {"a": "b"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(kept["credentials"]["key"]["placement"], "header:x-api-key");
+    let dropped = method(
+        &gateway,
+        Some(&gateway.api_key),
+        "installs.update",
+        json!({"name": "fetcher", "credentials": {}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(dropped["credentials"], json!({}));
+    let answer: Value = call(json!({"url": format!("{origin}/data"), "credential": "key"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["result"]["isError"], true);
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no credential 'key'"),
+        "{answer}"
+    );
+}
