@@ -311,3 +311,98 @@ async fn install_credentials_are_sealed_at_rest_shown_by_name_and_placed_by_the_
         "{answer}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_mcp_and_install_input_gets_clear_errors_and_the_gateway_keeps_serving() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "")).await;
+    install(&gateway, json!({"package": "tollgate/calculator"})).await;
+    let mcp = |body: &'static str| gateway.post("/v1/mcp").body(body).send();
+    let code = |answer: &Value| answer["error"]["code"].as_i64().unwrap();
+
+    let response = mcp("{not json").await.unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(code(&response.json().await.unwrap()), -32700);
+
+    let answer: Value = mcp(r#"[1]"#).await.unwrap().json().await.unwrap();
+    assert_eq!(code(&answer[0]), -32600, "{answer}");
+
+    let answer: Value = mcp(r#"{"jsonrpc":"2.0","id":1,"method":"resources/list"}"#)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(code(&answer), -32601);
+
+    let answer: Value = mcp(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope__x"}}"#)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(code(&answer), -32602);
+    assert_eq!(answer["id"], 2);
+
+    let answer: Value = mcp(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"calculator__evaluate","arguments":[1]}}"#,
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(code(&answer), -32602);
+
+    let response = gateway
+        .post("/v1/mcp")
+        .header("mcp-protocol-version", "1999-01-01")
+        .body(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!((code(&answer), answer["id"].clone()), (-32600, json!(4)));
+
+    let response = gateway.post("/v1/mcp/missing").body("{}").send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+    let response = gateway.get("/v1/mcp").send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 405);
+
+    // Install params that make no sense are INVALID_PARAMS with a reason.
+    for params in [
+        json!({"package": "not a name"}),
+        json!({"package": "tollgate/calculator", "version": "^^1", "name": "c2"}),
+        json!({"package": "tollgate/calculator", "name": "Bad_Name"}),
+        json!({"package": "tollgate/http-fetch", "origins": ["file:///etc/passwd"]}),
+        json!({"package": "tollgate/calculator", "name": "c3", "origins": ["https://example.com"]}),
+        json!({"package": "tollgate/openai-compatible", "name": "adapter"}),
+    ] {
+        let (reason, message) = method(&gateway, Some(&gateway.api_key), "installs.create", params.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(reason, "INVALID_PARAMS", "{params}: {message}");
+        assert!(!message.is_empty());
+    }
+    let (reason, _) = method(
+        &gateway,
+        Some(&gateway.api_key),
+        "installs.create",
+        json!({"package": "tollgate/calculator"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(reason, "ALREADY_EXISTS");
+
+    let answer: Value = mcp(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"calculator__evaluate","arguments":{"expression":"6*7"}}}"#,
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "42", "still serving");
+    gateway.assert_still_serving().await;
+}
