@@ -5,6 +5,8 @@
 
 pub mod canonical;
 pub mod ir;
+pub mod provenance;
+pub mod runtime;
 
 pub use canonical::{ActorId, CanonicalError, actor_id, canonical_bytes};
 pub use ir::Ir;
