@@ -4,6 +4,7 @@
 //! canonical JSON of that IR.
 
 pub mod canonical;
+pub mod compile;
 pub mod ir;
 pub mod provenance;
 pub mod runtime;
