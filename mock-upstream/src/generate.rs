@@ -31,6 +31,9 @@ impl Generator<'_> {
         if let Some(first) = s.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
             return first.clone();
         }
+        if let Some(first) = s.get("examples").and_then(Value::as_array).and_then(|e| e.first()) {
+            return first.clone();
+        }
         if let Some(target) = s.get("$ref").and_then(Value::as_str).and_then(|r| self.resolve(r)) {
             return self.value(target, depth + 1);
         }
@@ -80,7 +83,14 @@ impl Generator<'_> {
             return prefix.iter().map(|p| self.value(p, depth + 1)).collect();
         }
         let item = s.get("items").map_or(Value::from("mock"), |i| self.value(i, depth + 1));
-        Value::Array(vec![item])
+        // `minItems` items (at most 16); strings are numbered so they differ.
+        let count = s.get("minItems").and_then(Value::as_u64).unwrap_or(1).clamp(1, 16) as usize;
+        (0..count)
+            .map(|index| match &item {
+                Value::String(text) if index > 0 => Value::from(format!("{text} {}", index + 1)),
+                other => other.clone(),
+            })
+            .collect()
     }
 
     fn resolve(&self, reference: &str) -> Option<&Value> {

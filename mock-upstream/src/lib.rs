@@ -37,7 +37,9 @@
 //!   `parameters` schema; `finish_reason` is `tool_calls`. Schemas yield: object →
 //!   its listed and required properties, string → `"mock"` (or a sample for a
 //!   known `format`), integer/number → 1 (kept within `minimum`/`maximum`),
-//!   boolean → true, array → one item; `const`, first `enum` value, `$ref`,
+//!   boolean → true, array → `minItems` items (default 1, at most 16; string
+//!   items after the first get ` 2`, ` 3`, … appended); `const`, first `enum`
+//!   value, first `examples` value, `$ref`,
 //!   `anyOf`/`oneOf` (first non-null branch) and `allOf` (merged) are honoured.
 //! - `response_format` `json_object` → `{"reply":"<reply text>"}`;
 //!   `json_schema` → an instance of `json_schema.schema`.

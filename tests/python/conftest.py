@@ -66,6 +66,11 @@ id = "small"
 input_price_per_mtok = "0.50"
 output_price_per_mtok = "1.50"
 context_length = 128000
+[[providers.acme.models]]
+id = "echo"
+input_price_per_mtok = "1.00"
+output_price_per_mtok = "2.00"
+context_length = 128000
 [providers.azure-openai]
 base_url = "{self.mock_url}?api-version=2024-10-21"
 api_key = "test-key"

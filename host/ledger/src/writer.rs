@@ -53,7 +53,7 @@ pub struct RequestLogRow {
     pub attempt_count: u32,
     pub started_at_ms: i64,
     pub duration_ms: i64,
-    /// What the row records: a chat request, a tool call or a skill run.
+    /// What the row records: a chat request, a tool call, a skill run or an actor run.
     pub kind: RequestKind,
     /// The request this one ran inside (a skill's model or tool call).
     pub parent_request_id: Option<String>,
@@ -68,6 +68,7 @@ pub enum RequestKind {
     Chat,
     ToolCall,
     SkillRun,
+    ActorRun,
 }
 
 impl RequestKind {
@@ -76,6 +77,7 @@ impl RequestKind {
             RequestKind::Chat => "chat",
             RequestKind::ToolCall => "tool_call",
             RequestKind::SkillRun => "skill_run",
+            RequestKind::ActorRun => "actor_run",
         }
     }
 }

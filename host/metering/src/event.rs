@@ -13,6 +13,9 @@ pub const EVENT_TYPE: &str = "dev.tollgate.usage.v1";
 pub const TOOL_CALL_EVENT_TYPE: &str = "dev.tollgate.tool.call.v1";
 /// A skill run's event (request-log kind `skill_run`).
 pub const SKILL_RUN_EVENT_TYPE: &str = "dev.tollgate.skill.run.v1";
+/// A hosted actor's run (request-log kind `actor_run`): its model and tool
+/// calls are events of their own, linked by `parent_request_id`.
+pub const ACTOR_RUN_EVENT_TYPE: &str = "dev.tollgate.actor.run.v1";
 /// Where the gateway serves the data schema.
 pub const SCHEMA_PATH: &str = "/schemas/usage.v1.json";
 /// The JSON Schema of the event's `data`.
@@ -92,6 +95,7 @@ pub fn structured_json(identity: &Identity, request: &SettledRequest) -> anyhow:
     let event_type = match request.kind.as_str() {
         "tool_call" => TOOL_CALL_EVENT_TYPE,
         "skill_run" => SKILL_RUN_EVENT_TYPE,
+        "actor_run" => ACTOR_RUN_EVENT_TYPE,
         _ => EVENT_TYPE,
     };
     let time = chrono::DateTime::from_timestamp_millis(request.settled_at_ms).unwrap_or_default();

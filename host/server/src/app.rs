@@ -3,7 +3,7 @@
 //! of its own concern through axum's `FromRef`: the data plane
 //! ([`DataPlane`]), auth ([`AuthState`], all the `Caller` extractor needs),
 //! the control plane ([`ControlPlane`]), packages ([`Packages`]) and tool
-//! servers and skills ([`Components`]). A concern
+//! servers and skills ([`Components`]), hosted actors ([`Actors`]). A concern
 //! that acts on another goes through the other's API (an install rebuilds the
 //! routes through `RouteTable::rebuild`; the control plane reads the ledger
 //! through `tollgate_ledger`'s views), never through a shared struct's fields.
@@ -14,6 +14,7 @@ use anyhow::Context;
 use axum::extract::FromRef;
 
 use crate::accounts::Accounts;
+use crate::actors::Actors;
 use crate::auth::{AuthState, KeyResolver};
 use crate::components::{Components, Store as InstallStore};
 use crate::config::Config;
@@ -35,6 +36,13 @@ pub struct AppState {
     control: Arc<ControlPlane>,
     packages: Arc<Packages>,
     components: Arc<Components>,
+    actors: Arc<Actors>,
+}
+
+impl FromRef<AppState> for Arc<Actors> {
+    fn from_ref(state: &AppState) -> Self {
+        state.actors.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<Components> {
@@ -157,17 +165,30 @@ impl Gateway {
                 log_prompts: config.telemetry.log_prompts,
             },
         );
+        let data = Arc::new(data);
+        let components = Arc::new(Components::new(component_installs.clone(), data.clone()));
+        let provenance_key = config
+            .provenance_key_file
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("provenance.key"));
+        let actors = Arc::new(Actors::new(
+            database.clone(),
+            data.clone(),
+            components.clone(),
+            packages.clone(),
+            crate::actors::load_or_create_signing_key(&provenance_key)?,
+            config.actors.max_deployments_per_workspace,
+        ));
         let control = ControlPlane::new(
             &config.control_plane,
             Accounts::new(database.clone(), keys.clone()),
             packages.clone(),
-            component_installs.clone(),
+            component_installs,
+            actors.clone(),
             database.clone(),
             config.limits.key_requests_per_minute,
         );
         let auth = AuthState::new(keys, KeyRateLimiter::new(config.limits.key_requests_per_minute));
-        let data = Arc::new(data);
-        let components = Arc::new(Components::new(component_installs, data.clone()));
         Ok(Arc::new(Self {
             state: AppState {
                 data,
@@ -175,6 +196,7 @@ impl Gateway {
                 control: Arc::new(control),
                 packages,
                 components,
+                actors,
             },
             config,
             database,

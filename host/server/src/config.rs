@@ -27,6 +27,12 @@ pub struct Config {
     /// first use. Defaults to `<data_dir>/credentials.key`. Gateways sharing a
     /// database must share it.
     pub credential_key_file: Option<PathBuf>,
+    /// The ed25519 key that signs hosted actors' provenance trails; created
+    /// on first use. Defaults to `<data_dir>/provenance.key`. Gateways
+    /// sharing a database should share it.
+    pub provenance_key_file: Option<PathBuf>,
+    /// Hosted actors (`docs/actors.md`).
+    pub actors: ActorsConfig,
     /// Providers: overrides of built-in catalog entries and bring-your-own endpoints.
     pub providers: BTreeMap<String, tollgate_routing::ProviderConfig>,
     /// Extra provider adapters loaded from component files, by name.
@@ -57,6 +63,8 @@ impl Default for Config {
             database_url: None,
             cache_dir: None,
             credential_key_file: None,
+            provenance_key_file: None,
+            actors: ActorsConfig::default(),
             providers: BTreeMap::new(),
             adapters: BTreeMap::new(),
             limits: Limits::default(),
@@ -255,4 +263,14 @@ base_url = "http://127.0.0.1:9001/v1"
         assert!(Config::load(Some(&path), CliOverrides::default()).is_err());
         assert!(Config::load(Some(&dir.path().join("missing.toml")), CliOverrides::default()).is_err());
     }
+}
+
+/// `[actors]`: hosted actors.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ActorsConfig {
+    /// Deployments one workspace may have (the plan's hosted actor
+    /// endpoints); absent: no limit. `deployments.create` past it is refused
+    /// with `plan_limit`.
+    pub max_deployments_per_workspace: Option<u32>,
 }

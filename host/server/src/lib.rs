@@ -3,9 +3,11 @@
 //! telemetry, and the configuration that combines every concern's own. The
 //! concerns below it are crates of their own (docs/ARCHITECTURE.md):
 //! `tollgate-core`, `tollgate-routing`, `tollgate-plugin-host`,
-//! `tollgate-components`, `tollgate-ledger` and `tollgate-metering`.
+//! `tollgate-components`, `tollgate-actors`, `tollgate-ledger` and
+//! `tollgate-metering`.
 
 pub mod accounts;
+pub mod actors;
 pub mod app;
 pub mod auth;
 pub mod cli;

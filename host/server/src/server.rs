@@ -27,6 +27,7 @@ pub fn router(gateway: &Gateway) -> Router {
         .merge(crate::control::routes(&gateway.config.control_plane))
         .merge(crate::packages::api::routes())
         .merge(crate::components::routes())
+        .merge(crate::actors::http::routes())
         .route("/healthz", get(|| async { "ok" }))
         .route(tollgate_metering::SCHEMA_PATH, get(usage_schema))
         .fallback(not_found)

@@ -21,6 +21,7 @@ const INPUT_SCHEMA: &str = r#"{
     "expression": {
       "type": "string",
       "description": "Numbers, + - * / % ^ (integer powers) and parentheses, e.g. 2*(3+4)",
+      "examples": ["2*(3+4)"],
       "maxLength": 4096
     }
   },

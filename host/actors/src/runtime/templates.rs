@@ -45,7 +45,7 @@ impl Scope {
             context.insert("item".into(), item.clone());
             context.insert("index".into(), Value::from(*index));
         }
-        minijinja::Value::from_serialize(&context)
+        minijinja::Value::from(minijinja::value::Serde(&context))
     }
 }
 
@@ -106,7 +106,7 @@ pub fn shape(ir: &Ir, shape: &Shape, scope: &Scope) -> Result<Value, String> {
 
 /// Whether a value counts as true in an `if`: as minijinja decides.
 pub fn truthy(value: &Value) -> bool {
-    minijinja::Value::from_serialize(value).is_true()
+    minijinja::Value::from(minijinja::value::Serde(value)).is_true()
 }
 
 fn render(source: &str, scope: &Scope) -> Result<String, String> {

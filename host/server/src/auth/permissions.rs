@@ -33,10 +33,14 @@ pub enum Permission {
     InstallRead,
     /// Install, upgrade and uninstall tool servers and skills.
     InstallWrite,
+    /// List and show actors, deployments and runs; compile actors.
+    ActorRead,
+    /// Publish actors and create, move and delete deployments.
+    ActorWrite,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 14] = [
+    pub const ALL: [Permission; 16] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -51,6 +55,8 @@ impl Permission {
         Permission::UsageRead,
         Permission::InstallRead,
         Permission::InstallWrite,
+        Permission::ActorRead,
+        Permission::ActorWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -69,6 +75,8 @@ impl Permission {
             Permission::UsageRead => "usage.read",
             Permission::InstallRead => "install.read",
             Permission::InstallWrite => "install.write",
+            Permission::ActorRead => "actor.read",
+            Permission::ActorWrite => "actor.write",
         }
     }
 }
@@ -91,7 +99,7 @@ impl Role {
 
     /// The table. Owners may do everything; admins everything but deleting the
     /// workspace; developers use the gateway and manage keys, namespaces and
-    /// installs;
+    /// installs, and publish and deploy actors;
     /// viewers only read.
     pub fn allows(self, permission: Permission) -> bool {
         use Permission::*;
@@ -111,10 +119,19 @@ impl Role {
                     | UsageRead
                     | InstallRead
                     | InstallWrite
+                    | ActorRead
+                    | ActorWrite
             ),
             Role::Viewer => matches!(
                 permission,
-                WorkspaceRead | NamespaceRead | MemberRead | KeyRead | BillingRead | UsageRead | InstallRead
+                WorkspaceRead
+                    | NamespaceRead
+                    | MemberRead
+                    | KeyRead
+                    | BillingRead
+                    | UsageRead
+                    | InstallRead
+                    | ActorRead
             ),
         }
     }

@@ -103,6 +103,9 @@ pub struct CallSite {
     pub parent_request_id: Option<String>,
     /// 0 for a call from outside; each nested tool call adds one.
     pub depth: u32,
+    /// The budget of the actor run the call is part of: a skill's model
+    /// calls hold against it.
+    pub ceiling: Option<Arc<dyn crate::data_plane::CostCeiling>>,
 }
 
 /// Calls `target` with `arguments` (a JSON object) under a request id of its
@@ -114,6 +117,16 @@ pub async fn call(
     site: &CallSite,
     arguments: String,
 ) -> Result<Vec<Content>, CallError> {
+    call_logged(components, target, site, arguments).await.1
+}
+
+/// [`call`], also answering the call's request id (its log row).
+pub async fn call_logged(
+    components: &Arc<Components>,
+    target: &Target,
+    site: &CallSite,
+    arguments: String,
+) -> (String, Result<Vec<Content>, CallError>) {
     let request_id = RequestId::new();
     let invocation = Invocation {
         request_id: request_id.0.to_string(),
@@ -135,6 +148,7 @@ pub async fn call(
                 &request_id.0,
                 site.depth,
                 super::skills::RunLedger::default(),
+                site.ceiling.clone(),
             );
             let run = skill.run(invocation, grants, capabilities, arguments).await;
             (
@@ -156,7 +170,7 @@ pub async fn call(
     // pay a durable commit (an fsync on SQLite) for its log line. The writer
     // commits it with its next batch.
     logged.record_in_background(components, outcome.as_ref().err(), started);
-    outcome
+    (request_id.0.to_string(), outcome)
 }
 
 /// A tool call's or skill run's request-log row, before its outcome.

@@ -16,7 +16,7 @@ use super::Components;
 use super::calls::{self, CallSite};
 use super::skills::{ModelCall, RunLedger};
 use crate::auth::{Caller, Principal};
-use crate::data_plane;
+use crate::data_plane::{self, CostCeiling};
 use crate::server::RequestId;
 
 /// Largest answer a component may read back from one model call.
@@ -30,6 +30,7 @@ pub fn for_caller(
     run_request_id: &str,
     depth: u32,
     ledger: RunLedger,
+    ceiling: Option<Arc<dyn CostCeiling>>,
 ) -> Capabilities {
     Capabilities {
         models: Some(Arc::new(CallerModels {
@@ -37,6 +38,7 @@ pub fn for_caller(
             caller: caller.clone(),
             parent_request_id: run_request_id.to_string(),
             ledger,
+            ceiling: ceiling.clone(),
         })),
         tools: Some(Arc::new(CallerTools {
             components: components.clone(),
@@ -44,6 +46,7 @@ pub fn for_caller(
                 caller: caller.clone(),
                 parent_request_id: Some(run_request_id.to_string()),
                 depth: depth + 1,
+                ceiling,
             }),
         })),
     }
@@ -54,6 +57,8 @@ struct CallerModels {
     caller: Arc<Principal>,
     parent_request_id: String,
     ledger: RunLedger,
+    /// The budget of the actor run this skill runs in, if any.
+    ceiling: Option<Arc<dyn CostCeiling>>,
 }
 
 impl ModelAccess for CallerModels {
@@ -62,6 +67,7 @@ impl ModelAccess for CallerModels {
         let caller = self.caller.clone();
         let parent = self.parent_request_id.clone();
         let ledger = self.ledger.clone();
+        let ceiling = self.ceiling.clone();
         async move {
             let body: Value = serde_json::from_str(&request)
                 .map_err(|e| model_error(400, "invalid_json", format!("the request is not JSON: {e}")))?;
@@ -74,9 +80,15 @@ impl ModelAccess for CallerModels {
             }
             let request_id = RequestId::new();
             tracing::info!(parent_request_id = %parent, request_id = %request_id.0, "component model call");
-            let response =
-                data_plane::chat_in_process(data, request_id.clone(), &parent, Caller(caller), Bytes::from(request))
-                    .await;
+            let response = data_plane::chat_in_process(
+                data,
+                request_id.clone(),
+                &parent,
+                ceiling.as_deref(),
+                Caller(caller),
+                Bytes::from(request),
+            )
+            .await;
             let status = response.status().as_u16();
             let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
                 .await

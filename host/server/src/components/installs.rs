@@ -160,6 +160,53 @@ impl Installs {
         &self.host
     }
 
+    /// A registry component a hosted actor pins by version and digest, run
+    /// without an install: no origins, no credentials, no settings. The
+    /// stored content must still hash to the pinned digest.
+    pub async fn pinned(&self, package: &str, version: &str, digest: &str) -> Result<Arc<Active>, InstallError> {
+        let name: PackageName = package
+            .parse()
+            .map_err(|e| InstallError::Invalid(format!("package: {e}")))?;
+        let version_number =
+            semver::Version::parse(version).map_err(|e| InstallError::Invalid(format!("version '{version}': {e}")))?;
+        let record = self
+            .registry
+            .index
+            .version(&name, &version_number)
+            .await
+            .map_err(RegistryError::from)?;
+        if record.digest.to_string() != digest {
+            return Err(InstallError::Conflict(format!(
+                "{package}@{version} has digest {}, but the actor pins {digest}",
+                record.digest
+            )));
+        }
+        let kind = record.manifest.kind;
+        let component = self.compiled(&record).await?;
+        let now = tollgate_core::db::now_ms();
+        Ok(Arc::new(Active {
+            record: InstallRecord {
+                workspace_id: String::new(),
+                name: name.name().to_string(),
+                kind: kind.as_str().to_string(),
+                package: package.to_string(),
+                requirement: format!("={version}"),
+                version: version.to_string(),
+                digest: digest.to_string(),
+                config: BTreeMap::new(),
+                origins: Vec::new(),
+                lock: BTreeMap::new(),
+                credentials: BTreeMap::new(),
+                sealed_credentials: String::new(),
+                revision: 0,
+                created_at_ms: now,
+                updated_at_ms: now,
+            },
+            component,
+            grants: Arc::new(Grants::default()),
+        }))
+    }
+
     pub fn get(&self, workspace_id: &str, name: &str) -> Option<Arc<Active>> {
         self.live
             .load()

@@ -175,6 +175,7 @@ async fn call_tool(scope: &Scope<'_>, params: &Value) -> Result<Value, (i64, Str
         caller: scope.caller.clone(),
         parent_request_id: None,
         depth: 0,
+        ceiling: None,
     };
     let outcome = calls::call(scope.components, &target, &site, arguments.to_string()).await;
     Ok(tool_result(outcome))

@@ -4,7 +4,7 @@
 //! its caller's behalf ([`capabilities`]). The sandbox itself is the
 //! `tollgate-components` crate.
 
-mod calls;
+pub mod calls;
 mod capabilities;
 pub mod installs;
 mod mcp;

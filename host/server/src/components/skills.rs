@@ -112,6 +112,7 @@ pub async fn run(
         caller,
         parent_request_id: None,
         depth: 0,
+        ceiling: None,
     };
     let input = request.input.to_string();
     let started = (now_ms(), Instant::now());
@@ -128,7 +129,7 @@ pub async fn run(
         calls: Arc::default(),
         progress: sender.clone(),
     };
-    let capabilities = capabilities::for_caller(&components, &site.caller, &request_id, 0, ledger.clone());
+    let capabilities = capabilities::for_caller(&components, &site.caller, &request_id, 0, ledger.clone(), None);
     let skill = skill.clone();
     let run = async move {
         let outcome = skill.run(invocation, install.grants.clone(), capabilities, input).await;

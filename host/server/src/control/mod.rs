@@ -79,6 +79,8 @@ pub struct ControlPlane {
     packages: Arc<Packages>,
     /// Tool servers and skills installed into workspaces.
     components: Arc<crate::components::Installs>,
+    /// Hosted actors, their deployments and runs.
+    actors: Arc<crate::actors::Actors>,
     /// The task store's and the ledger views' database.
     database: Database,
     /// `limits.key_requests_per_minute`: a key's own limit may only tighten it.
@@ -101,6 +103,7 @@ impl ControlPlane {
         accounts: Accounts,
         packages: Arc<Packages>,
         components: Arc<crate::components::Installs>,
+        actors: Arc<crate::actors::Actors>,
         database: Database,
         key_requests_per_minute: u32,
     ) -> Self {
@@ -110,6 +113,7 @@ impl ControlPlane {
             accounts,
             packages,
             components,
+            actors,
             database,
             key_requests_per_minute,
         }

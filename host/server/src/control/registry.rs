@@ -14,6 +14,7 @@ use super::ControlPlane;
 use super::error::OpError;
 use super::{billing, members, workspaces};
 use crate::accounts::Accounts;
+use crate::actors::ops as act;
 use crate::auth::Principal;
 use crate::auth::permissions::{Permission, Role};
 use crate::components::ops as comp;
@@ -69,6 +70,11 @@ impl Ctx {
     /// Tool-server and skill installs.
     pub fn components(&self) -> &crate::components::Installs {
         &self.control.components
+    }
+
+    /// Hosted actors, deployments and runs.
+    pub fn actors(&self) -> &Arc<crate::actors::Actors> {
+        &self.control.actors
     }
 
     pub fn settings(&self) -> &super::ControlPlaneConfig {
@@ -202,6 +208,24 @@ pub fn ops() -> &'static [Op] {
                 comp::update, comp::UpdateParams => comp::Install),
             op!("installs.delete", Workspace(InstallWrite), "Uninstall; its tools disappear from MCP at once.",
                 comp::delete, comp::NameParams => comp::Uninstalled),
+            op!("actors.compile", Workspace(ActorRead), "Compile an actor's YAML (and its sub-actor files) to its IR and id; nothing is stored.",
+                act::compile, act::SourceParams => act::CompiledActor),
+            op!("actors.publish", Workspace(ActorWrite), "Compile and publish an actor (sub-actors first) as an immutable registry package; answers its id.",
+                act::publish, act::PublishParams => crate::actors::publish::PublishedActor),
+            op!("actors.get", Workspace(ActorRead), "Show a published actor and its IR.",
+                act::get, act::IdParams => act::ActorShown),
+            op!("actors.list", Workspace(ActorRead), "List the actors a workspace published.",
+                act::list, act::WorkspaceParams => act::ActorList),
+            op!("deployments.create", Workspace(ActorWrite), "Bind POST /v1/actors/{namespace}/{name} to an actor id (again: move it; runs in flight finish on the old id).",
+                act::deploy, act::DeployParams => act::DeploymentShown),
+            op!("deployments.list", Workspace(ActorRead), "List a workspace's deployments and its limit.",
+                act::deployments, act::WorkspaceParams => act::DeploymentList),
+            op!("deployments.get", Workspace(ActorRead), "Show one deployment.",
+                act::deployment, act::DeploymentParams => act::DeploymentShown),
+            op!("deployments.delete", Workspace(ActorWrite), "Delete a deployment; its URL answers 404 at once.",
+                act::undeploy, act::DeploymentParams => act::Undeployed),
+            op!("runs.get", Workspace(ActorRead), "Show an actor run: its signed provenance trail, the signature and the public key.",
+                act::run, act::RunParams => act::RunShown),
         ]
     })
 }

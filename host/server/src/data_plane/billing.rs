@@ -38,6 +38,22 @@ pub struct Bill {
     trace_parent: opentelemetry::Context,
     /// From the answering attempt's start to its first relayed chunk.
     time_to_first_chunk: Option<Duration>,
+    /// The worst case held against a caller-side cap, settled with the bill.
+    ceiling: Option<Box<dyn CeilingHold>>,
+}
+
+/// A cap on what a request may cost on top of the wallet: a hosted actor's
+/// run budget. The worst case is held against it before the wallet is asked,
+/// so requests sharing one cap can never together spend past it.
+pub trait CostCeiling: Send + Sync {
+    /// Holds `worst_case`, or says (in a sentence) why it does not fit.
+    fn hold(&self, worst_case: Nanos) -> Result<Box<dyn CeilingHold>, String>;
+}
+
+/// A held worst case; settled with what was billed. Dropped unsettled, it
+/// counts in full.
+pub trait CeilingHold: Send {
+    fn settle(self: Box<Self>, billed: Nanos);
 }
 
 /// What the request asks of the wallet.
@@ -52,6 +68,7 @@ pub struct Demand<'a> {
     pub max_output_tokens: u64,
     /// A stream that may continue on later candidates after content was sent.
     pub may_continue: bool,
+    pub ceiling: Option<&'a dyn CostCeiling>,
 }
 
 impl Bill {
@@ -115,7 +132,23 @@ impl Bill {
             in_flight: None,
             trace_parent: crate::telemetry::current_context(),
             time_to_first_chunk: None,
+            ceiling: None,
         };
+        if let Some(ceiling) = demand.ceiling {
+            match ceiling.hold(worst_case) {
+                Ok(held) => bill.ceiling = Some(held),
+                Err(message) => {
+                    bill.log.reserved = Nanos::ZERO;
+                    bill.close(None, &Trail::default(), "budget_exceeded", Some(402)).await;
+                    return Err(ApiError::new(
+                        StatusCode::PAYMENT_REQUIRED,
+                        "billing_error",
+                        "budget_exceeded",
+                        message,
+                    ));
+                }
+            }
+        }
         let Some(ledger) = ledger else { return Ok(bill) };
         let reserving = Instant::now();
         let reserved = ledger.reserve(&caller.workspace_id, worst_case, snapshot_id).await;
@@ -216,6 +249,9 @@ impl Bill {
         }
         let Some(ledger) = self.ledger.take() else {
             self.report(trail, outcome, status, metered.cost);
+            if let Some(ceiling) = self.ceiling.take() {
+                ceiling.settle(metered.cost);
+            }
             return metered;
         };
         let usage = metered.usage;
@@ -252,6 +288,9 @@ impl Bill {
             }
         };
         self.report(trail, outcome, status, billed.cost);
+        if let Some(ceiling) = self.ceiling.take() {
+            ceiling.settle(billed.cost);
+        }
         billed
     }
 
@@ -322,6 +361,7 @@ impl Drop for Bill {
             in_flight: None,
             trace_parent: self.trace_parent.clone(),
             time_to_first_chunk: self.time_to_first_chunk,
+            ceiling: self.ceiling.take(),
         };
         let in_flight = self.in_flight.take();
         runtime.spawn(async move {

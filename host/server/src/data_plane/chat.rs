@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use super::DataPlane;
 use super::Routes;
 use super::attempts::{Call, exchange_error, final_error, first_answer};
-use super::billing::{Bill, Demand};
+use super::billing::{Bill, CostCeiling, Demand};
 use super::envelope::ChatEnvelope;
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
 use super::stream::{self, Failover};
@@ -45,16 +45,24 @@ pub async fn chat_completions(
     }
 }
 
-/// A chat completion inside another request (a skill's model call): the
-/// same pipeline, with the log row linked to `parent`.
+/// What a chat completion inside another request carries: the request it
+/// runs inside (its log row is linked to it) and, for a hosted actor's run,
+/// the run's budget.
+pub struct Nested<'a> {
+    pub parent: &'a str,
+    pub ceiling: Option<&'a dyn CostCeiling>,
+}
+
+/// A chat completion inside another request (a skill's or an actor's model
+/// call): the same pipeline.
 pub async fn nested(
     data: Arc<DataPlane>,
     request_id: RequestId,
-    parent: &str,
+    nested: Nested<'_>,
     caller: Caller,
     body: Bytes,
 ) -> Response {
-    match handle(&data, &request_id, Some(parent), &caller, Ok(body)).await {
+    match handle(&data, &request_id, Some(&nested), &caller, Ok(body)).await {
         Ok(response) => response,
         Err(error) => error.with_request_id(&request_id.0).into_response(),
     }
@@ -63,7 +71,7 @@ pub async fn nested(
 async fn handle(
     data: &Arc<DataPlane>,
     request_id: &RequestId,
-    parent_request_id: Option<&str>,
+    nested: Option<&Nested<'_>>,
     caller: &Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -87,13 +95,14 @@ async fn handle(
     let injected_cap = envelope.max_output_tokens.is_none().then_some(default_cap);
     let demand = Demand {
         request_id: &request_id.0,
-        parent_request_id,
+        parent_request_id: nested.map(|n| n.parent),
         requested_model: &envelope.model,
         streamed: envelope.stream,
         body_bytes: body.len(),
         messages: envelope.messages,
         max_output_tokens: envelope.max_output_tokens.unwrap_or(u64::from(default_cap)),
         may_continue: envelope.stream && envelope.continuation && candidates.len() > 1,
+        ceiling: nested.and_then(|n| n.ceiling),
     };
     let mut bill = Bill::open(data.ledger.as_ref(), &caller.0, &candidates, routes.snapshot_id, demand).await?;
 

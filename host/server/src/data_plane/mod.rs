@@ -18,13 +18,17 @@ pub mod upstream;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::get;
 
 use tollgate_ledger::Ledger;
 use tollgate_plugin_host::Adapters;
 use tollgate_routing::catalog::Catalog;
 use tollgate_routing::health::Health;
 
+pub use billing::{CeilingHold, CostCeiling};
+/// `POST /v1/chat/completions`; routed by `actors::http`, which sends
+/// `actor/…` models to hosted actors first.
+pub use chat::chat_completions;
 pub use table::RouteTable;
 use upstream::Upstream;
 
@@ -92,21 +96,22 @@ impl DataPlane {
 
 /// A chat completion for `caller`, exactly as if it had been posted to
 /// `/v1/chat/completions` (reserve, fallback, settle, request log, usage
-/// event, spans), logged as running inside `parent`: how a component's model
-/// calls are metered and billed.
+/// event, spans), logged as running inside `parent`: how a component's and
+/// a hosted actor's model calls are metered and billed. `ceiling` caps the
+/// call's worst case on top of the wallet (an actor run's budget).
 pub async fn chat_in_process(
     data: Arc<DataPlane>,
     request_id: crate::server::RequestId,
     parent: &str,
+    ceiling: Option<&dyn CostCeiling>,
     caller: crate::auth::Caller,
     body: axum::body::Bytes,
 ) -> axum::response::Response {
-    chat::nested(data, request_id, parent, caller, body).await
+    chat::nested(data, request_id, chat::Nested { parent, ceiling }, caller, body).await
 }
 
 pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
-        .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/models", get(models::list_models))
         .route("/v1/models/{*id}", get(models::get_model))
 }

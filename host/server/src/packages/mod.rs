@@ -115,6 +115,11 @@ impl Packages {
         &self.namespaces
     }
 
+    /// The registry itself, for concerns that resolve packages (actors).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// Applies a new configuration (a reload): loads the adapters it pins by
     /// reference, takes its operators, and rebuilds the routes from its
     /// providers with every install applied. Returns the pricing snapshot id.

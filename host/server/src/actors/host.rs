@@ -1,0 +1,367 @@
+//! The gateway side of the actor runtime ([`tollgate_actors::runtime::Host`]):
+//! model calls go through the data plane in process, exactly like
+//! `POST /v1/chat/completions` (wallet, fallback, metering, spans), with the
+//! run's budget as a cost ceiling; tool and skill calls run the pinned
+//! components in the sandbox; sub-actors load by id.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use serde_json::{Map, Value, json};
+use tollgate_actors::ActorId;
+use tollgate_actors::ir::{ComponentPin, Ir};
+use tollgate_actors::runtime::{
+    ComponentKind, Failure, Hold, Host, Meter, ModelAnswer, ModelCall, ToolAnswer, ToolCall, ToolSpec,
+};
+use tollgate_components::{CallError, Content};
+use tollgate_core::money::Nanos;
+
+use super::Actors;
+use crate::auth::{Caller, Principal};
+use crate::components::calls::{self, CallSite, Target};
+use crate::components::installs::{Active, Loaded};
+use crate::data_plane::{self, CeilingHold, CostCeiling};
+use crate::server::RequestId;
+
+/// Largest model answer a run reads back.
+const MAX_ANSWER_BYTES: usize = 8 << 20;
+
+/// One run's view of the gateway: who pays, and through which concerns.
+pub struct GatewayHost {
+    pub actors: Arc<Actors>,
+    pub caller: Arc<Principal>,
+}
+
+/// The run's budget as the data plane's cost ceiling.
+struct RunBudget(Meter);
+
+impl CostCeiling for RunBudget {
+    fn hold(&self, worst_case: Nanos) -> Result<Box<dyn CeilingHold>, String> {
+        self.0.try_hold(worst_case.0).map(|hold| Box::new(Held(hold)) as Box<dyn CeilingHold>).map_err(|e| {
+            format!(
+                "The run's budget cannot cover this model call: it could cost up to {} USD, and {} USD of the budget remains",
+                Nanos(e.worst_case).usd_string(),
+                Nanos(e.remaining.max(0)).usd_string()
+            )
+        })
+    }
+}
+
+struct Held(Hold);
+
+impl CeilingHold for Held {
+    fn settle(self: Box<Self>, billed: Nanos) {
+        self.0.settle(billed.0);
+    }
+}
+
+impl Host for GatewayHost {
+    fn chat(&self, call: ModelCall) -> BoxFuture<'static, Result<ModelAnswer, Failure>> {
+        let data = self.actors.data.clone();
+        let caller = self.caller.clone();
+        async move {
+            let streamed = call.deltas.is_some();
+            let mut body = Map::new();
+            body.insert("model".into(), json!(call.candidates[0]));
+            if call.candidates.len() > 1 {
+                body.insert("models".into(), json!(call.candidates[1..]));
+            }
+            body.insert("messages".into(), Value::Array(call.messages));
+            for (key, value) in call.params {
+                body.insert(key, value);
+            }
+            if !call.tools.is_empty() {
+                body.insert("tools".into(), Value::Array(call.tools));
+            }
+            if let Some(format) = call.response_format {
+                body.insert("response_format".into(), format);
+            }
+            if streamed {
+                body.insert("stream".into(), json!(true));
+                body.insert("stream_options".into(), json!({"include_usage": true}));
+            }
+            let request_id = RequestId::new();
+            let ceiling = RunBudget(call.budget);
+            let body = Bytes::from(Value::Object(body).to_string());
+            let response = data_plane::chat_in_process(
+                data,
+                request_id.clone(),
+                &call.parent_request_id,
+                Some(&ceiling),
+                Caller(caller),
+                body,
+            )
+            .await;
+            let status = response.status();
+            let is_sse = response
+                .headers()
+                .get(axum::http::header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+            if status.is_success() && is_sse {
+                let deltas = call.deltas.expect("streamed calls have a sink");
+                read_stream(response.into_body(), &request_id.0, |text| deltas(text)).await
+            } else {
+                let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
+                    .await
+                    .map_err(|e| {
+                        Failure::new(
+                            "answer_unreadable",
+                            format!("the gateway's answer could not be read: {e}"),
+                        )
+                    })?;
+                let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                if !status.is_success() {
+                    return Err(error_of(&answer));
+                }
+                let service = &answer["service"];
+                Ok(ModelAnswer {
+                    message: answer["choices"][0]["message"].clone(),
+                    request_id: request_id.0.to_string(),
+                    provider: service["provider"].as_str().unwrap_or_default().to_string(),
+                    model: service["model"].as_str().unwrap_or_default().to_string(),
+                    attempts: service["attempts"].clone(),
+                    input_tokens: answer["usage"]["prompt_tokens"].as_u64(),
+                    output_tokens: answer["usage"]["completion_tokens"].as_u64(),
+                    cost_nanos: cost_of(service),
+                })
+            }
+        }
+        .boxed()
+    }
+
+    fn tools(&self, pin: &ComponentPin, _kind: ComponentKind) -> BoxFuture<'static, Result<Vec<ToolSpec>, Failure>> {
+        let actors = self.actors.clone();
+        let caller = self.caller.clone();
+        let pin = pin.clone();
+        async move {
+            let active = actors.component(&caller.workspace_id, &pin).await?;
+            Ok(match &active.component {
+                Loaded::Tool(server) => server
+                    .tools()
+                    .iter()
+                    .map(|tool| ToolSpec {
+                        name: tool.name.clone(),
+                        description: tool.description.clone(),
+                        input_schema: tool.input_schema.clone(),
+                    })
+                    .collect(),
+                Loaded::Skill(skill) => {
+                    let spec = skill.spec();
+                    vec![ToolSpec {
+                        name: calls::SKILL_TOOL.to_string(),
+                        description: spec.description.clone(),
+                        input_schema: spec.input_schema.clone(),
+                    }]
+                }
+            })
+        }
+        .boxed()
+    }
+
+    fn call_tool(&self, call: ToolCall) -> BoxFuture<'static, Result<ToolAnswer, Failure>> {
+        let actors = self.actors.clone();
+        let caller = self.caller.clone();
+        async move {
+            let active = actors.component(&caller.workspace_id, &call.pin).await?;
+            let target = Target {
+                install: active,
+                tool: call.tool,
+            };
+            let site = CallSite {
+                caller,
+                parent_request_id: Some(call.parent_request_id),
+                depth: 1,
+                ceiling: Some(Arc::new(RunBudget(call.budget))),
+            };
+            let (request_id, outcome) =
+                calls::call_logged(&actors.components, &target, &site, call.arguments.to_string()).await;
+            match outcome {
+                Ok(contents) => Ok(ToolAnswer {
+                    request_id,
+                    output: output_of(&contents),
+                    is_error: false,
+                }),
+                Err(CallError::Tool(error)) => Ok(ToolAnswer {
+                    request_id,
+                    output: Value::String(error.to_string()),
+                    is_error: true,
+                }),
+                Err(other) => Err(Failure::new("tool_failed", other.to_string())),
+            }
+        }
+        .boxed()
+    }
+
+    fn load_actor(&self, id: &ActorId) -> BoxFuture<'static, Result<Arc<Ir>, Failure>> {
+        let actors = self.actors.clone();
+        let id = id.clone();
+        async move {
+            actors
+                .ir(&id)
+                .await
+                .map_err(|e| Failure::new("actor_unavailable", e.to_string()))
+        }
+        .boxed()
+    }
+}
+
+impl Actors {
+    /// The component a pin names: through the workspace's install (which
+    /// must still run the pinned digest), or straight from the registry.
+    async fn component(&self, workspace_id: &str, pin: &ComponentPin) -> Result<Arc<Active>, Failure> {
+        let package = &pin.package;
+        if let Some(install) = &pin.install {
+            let active = self.components.installs().get(workspace_id, install).ok_or_else(|| {
+                Failure::new(
+                    "tool_failed",
+                    format!("the install '{install}' this actor uses is gone from the workspace"),
+                )
+            })?;
+            if active.record.digest != package.digest {
+                return Err(Failure::new(
+                    "tool_failed",
+                    format!(
+                        "the install '{install}' now runs {}@{}, not the {}@{} this actor pins; publish the actor again to pin it",
+                        active.record.package, active.record.version, package.name, package.version
+                    ),
+                ));
+            }
+            return Ok(active);
+        }
+        self.components
+            .installs()
+            .pinned(&package.name, &package.version, &package.digest)
+            .await
+            .map_err(|e| Failure::new("tool_failed", e.to_string()))
+    }
+}
+
+/// A tool's contents as one value: a lone JSON content parsed, else the
+/// text joined.
+fn output_of(contents: &[Content]) -> Value {
+    if let [Content::Json(json)] = contents
+        && let Ok(value) = serde_json::from_str(json)
+    {
+        return value;
+    }
+    let text: Vec<String> = contents
+        .iter()
+        .map(|content| match content {
+            Content::Text(text) | Content::Json(text) => text.clone(),
+        })
+        .collect();
+    Value::String(text.join("\n"))
+}
+
+fn cost_of(service: &Value) -> i64 {
+    service["cost_usd"]
+        .as_str()
+        .and_then(|usd| Nanos::from_usd(usd).ok())
+        .map_or(0, |n| n.0)
+}
+
+fn error_of(answer: &Value) -> Failure {
+    let error = &answer["error"];
+    Failure::new(
+        error["code"].as_str().unwrap_or("model_call_failed"),
+        error["message"].as_str().unwrap_or("the model call failed"),
+    )
+}
+
+/// Reads a chat-completions SSE body: feeds content deltas to `on_text`,
+/// and assembles the whole assistant message (tool calls included) and the
+/// billed facts from the final chunk.
+async fn read_stream(
+    body: axum::body::Body,
+    request_id: &str,
+    mut on_text: impl FnMut(&str),
+) -> Result<ModelAnswer, Failure> {
+    let mut stream = body.into_data_stream();
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut content = String::new();
+    let mut tool_calls: Vec<Value> = Vec::new();
+    let mut answer = ModelAnswer {
+        message: Value::Null,
+        request_id: request_id.to_string(),
+        provider: String::new(),
+        model: String::new(),
+        attempts: Value::Array(Vec::new()),
+        input_tokens: None,
+        output_tokens: None,
+        cost_nanos: 0,
+    };
+    while let Some(piece) = stream.next().await {
+        let piece = piece.map_err(|e| Failure::new("stream_failed", format!("the model's stream broke: {e}")))?;
+        buffer.extend_from_slice(&piece);
+        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
+            for line in frame.split(|&b| b == b'\n') {
+                let Some(data) = line.strip_prefix(b"data: ").or_else(|| line.strip_prefix(b"data:")) else {
+                    continue;
+                };
+                if data.trim_ascii() == b"[DONE]" {
+                    continue;
+                }
+                let Ok(chunk) = serde_json::from_slice::<Value>(data) else {
+                    continue;
+                };
+                if chunk.get("error").is_some() {
+                    return Err(error_of(&chunk));
+                }
+                let delta = &chunk["choices"][0]["delta"];
+                if let Some(text) = delta["content"].as_str()
+                    && !text.is_empty()
+                {
+                    content.push_str(text);
+                    on_text(text);
+                }
+                for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                    merge_tool_call(&mut tool_calls, call);
+                }
+                if chunk.get("service").is_some() {
+                    let service = &chunk["service"];
+                    answer.provider = service["provider"].as_str().unwrap_or_default().to_string();
+                    answer.model = service["model"].as_str().unwrap_or_default().to_string();
+                    answer.attempts = service["attempts"].clone();
+                    answer.cost_nanos = cost_of(service);
+                }
+                if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+                    answer.input_tokens = usage["prompt_tokens"].as_u64();
+                    answer.output_tokens = usage["completion_tokens"].as_u64();
+                }
+            }
+        }
+    }
+    let mut message = json!({"role": "assistant", "content": content});
+    if !tool_calls.is_empty() {
+        message["tool_calls"] = Value::Array(tool_calls);
+    }
+    answer.message = message;
+    Ok(answer)
+}
+
+/// Streamed tool calls come in pieces keyed by `index`: the id and name
+/// once, the arguments as fragments to concatenate.
+fn merge_tool_call(calls: &mut Vec<Value>, piece: &Value) {
+    let index = piece["index"].as_u64().unwrap_or(0) as usize;
+    while calls.len() <= index {
+        calls.push(json!({"id": "", "type": "function", "function": {"name": "", "arguments": ""}}));
+    }
+    let call = &mut calls[index];
+    if let Some(id) = piece["id"].as_str() {
+        call["id"] = json!(id);
+    }
+    if let Some(name) = piece["function"]["name"].as_str() {
+        let joined = format!("{}{name}", call["function"]["name"].as_str().unwrap_or_default());
+        call["function"]["name"] = json!(joined);
+    }
+    if let Some(arguments) = piece["function"]["arguments"].as_str() {
+        let joined = format!(
+            "{}{arguments}",
+            call["function"]["arguments"].as_str().unwrap_or_default()
+        );
+        call["function"]["arguments"] = json!(joined);
+    }
+}

@@ -1,0 +1,340 @@
+//! Hosted actors in the gateway: publishing compiled actors into the
+//! registry (`publish.rs`), deployments at stable URLs and runs (`store.rs`
+//! owns the `actors`, `actor_deployments` and `actor_runs` tables), the
+//! HTTP surface (`http.rs`: `/v1/actors/…`; `chat.rs`: actors as chat
+//! models; `a2a.rs`: each deployment an A2A agent), the
+//! control-plane operations (`ops.rs`), and the runtime's host (`host.rs`).
+//! The compiler and the interpreter are the `tollgate-actors` crate.
+//!
+//! A run is billed like any request: each model call is a chat completion
+//! for the caller, with its own request-log row linked to the run's; the
+//! run's own row (kind `actor_run`) posts nothing. Its provenance trail is
+//! signed with the gateway's ed25519 key and kept with the run.
+
+pub mod a2a;
+mod chat;
+pub mod host;
+pub mod http;
+pub mod ops;
+pub mod publish;
+pub mod store;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context;
+use ed25519_dalek::SigningKey;
+use serde_json::Value;
+use tollgate_actors::ActorId;
+use tollgate_actors::ir::Ir;
+use tollgate_actors::runtime::{Events, RunError, RunSpec};
+use tollgate_core::db::now_ms;
+use tollgate_core::money::Nanos;
+use tollgate_ledger::{RequestKind, RequestLogRow};
+
+use crate::auth::Principal;
+use crate::components::Components;
+use crate::data_plane::DataPlane;
+use crate::packages::Packages;
+use crate::server::RequestId;
+use store::{RunRecord, Store};
+
+/// Hosted actors: this concern's handler state.
+pub struct Actors {
+    store: Store,
+    data: Arc<DataPlane>,
+    components: Arc<Components>,
+    packages: Arc<Packages>,
+    signing: SigningKey,
+    /// Parsed IR by actor id; an id's content never changes, so nothing expires.
+    irs: Mutex<HashMap<ActorId, Arc<Ir>>>,
+    /// Deployments a workspace may have; `None`: no limit.
+    max_deployments: Option<u32>,
+}
+
+/// Which actor a request runs.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Deployment { namespace: String, name: String },
+    Id(ActorId),
+}
+
+impl Target {
+    /// How the run's request-log row names it.
+    pub fn label(&self) -> String {
+        match self {
+            Target::Deployment { namespace, name } => format!("actor/{namespace}/{name}"),
+            Target::Id(id) => format!("actor/by-id/{id}"),
+        }
+    }
+}
+
+/// A finished run, as every surface answers it.
+pub struct Finished {
+    pub run_id: String,
+    pub request_id: String,
+    pub actor_id: ActorId,
+    pub result: Result<Value, RunError>,
+    pub cost: Nanos,
+    /// Model calls made, sub-actors' included.
+    pub model_calls: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActorError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    PlanLimit(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for ActorError {
+    fn from(error: sqlx::Error) -> Self {
+        ActorError::Internal(error.into())
+    }
+}
+
+impl Actors {
+    pub fn new(
+        database: tollgate_core::db::Database,
+        data: Arc<DataPlane>,
+        components: Arc<Components>,
+        packages: Arc<Packages>,
+        signing: SigningKey,
+        max_deployments: Option<u32>,
+    ) -> Self {
+        Self {
+            store: Store::new(database),
+            data,
+            components,
+            packages,
+            signing,
+            irs: Mutex::new(HashMap::new()),
+            max_deployments,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The public half of the provenance key, base64url (no padding).
+    pub fn public_key(&self) -> String {
+        tollgate_actors::provenance::public_key(&self.signing)
+    }
+
+    /// A published actor's IR.
+    pub async fn ir(&self, id: &ActorId) -> Result<Arc<Ir>, ActorError> {
+        if let Some(ir) = self.irs.lock().expect("ir cache lock").get(id) {
+            return Ok(ir.clone());
+        }
+        let record = self
+            .store
+            .actor(id.as_str())
+            .await?
+            .ok_or_else(|| ActorError::NotFound(format!("no actor with id {id} is published")))?;
+        let ir: Ir = serde_json::from_str(&record.ir).context("a stored actor IR does not parse")?;
+        let ir = Arc::new(ir);
+        self.irs.lock().expect("ir cache lock").insert(id.clone(), ir.clone());
+        Ok(ir)
+    }
+
+    /// The actor a target names, for `caller`: a deployment must be in the
+    /// caller's workspace; an id addresses published (public) content.
+    pub async fn resolve(&self, caller: &Principal, target: &Target) -> Result<(ActorId, Arc<Ir>), ActorError> {
+        let id = match target {
+            Target::Id(id) => id.clone(),
+            Target::Deployment { namespace, name } => {
+                let deployment = self
+                    .store
+                    .deployment(namespace, name)
+                    .await?
+                    .filter(|d| d.workspace_id == caller.workspace_id)
+                    .ok_or_else(|| {
+                        ActorError::NotFound(format!("no deployment '{namespace}/{name}' in this workspace"))
+                    })?;
+                deployment
+                    .actor_id
+                    .parse()
+                    .map_err(|e: String| ActorError::Internal(anyhow::anyhow!(e)))?
+            }
+        };
+        let ir = self.ir(&id).await?;
+        Ok((id, ir))
+    }
+
+    /// Runs an actor for `caller` to its end, then signs and stores its
+    /// trail and logs the run. `events`, when given, receives the run's
+    /// progress as it happens.
+    pub async fn run(
+        self: &Arc<Self>,
+        caller: Arc<Principal>,
+        target: &Target,
+        resolved: (ActorId, Arc<Ir>),
+        input: Value,
+        max_cost: Option<Nanos>,
+        events: Option<Events>,
+    ) -> Result<Finished, ActorError> {
+        let (actor_id, ir) = resolved;
+        let request_id = RequestId::new().0.to_string();
+        let run_id = format!("run_{}", uuid::Uuid::now_v7().simple());
+        let started = (now_ms(), Instant::now());
+        let host = Arc::new(host::GatewayHost {
+            actors: self.clone(),
+            caller: caller.clone(),
+        });
+        let outcome = tollgate_actors::runtime::run(
+            host,
+            RunSpec {
+                ir,
+                actor_id: actor_id.clone(),
+                input,
+                run_id: run_id.clone(),
+                request_id: request_id.clone(),
+                max_cost_nanos: max_cost.map(|n| n.0),
+                events,
+            },
+        )
+        .await;
+        let trail = serde_json::to_value(&outcome.trail).context("a trail always serialises")?;
+        let signature = tollgate_actors::provenance::sign(&trail, &self.signing)
+            .map_err(|e| anyhow::anyhow!("the trail cannot be signed: {e}"))?;
+        let status = if outcome.result.is_ok() { "succeeded" } else { "failed" };
+        let deployment = match target {
+            Target::Deployment { namespace, name } => Some(format!("{namespace}/{name}")),
+            Target::Id(_) => None,
+        };
+        self.store
+            .insert_run(&RunRecord {
+                run_id: run_id.clone(),
+                request_id: request_id.clone(),
+                workspace_id: caller.workspace_id.clone(),
+                actor_id: actor_id.to_string(),
+                deployment,
+                status: status.into(),
+                cost_nanos: outcome.cost_nanos,
+                trail: trail.to_string(),
+                signature,
+                created_at_ms: started.0,
+            })
+            .await?;
+        self.log_run(&caller, target, &actor_id, &request_id, &outcome.result, started);
+        Ok(Finished {
+            run_id,
+            request_id,
+            actor_id,
+            model_calls: count_model_calls(&outcome.trail),
+            result: outcome.result,
+            cost: Nanos(outcome.cost_nanos),
+        })
+    }
+
+    /// The run's request-log row (kind `actor_run`): it posts nothing, its
+    /// model calls are rows of their own. Written in the background, like a
+    /// tool call's: no money hangs on it.
+    fn log_run(
+        &self,
+        caller: &Principal,
+        target: &Target,
+        actor_id: &ActorId,
+        request_id: &str,
+        result: &Result<Value, RunError>,
+        started: (i64, Instant),
+    ) {
+        let Some(ledger) = self.data.ledger().cloned() else {
+            return;
+        };
+        let (outcome, status) = match result {
+            Ok(_) => ("success".to_string(), 200),
+            Err(error) => (error.code.clone(), status_of(&error.code)),
+        };
+        let row = RequestLogRow {
+            request_id: request_id.to_string(),
+            key_id: caller.key_id.clone(),
+            workspace_id: caller.workspace_id.clone(),
+            model: target.label(),
+            provider: Some("actor".into()),
+            upstream_model: Some(actor_id.to_string()),
+            streamed: false,
+            outcome,
+            status: Some(status),
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            usage_source: "none",
+            reserved: Nanos::ZERO,
+            snapshot_id: None,
+            attempts: "[]".into(),
+            attempt_count: 0,
+            started_at_ms: started.0,
+            duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
+            kind: RequestKind::ActorRun,
+            parent_request_id: None,
+        };
+        tokio::spawn(async move {
+            let request_id = row.request_id.clone();
+            if let Err(error) = ledger.settle(None, Nanos::ZERO, row).await {
+                tracing::warn!(%request_id, %error, "could not log an actor run");
+            }
+        });
+    }
+}
+
+fn count_model_calls(trail: &tollgate_actors::provenance::RunTrail) -> usize {
+    trail
+        .steps
+        .iter()
+        .map(|step| step.model_calls.len() + step.child_runs.iter().map(count_model_calls).sum::<usize>())
+        .sum()
+}
+
+/// The HTTP status a run error answers with.
+pub fn status_of(code: &str) -> u16 {
+    match code {
+        "invalid_input" => 400,
+        "budget_exceeded" | "insufficient_balance" => 402,
+        "timeout" => 504,
+        "model_error" | "tool_failed" | "actor_unavailable" => 502,
+        _ => 422,
+    }
+}
+
+/// Loads the gateway's ed25519 provenance key from `path`, creating it
+/// (owner-only) on first start.
+pub fn load_or_create_signing_key(path: &Path) -> anyhow::Result<SigningKey> {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::STANDARD;
+    if path.exists() {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes: [u8; 32] = engine
+            .decode(text.trim())
+            .ok()
+            .and_then(|b| b.try_into().ok())
+            .with_context(|| format!("{} does not hold a base64 ed25519 seed (32 bytes)", path.display()))?;
+        return Ok(SigningKey::from_bytes(&bytes));
+    }
+    let mut seed = [0u8; 32];
+    rand::fill(&mut seed);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    use std::io::Write as _;
+    options
+        .open(path)
+        .and_then(|mut file| file.write_all(engine.encode(seed).as_bytes()))
+        .with_context(|| format!("writing the provenance key {}", path.display()))?;
+    Ok(SigningKey::from_bytes(&seed))
+}

@@ -1,0 +1,237 @@
+//! The only code that issues SQL against `actors`, `actor_deployments` and
+//! `actor_runs`. An actor row is written once and never changed (its id is
+//! its content); a deployment row is the one mutable pointer; a run row is
+//! written once when the run ends.
+
+use serde::Serialize;
+use sqlx::Row;
+use tollgate_core::db::{Database, now_ms};
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct ActorRecord {
+    pub id: String,
+    pub workspace_id: String,
+    /// The registry package holding the IR, `namespace/name`.
+    pub package: String,
+    pub version: String,
+    /// `sha256:` digest of the IR's canonical bytes in the registry.
+    pub digest: String,
+    #[serde(skip)]
+    pub ir: String,
+    pub created_at_ms: i64,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Deployment {
+    pub workspace_id: String,
+    pub namespace: String,
+    pub name: String,
+    pub actor_id: String,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub request_id: String,
+    pub workspace_id: String,
+    pub actor_id: String,
+    pub deployment: Option<String>,
+    pub status: String,
+    pub cost_nanos: i64,
+    pub trail: String,
+    pub signature: String,
+    pub created_at_ms: i64,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    database: Database,
+}
+
+impl Store {
+    pub fn new(database: Database) -> Self {
+        Self { database }
+    }
+
+    /// Records a published actor; an id already present is left as it is
+    /// (same id, same content).
+    pub async fn insert_actor(&self, record: &ActorRecord) -> sqlx::Result<()> {
+        sqlx::query(concat!(
+            "INSERT INTO actors (id, workspace_id, package, version, digest, ir, created_at_ms) ",
+            "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING"
+        ))
+        .bind(&record.id)
+        .bind(&record.workspace_id)
+        .bind(&record.package)
+        .bind(&record.version)
+        .bind(&record.digest)
+        .bind(&record.ir)
+        .bind(record.created_at_ms)
+        .execute(&self.database.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn actor(&self, id: &str) -> sqlx::Result<Option<ActorRecord>> {
+        let row = sqlx::query(concat!(
+            "SELECT id, workspace_id, package, version, digest, ir, created_at_ms FROM actors WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.database.pool)
+        .await?;
+        row.map(|row| actor_from(&row)).transpose()
+    }
+
+    /// The actors a workspace published, newest first.
+    pub async fn actors(&self, workspace_id: &str) -> sqlx::Result<Vec<ActorRecord>> {
+        let rows = sqlx::query(concat!(
+            "SELECT id, workspace_id, package, version, digest, ir, created_at_ms FROM actors ",
+            "WHERE workspace_id = $1 ORDER BY created_at_ms DESC, id LIMIT 500"
+        ))
+        .bind(workspace_id)
+        .fetch_all(&self.database.pool)
+        .await?;
+        rows.iter().map(actor_from).collect()
+    }
+
+    /// Points `namespace/name` at `actor_id`, creating the deployment if new.
+    pub async fn deploy(
+        &self,
+        workspace_id: &str,
+        namespace: &str,
+        name: &str,
+        actor_id: &str,
+    ) -> sqlx::Result<Deployment> {
+        let now = now_ms();
+        sqlx::query(concat!(
+            "INSERT INTO actor_deployments (workspace_id, namespace, name, actor_id, created_at_ms, updated_at_ms) ",
+            "VALUES ($1, $2, $3, $4, $5, $5) ",
+            "ON CONFLICT (namespace, name) DO UPDATE SET actor_id = excluded.actor_id, updated_at_ms = excluded.updated_at_ms"
+        ))
+        .bind(workspace_id)
+        .bind(namespace)
+        .bind(name)
+        .bind(actor_id)
+        .bind(now)
+        .execute(&self.database.pool)
+        .await?;
+        Ok(self
+            .deployment(namespace, name)
+            .await?
+            .expect("a deployment just written is there"))
+    }
+
+    pub async fn deployment(&self, namespace: &str, name: &str) -> sqlx::Result<Option<Deployment>> {
+        let row = sqlx::query(concat!(
+            "SELECT workspace_id, namespace, name, actor_id, created_at_ms, updated_at_ms ",
+            "FROM actor_deployments WHERE namespace = $1 AND name = $2"
+        ))
+        .bind(namespace)
+        .bind(name)
+        .fetch_optional(&self.database.pool)
+        .await?;
+        row.map(|row| deployment_from(&row)).transpose()
+    }
+
+    pub async fn deployments(&self, workspace_id: &str) -> sqlx::Result<Vec<Deployment>> {
+        let rows = sqlx::query(concat!(
+            "SELECT workspace_id, namespace, name, actor_id, created_at_ms, updated_at_ms ",
+            "FROM actor_deployments WHERE workspace_id = $1 ORDER BY namespace, name"
+        ))
+        .bind(workspace_id)
+        .fetch_all(&self.database.pool)
+        .await?;
+        rows.iter().map(deployment_from).collect()
+    }
+
+    pub async fn count_deployments(&self, workspace_id: &str) -> sqlx::Result<i64> {
+        sqlx::query_scalar("SELECT COUNT(*) FROM actor_deployments WHERE workspace_id = $1")
+            .bind(workspace_id)
+            .fetch_one(&self.database.pool)
+            .await
+    }
+
+    pub async fn undeploy(&self, workspace_id: &str, namespace: &str, name: &str) -> sqlx::Result<bool> {
+        let done = sqlx::query(concat!(
+            "DELETE FROM actor_deployments WHERE workspace_id = $1 AND namespace = $2 AND name = $3"
+        ))
+        .bind(workspace_id)
+        .bind(namespace)
+        .bind(name)
+        .execute(&self.database.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    pub async fn insert_run(&self, run: &RunRecord) -> sqlx::Result<()> {
+        sqlx::query(concat!(
+            "INSERT INTO actor_runs (run_id, request_id, workspace_id, actor_id, deployment, status, cost_nanos, ",
+            "trail, signature, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        ))
+        .bind(&run.run_id)
+        .bind(&run.request_id)
+        .bind(&run.workspace_id)
+        .bind(&run.actor_id)
+        .bind(&run.deployment)
+        .bind(&run.status)
+        .bind(run.cost_nanos)
+        .bind(&run.trail)
+        .bind(&run.signature)
+        .bind(run.created_at_ms)
+        .execute(&self.database.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A run by its run id or its request id, in `workspace_id`.
+    pub async fn run(&self, workspace_id: &str, id: &str) -> sqlx::Result<Option<RunRecord>> {
+        let row = sqlx::query(concat!(
+            "SELECT run_id, request_id, workspace_id, actor_id, deployment, status, cost_nanos, trail, signature, ",
+            "created_at_ms FROM actor_runs WHERE workspace_id = $1 AND (run_id = $2 OR request_id = $2)"
+        ))
+        .bind(workspace_id)
+        .bind(id)
+        .fetch_optional(&self.database.pool)
+        .await?;
+        row.map(|row| {
+            Ok(RunRecord {
+                run_id: row.try_get("run_id")?,
+                request_id: row.try_get("request_id")?,
+                workspace_id: row.try_get("workspace_id")?,
+                actor_id: row.try_get("actor_id")?,
+                deployment: row.try_get("deployment")?,
+                status: row.try_get("status")?,
+                cost_nanos: row.try_get("cost_nanos")?,
+                trail: row.try_get("trail")?,
+                signature: row.try_get("signature")?,
+                created_at_ms: row.try_get("created_at_ms")?,
+            })
+        })
+        .transpose()
+    }
+}
+
+fn actor_from(row: &sqlx::any::AnyRow) -> sqlx::Result<ActorRecord> {
+    Ok(ActorRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        package: row.try_get("package")?,
+        version: row.try_get("version")?,
+        digest: row.try_get("digest")?,
+        ir: row.try_get("ir")?,
+        created_at_ms: row.try_get("created_at_ms")?,
+    })
+}
+
+fn deployment_from(row: &sqlx::any::AnyRow) -> sqlx::Result<Deployment> {
+    Ok(Deployment {
+        workspace_id: row.try_get("workspace_id")?,
+        namespace: row.try_get("namespace")?,
+        name: row.try_get("name")?,
+        actor_id: row.try_get("actor_id")?,
+        created_at_ms: row.try_get("created_at_ms")?,
+        updated_at_ms: row.try_get("updated_at_ms")?,
+    })
+}

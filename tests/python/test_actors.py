@@ -1,0 +1,239 @@
+"""Hosted actors end to end, against the mock upstream: the examples in
+examples/actors are published over A2A (`actors/publish`, idempotent), deployed,
+and called with curl-style HTTP (JSON and SSE), the official `openai` SDK
+(`model="actor/demo/greeter"`, streaming and not). Runs are billed exactly (the
+wallet moves by the cost the run reports), a run past its budget stops with
+`budget_exceeded`, subtasks see none of their parent's messages (as recorded
+by the mock), and every trail's ed25519 signature verifies over its RFC 8785
+form, and fails once one byte changes."""
+
+import base64
+import json
+import urllib.request
+from pathlib import Path
+
+import httpx
+import pytest
+import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from conftest import ROOT
+
+EXAMPLES = ROOT / "examples" / "actors"
+
+
+def op(stack, method: str, params: dict, key: str | None = None) -> dict:
+    """One control-plane op as a JSON-RPC extension method on /a2a."""
+    response = httpx.post(
+        f"{stack.url}/a2a",
+        json={"jsonrpc": "2.0", "id": 1, "method": method.replace(".", "/", 1), "params": params},
+        headers={"Authorization": f"Bearer {key or stack.api_key}", "A2A-Version": "1.0"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    if "error" in body:
+        raise OpFailed(body["error"])
+    return body["result"]
+
+
+class OpFailed(Exception):
+    def __init__(self, error: dict):
+        super().__init__(error["message"])
+        self.error = error
+
+
+def nanos(usd: str) -> int:
+    whole, _, fraction = usd.partition(".")
+    return int(whole) * 1_000_000_000 + int((fraction + "0" * 9)[:9])
+
+
+def available(stack) -> int:
+    return nanos(op(stack, "wallet.get", {})["available_usd"])
+
+
+def invoke(stack, path: str, body: dict, **kwargs) -> httpx.Response:
+    return httpx.post(
+        f"{stack.url}/v1/actors/{path}",
+        json=body,
+        headers={"Authorization": f"Bearer {stack.api_key}", **kwargs.pop("headers", {})},
+        timeout=60,
+        **kwargs,
+    )
+
+
+def mock_requests(stack) -> list[dict]:
+    with urllib.request.urlopen(f"{stack.mock_url}/__mock/requests") as r:
+        return [req for req in json.load(r) if req["path"].endswith("/chat/completions")]
+
+
+def publish_file(stack, path: Path, files: dict[str, str] | None = None) -> dict:
+    return op(stack, "actors.publish", {"source": path.read_text(), "files": files or {}})
+
+
+@pytest.fixture(scope="module")
+def greeter(stack):
+    try:
+        op(stack, "namespaces.create", {"name": "demo"})
+    except OpFailed as e:
+        assert "exists" in str(e) or "already" in str(e), e.error
+    published = publish_file(stack, EXAMPLES / "greeter.yaml")
+    op(stack, "deployments.create", {"namespace": "demo", "name": "greeter", "actor_id": published["id"]})
+    return published
+
+
+def verify(stack, run: dict) -> None:
+    key = base64.urlsafe_b64decode(run["public_key"] + "==")
+    signature = base64.urlsafe_b64decode(run["signature"] + "==")
+    Ed25519PublicKey.from_public_bytes(key).verify(signature, rfc8785.dumps(run["trail"]))
+
+
+def test_publishing_is_immutable_and_idempotent(stack, greeter):
+    assert len(greeter["id"]) == 40 and greeter["created"]
+    again = publish_file(stack, EXAMPLES / "greeter.yaml")
+    assert again["id"] == greeter["id"] and not again["created"]
+    assert again["version"] == greeter["version"]
+    # The same behaviour written differently is the same actor.
+    reordered = (EXAMPLES / "greeter.yaml").read_text().replace("temperature: 0", "temperature: 0  # deterministic")
+    assert op(stack, "actors.compile", {"source": reordered})["id"] == greeter["id"]
+    # Another word is another actor, published as the next version.
+    changed = (EXAMPLES / "greeter.yaml").read_text().replace("Say hello", "Say hi")
+    other = op(stack, "actors.publish", {"source": changed})
+    assert other["id"] != greeter["id"] and other["version"] != greeter["version"]
+    # The stored content of the first id has not changed.
+    shown = op(stack, "actors.get", {"id": greeter["id"]})
+    assert "Say hello" in json.dumps(shown["ir"])
+    # A version cannot be reused for different content.
+    with pytest.raises(OpFailed):
+        op(stack, "actors.publish", {"source": changed.replace("Say hi", "Say hey"), "version": greeter["version"]})
+
+
+def test_compile_errors_name_line_and_column(stack):
+    with pytest.raises(OpFailed) as failed:
+        op(stack, "actors.compile", {"source": "apiVersion: tollgate.dev/v1\nkind: Actor\nmetadata: [\n"})
+    assert "3:" in failed.value.error["message"] or "4:" in failed.value.error["message"], failed.value.error
+
+
+def test_the_greeter_answers_as_json_and_bills_exactly(stack, greeter):
+    before = available(stack)
+    answer = invoke(stack, "demo/greeter", {"input": {"name": "Ada"}})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["output"] == "You said: Say hello to Ada."
+    assert body["actor_id"] == greeter["id"]
+    cost = nanos(body["service"]["cost_usd"])
+    assert cost > 0
+    assert before - available(stack) == cost
+    run = op(stack, "runs.get", {"run_id": body["run_id"]})
+    steps = run["trail"]["steps"]
+    assert [s["kind"] for s in steps] == ["llm", "return"]
+    assert steps[0]["model_calls"][0]["provider"] == "acme"
+    assert nanos(steps[0]["cost_usd"]) == cost
+    verify(stack, run)
+    altered = json.loads(json.dumps(run))
+    altered["trail"]["cost_usd"] = altered["trail"]["cost_usd"][:-1] + ("1" if altered["trail"]["cost_usd"][-1] != "1" else "2")
+    with pytest.raises(Exception):
+        verify(stack, altered)
+    # The public key is served at a documented URL too.
+    key = httpx.get(f"{stack.url}/v1/provenance/key").json()
+    assert key["public_key"] == run["public_key"] and key["algorithm"] == "ed25519"
+
+
+def test_the_greeter_streams_typed_events(stack, greeter):
+    with httpx.stream(
+        "POST",
+        f"{stack.url}/v1/actors/demo/greeter",
+        json={"input": {"name": "Grace"}, "stream": True},
+        headers={"Authorization": f"Bearer {stack.api_key}"},
+        timeout=60,
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events, data = [], []
+        current = None
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                current = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                events.append(current)
+                data.append(line.split(":", 1)[1].strip())
+                current = None
+    assert events[0] == "step.started"
+    assert "delta" in events and "step.finished" in events
+    assert events[-2] == "result" and data[-1] == "[DONE]"
+    result = json.loads(data[-2])
+    assert result["output"] == "You said: Say hello to Grace."
+    deltas = "".join(json.loads(d)["text"] for e, d in zip(events, data) if e == "delta")
+    assert deltas == "You said: Say hello to Grace."
+
+
+def test_the_greeter_is_a_chat_model_for_the_openai_sdk(stack, greeter, client):
+    completion = client.chat.completions.create(
+        model="actor/demo/greeter", messages=[{"role": "user", "content": "Lovelace"}]
+    )
+    assert completion.choices[0].message.content == "You said: Say hello to Lovelace."
+    assert completion.model == "actor/demo/greeter"
+    streamed = client.chat.completions.create(
+        model="actor/demo/greeter", messages=[{"role": "user", "content": "Hopper"}], stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in streamed if chunk.choices)
+    assert text == "You said: Say hello to Hopper."
+
+
+def test_a_run_past_its_budget_stops_and_the_wallet_shows_what_it_spent(stack, greeter):
+    # Each call may cost up to its worst case; a budget smaller than that
+    # refuses before any upstream call, and nothing is spent.
+    before = available(stack)
+    sent = len(mock_requests(stack))
+    answer = invoke(stack, "demo/greeter", {"input": {"name": "Ada"}, "max_cost_usd": "0.000000001"})
+    assert answer.status_code == 402, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "budget_exceeded"
+    assert "spent 0.000000000 USD of its 0.000000001 USD budget" in error["message"], error
+    assert available(stack) == before
+    assert len(mock_requests(stack)) == sent
+
+
+def test_unknown_deployments_and_bad_input_get_clear_errors(stack, greeter):
+    missing = invoke(stack, "demo/nobody", {"input": {}})
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    bad = invoke(stack, "demo/greeter", {"input": {"nom": "Ada"}})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_input"
+    malformed = invoke(stack, "demo/greeter", {"inptu": {}})
+    assert malformed.status_code == 400
+    by_id = invoke(stack, f"by-id/{greeter['id']}", {"input": {"name": "Id"}})
+    assert by_id.status_code == 200 and by_id.json()["output"] == "You said: Say hello to Id."
+
+
+def test_research_subtasks_are_isolated(stack, greeter):
+    research = EXAMPLES / "research"
+    published = publish_file(
+        stack, research / "research.yaml", {"researcher.yaml": (research / "researcher.yaml").read_text()}
+    )
+    op(stack, "deployments.create", {"namespace": "demo", "name": "research", "actor_id": published["id"]})
+    httpx.delete(f"{stack.mock_url}/__mock/requests")
+    answer = invoke(stack, "demo/research", {"input": {"topic": "tides"}})
+    assert answer.status_code == 200, answer.text
+    sent = [req["body"]["messages"] for req in mock_requests(stack)]
+    planner = [m for m in sent if "sub-questions" in json.dumps(m)]
+    subtasks = [m for m in sent if "precise researcher" in json.dumps(m)]
+    assert len(planner) == 1 and len(subtasks) == 2, sent
+    for messages in subtasks:
+        text = json.dumps(messages)
+        assert "sub-questions" not in text and "plan research" not in text, text
+    run = op(stack, "runs.get", {"run_id": answer.json()["run_id"]})
+    findings = [s for s in run["trail"]["steps"] if s["id"] == "findings"][0]
+    assert len(findings["child_runs"]) == 2
+    assert all(child["depth"] == 1 for child in findings["child_runs"])
+    verify(stack, run)
+
+
+def test_the_calculator_agent_calls_its_tool(stack, greeter):
+    published = publish_file(stack, EXAMPLES / "calculator-agent.yaml")
+    op(stack, "deployments.create", {"namespace": "demo", "name": "calc", "actor_id": published["id"]})
+    answer = invoke(stack, "demo/calc", {"input": {"question": "What is 2*(3+4)?"}})
+    assert answer.status_code == 200, answer.text
+    assert "14" in answer.json()["output"]
+    run = op(stack, "runs.get", {"run_id": answer.json()["run_id"]})
+    call = run["trail"]["steps"][0]["tool_calls"][0]
+    assert call["tool"] == "calculator__evaluate" and call["component"]["name"] == "tollgate/calculator"
