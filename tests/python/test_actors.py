@@ -237,3 +237,33 @@ def test_the_calculator_agent_calls_its_tool(stack, greeter):
     run = op(stack, "runs.get", {"run_id": answer.json()["run_id"]})
     call = run["trail"]["steps"][0]["tool_calls"][0]
     assert call["tool"] == "calculator__evaluate" and call["component"]["name"] == "tollgate/calculator"
+
+
+def test_the_greeter_is_an_a2a_agent(stack, greeter):
+    import asyncio
+
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
+    async def go(streaming: bool):
+        headers = {"Authorization": f"Bearer {stack.api_key}"}
+        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+            factory = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming))
+            client = await factory.create_from_url(f"{stack.url}/v1/actors/demo/greeter")
+            message = Message(message_id="m1", role=Role.ROLE_USER, parts=[Part(text="Turing")])
+            return [r async for r in client.send_message(SendMessageRequest(message=message))]
+
+    whole = asyncio.run(go(False))
+    assert len(whole) == 1 and whole[0].HasField("message"), whole
+    assert whole[0].message.parts[0].text == "You said: Say hello to Turing."
+    assert whole[0].message.metadata["actor_id"] == greeter["id"]
+
+    streamed = asyncio.run(go(True))
+    kinds = [r.WhichOneof("payload") if hasattr(r, "WhichOneof") else None for r in streamed]
+    finals = [r.artifact_update for r in streamed if r.HasField("artifact_update") and r.artifact_update.last_chunk]
+    assert finals and finals[0].artifact.parts[0].text == "You said: Say hello to Turing.", streamed
+    statuses = [r.status_update.status.state for r in streamed if r.HasField("status_update")]
+    from a2a.types import TaskState
+
+    assert statuses[-1] == TaskState.TASK_STATE_COMPLETED, kinds
+    assert streamed[0].HasField("task")
