@@ -134,6 +134,21 @@ def test_the_greeter_answers_as_json_and_bills_exactly(stack, greeter):
     altered["trail"]["cost_usd"] = altered["trail"]["cost_usd"][:-1] + ("1" if altered["trail"]["cost_usd"][-1] != "1" else "2")
     with pytest.raises(Exception):
         verify(stack, altered)
+    # The run's request-log row carries the same trail (the row is written
+    # just after the answer).
+    import time
+
+    for _ in range(50):
+        try:
+            logged = op(stack, "requests.get", {"request_id": body["service"]["request_id"]})
+            break
+        except OpFailed:
+            time.sleep(0.1)
+    assert logged["kind"] == "actor_run" and logged["model"] == "actor/demo/greeter"
+    assert logged["provenance"]["trail"] == run["trail"]
+    children = [e for e in op(stack, "usage.list", {"limit": 50})["entries"]
+                if e.get("parent_request_id") == body["service"]["request_id"]]
+    assert len(children) == 1 and children[0]["kind"] == "chat"
     # The public key is served at a documented URL too.
     key = httpx.get(f"{stack.url}/v1/provenance/key").json()
     assert key["public_key"] == run["public_key"] and key["algorithm"] == "ed25519"

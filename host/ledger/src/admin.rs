@@ -183,11 +183,13 @@ pub async fn request_log(database: &Database, request_id: &str) -> anyhow::Resul
     .bind(&request_id)
     .fetch_one(&database.pool)
     .await?;
-    let (attempts, started_at_ms, duration_ms): (String, i64, i64) =
-        sqlx::query_as("SELECT attempts, started_at_ms, duration_ms FROM request_log WHERE request_id = $1")
-            .bind(&request_id)
-            .fetch_one(&database.pool)
-            .await?;
+    let (attempts, started_at_ms, duration_ms, kind, parent_request_id): (String, i64, i64, String, Option<String>) =
+        sqlx::query_as(
+            "SELECT attempts, started_at_ms, duration_ms, kind, parent_request_id FROM request_log WHERE request_id = $1",
+        )
+        .bind(&request_id)
+        .fetch_one(&database.pool)
+        .await?;
     Ok(Some(json!({
         "request_id": request_id,
         "key_id": key_id,
@@ -206,6 +208,8 @@ pub async fn request_log(database: &Database, request_id: &str) -> anyhow::Resul
         "attempts": serde_json::from_str::<Value>(&attempts).unwrap_or(Value::Null),
         "started_at_ms": started_at_ms,
         "duration_ms": duration_ms,
+        "kind": kind,
+        "parent_request_id": parent_request_id,
     })))
 }
 

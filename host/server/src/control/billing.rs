@@ -144,5 +144,18 @@ pub async fn request(ctx: &Ctx, params: RequestParams) -> Result<Value, OpError>
     if row["workspace_id"].as_str() != Some(ctx.scope().workspace_id.as_str()) {
         return Err(not_found());
     }
+    let mut row = row;
+    // An actor run's trace is its signed provenance trail.
+    if row["kind"] == "actor_run" {
+        let run = crate::actors::ops::run(
+            ctx,
+            crate::actors::ops::RunParams {
+                workspace_id: None,
+                run_id: params.request_id.clone(),
+            },
+        )
+        .await?;
+        row["provenance"] = serde_json::to_value(run).map_err(|e| OpError::Internal(e.into()))?;
+    }
     Ok(row)
 }
