@@ -1,6 +1,7 @@
 //! The `tollgate` command line: serve the gateway, operate accounts, drive the
 //! control plane over HTTP (`client.rs`), and publish and install packages.
 
+mod actors;
 mod client;
 mod output;
 mod packages;
@@ -34,6 +35,9 @@ enum Command {
     Client(client::ClientCommand),
     #[command(flatten)]
     Packages(packages::PackagesCommand),
+    /// Hosted actors: compile an actor's YAML to its pinned IR and id.
+    #[command(subcommand)]
+    Actors(actors::ActorsCommand),
 }
 
 #[derive(Args, Debug)]
@@ -219,6 +223,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Client(command) => client::run(command).await,
         Command::Packages(command) => packages::run(command).await,
+        Command::Actors(command) => actors::run(command),
     }
 }
 

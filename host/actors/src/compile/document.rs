@@ -182,7 +182,7 @@ fn read_section<T>(
     let mut complete = true;
     for (key, value) in entries {
         let entry_what = format!("{what}.{}", key.name);
-        if !fields::is_name(&key.name) {
+        if !fields::is_alias(&key.name) {
             errors.push(CompileError::at(
                 key.loc,
                 format!(
@@ -327,7 +327,7 @@ fn read_package(fields: &Fields<'_>, what: &str, errors: &mut Vec<CompileError>)
     let name = fields::string(package, &format!("{what}.package"), errors)?;
     let valid_name = name
         .split_once('/')
-        .is_some_and(|(ns, n)| fields::is_name(ns) && fields::is_name(n) && !n.contains('/'));
+        .is_some_and(|(ns, n)| fields::is_name(ns) && fields::is_name(n));
     if !valid_name {
         errors.push(package.error(format!("{what}.package '{name}' must be namespace/name")));
         return None;

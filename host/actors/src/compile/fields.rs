@@ -87,9 +87,21 @@ pub(crate) fn integer(node: &Node, what: &str, min: u64, max: u64, errors: &mut 
     }
 }
 
-/// A lowercase identifier: a letter, then letters, digits and `-`, at most
-/// 64 characters (names, namespaces, aliases).
+/// A registry name segment (an actor's name and namespace, a package's
+/// namespace and name): 1 to 64 lowercase letters, digits and `-`, starting
+/// with a letter and not ending with `-`, as the registry requires.
 pub(crate) fn is_name(text: &str) -> bool {
+    (1..=64).contains(&text.len())
+        && text.starts_with(|c: char| c.is_ascii_lowercase())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !text.ends_with('-')
+}
+
+/// An alias in `models`, `prompts`, `tools`, `skills`, `actors`: like a
+/// name, and `_` is allowed too.
+pub(crate) fn is_alias(text: &str) -> bool {
     (1..=64).contains(&text.len())
         && text.starts_with(|c: char| c.is_ascii_lowercase())
         && text
@@ -103,7 +115,7 @@ pub(crate) fn name(node: &Node, what: &str, errors: &mut Vec<CompileError>) -> O
         Some(text)
     } else {
         errors.push(node.error(format!(
-            "{what} '{text}' must be 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter"
+            "{what} '{text}' must be 1 to 64 lowercase letters, digits and '-', starting with a letter and not ending with '-'"
         )));
         None
     }

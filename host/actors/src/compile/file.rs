@@ -26,8 +26,7 @@ pub fn compile_file(
     path: &Path,
     resolve_remote: &mut dyn FnMut(&Reference) -> Resolved,
 ) -> Result<CompiledTree, CompileErrors> {
-    let path = normalize(path);
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base = normalize(path.parent().unwrap_or(Path::new("")));
     let mut walk = Walk {
         base,
         resolve_remote,
@@ -35,7 +34,7 @@ pub fn compile_file(
         order: Vec::new(),
         stack: Vec::new(),
     };
-    let root = walk.file(&path)?;
+    let root = walk.file(path)?;
     let mut seen = std::collections::BTreeSet::new();
     let children = walk
         .order
@@ -124,7 +123,8 @@ impl Walk<'_> {
     }
 
     fn brief(&self, path: &Path) -> String {
-        let shown = path.strip_prefix(&self.base).unwrap_or(path);
+        let path = normalize(path);
+        let shown = path.strip_prefix(&self.base).unwrap_or(&path);
         shown.display().to_string()
     }
 }
