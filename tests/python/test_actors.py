@@ -282,3 +282,30 @@ def test_the_greeter_is_an_a2a_agent(stack, greeter):
 
     assert statuses[-1] == TaskState.TASK_STATE_COMPLETED, kinds
     assert streamed[0].HasField("task")
+
+
+def test_the_cli_publishes_deploys_and_verifies(stack, greeter):
+    import os
+    import subprocess
+
+    from conftest import BIN
+
+    env = {**os.environ, "TOLLGATE_URL": stack.url, "TOLLGATE_API_KEY": stack.api_key}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([BIN, *args], env=env, capture_output=True, text=True, timeout=60)
+
+    published = cli("actors", "publish", str(EXAMPLES / "research" / "research.yaml"), "--json")
+    assert published.returncode == 0, published.stderr
+    research = json.loads(published.stdout)
+    offline = cli("actors", "compile", str(EXAMPLES / "greeter.yaml"), "--json")
+    assert json.loads(offline.stdout)["id"] == greeter["id"]
+    deployed = cli("actors", "deploy", "demo/research-cli", research["id"], "--json")
+    assert deployed.returncode == 0, deployed.stderr
+    assert json.loads(deployed.stdout)["model"] == "actor/demo/research-cli"
+    answer = invoke(stack, "demo/research-cli", {"input": {"topic": "tides"}})
+    assert answer.status_code == 200, answer.text
+    verified = cli("runs", "verify", answer.json()["run_id"])
+    assert verified.returncode == 0 and "verified" in verified.stdout, verified.stderr
+    missing = cli("runs", "verify", "run_nope")
+    assert missing.returncode != 0

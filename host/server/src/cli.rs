@@ -35,9 +35,12 @@ enum Command {
     Client(client::ClientCommand),
     #[command(flatten)]
     Packages(packages::PackagesCommand),
-    /// Hosted actors: compile an actor's YAML to its pinned IR and id.
+    /// Hosted actors: compile, publish and deploy (docs/actors.md).
     #[command(subcommand)]
     Actors(actors::ActorsCommand),
+    /// Actor runs: show one, verify its signed provenance trail.
+    #[command(subcommand)]
+    Runs(actors::RunsCommand),
 }
 
 #[derive(Args, Debug)]
@@ -223,7 +226,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Client(command) => client::run(command).await,
         Command::Packages(command) => packages::run(command).await,
-        Command::Actors(command) => actors::run(command),
+        Command::Actors(command) => actors::run(command).await,
+        Command::Runs(command) => actors::runs(command).await,
     }
 }
 

@@ -377,19 +377,34 @@ impl ClientCommand {
     }
 }
 
+impl Connection {
+    /// The gateway URL and key: flags, then the environment, then the profile.
+    pub fn resolve(&self) -> anyhow::Result<(String, Option<String>)> {
+        let profile = read_profile(&self.profile)?;
+        let url = self
+            .url
+            .clone()
+            .or_else(|| profile.get("url").and_then(|v| v.as_str()).map(str::to_string))
+            .unwrap_or_else(|| DEFAULT_URL.to_string());
+        let api_key = self
+            .api_key
+            .clone()
+            .or_else(|| profile.get("api_key").and_then(|v| v.as_str()).map(str::to_string));
+        Ok((url.trim_end_matches('/').to_string(), api_key))
+    }
+
+    pub fn workspace(&self) -> Option<&str> {
+        self.workspace.as_deref()
+    }
+
+    pub fn json(&self) -> bool {
+        self.json
+    }
+}
+
 pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
     let connection = command.connection();
-    let profile = read_profile(&connection.profile)?;
-    let url = connection
-        .url
-        .clone()
-        .or_else(|| profile.get("url").and_then(|v| v.as_str()).map(str::to_string))
-        .unwrap_or_else(|| DEFAULT_URL.to_string());
-    let url = url.trim_end_matches('/').to_string();
-    let api_key = connection
-        .api_key
-        .clone()
-        .or_else(|| profile.get("api_key").and_then(|v| v.as_str()).map(str::to_string));
+    let (url, api_key) = connection.resolve()?;
     let (op, params) = command.op(connection.workspace.as_deref());
     let result = call(&url, api_key.as_deref(), op, params).await?;
     if let ClientCommand::Signup { save: true, .. } = &command {
@@ -410,7 +425,8 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn call(url: &str, api_key: Option<&str>, op: &str, params: Value) -> anyhow::Result<Value> {
+/// One control-plane op as a JSON-RPC extension method on `POST /a2a`.
+pub async fn call(url: &str, api_key: Option<&str>, op: &str, params: Value) -> anyhow::Result<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": op.replacen('.', "/", 1), "params": params});
     let mut request = reqwest::Client::new()
         .post(format!("{url}/a2a"))
