@@ -309,3 +309,63 @@ def test_the_cli_publishes_deploys_and_verifies(stack, greeter):
     assert verified.returncode == 0 and "verified" in verified.stdout, verified.stderr
     missing = cli("runs", "verify", "run_nope")
     assert missing.returncode != 0
+
+
+TWICE = """
+apiVersion: tollgate.dev/v1
+kind: Actor
+metadata: {name: twice, namespace: demo}
+inputs: {type: object, properties: {name: {type: string}}, required: [name]}
+models:
+  default: {candidates: [acme/echo], max_tokens: 16}
+steps:
+  - id: first
+    llm: {model: default, prompt: "Say hello to {{ input.name }}."}
+  - id: second
+    llm: {model: default, prompt: "Say hello to {{ input.name }}."}
+"""
+
+
+def test_a_run_stops_mid_way_at_its_budget_and_bills_exactly_what_it_spent(stack, greeter):
+    import re
+
+    published = op(stack, "actors.publish", {"source": TWICE})
+    path = f"by-id/{published['id']}"
+    # Each call costs `a` and may cost up to `worst`: learn both.
+    free = invoke(stack, path, {"input": {"name": "Ada"}})
+    assert free.status_code == 200, free.text
+    each = nanos(free.json()["service"]["cost_usd"]) // 2
+    refused = invoke(stack, path, {"input": {"name": "Ada"}, "max_cost_usd": "0.000000001"})
+    worst = nanos(re.search(r"could cost up to ([0-9.]+) USD", refused.json()["error"]["message"]).group(1))
+    assert worst > each > 0
+    # Room for the first call's worst case, but after it settles at `each`,
+    # one nanodollar short of the second's.
+    cap = worst + each - 1
+    before = available(stack)
+    stopped = invoke(stack, path, {"input": {"name": "Ada"}, "max_cost_usd": f"{cap // 10**9}.{cap % 10**9:09d}"})
+    assert stopped.status_code == 402, stopped.text
+    body = stopped.json()
+    assert body["error"]["code"] == "budget_exceeded" and body["error"]["step"] == "second", body
+    spent = f"{each // 10**9}.{each % 10**9:09d}"
+    assert f"spent {spent} USD" in body["error"]["message"], body
+    assert body["service"]["cost_usd"] == spent
+    assert before - available(stack) == each
+    trail = op(stack, "runs.get", {"run_id": body["run_id"]})["trail"]
+    assert [s["status"] for s in trail["steps"]] == ["succeeded", "failed"]
+    assert trail["cost_usd"] == spent and trail["status"] == "failed"
+
+
+def test_deployments_are_listed_moved_and_deleted(stack, greeter):
+    other = op(stack, "actors.publish", {"source": TWICE})
+    op(stack, "deployments.create", {"namespace": "demo", "name": "moving", "actor_id": greeter["id"]})
+    assert invoke(stack, "demo/moving", {"input": {"name": "A"}}).json()["actor_id"] == greeter["id"]
+    moved = op(stack, "deployments.create", {"namespace": "demo", "name": "moving", "actor_id": other["id"]})
+    assert moved["actor_id"] == other["id"] and moved["path"] == "/v1/actors/demo/moving"
+    assert invoke(stack, "demo/moving", {"input": {"name": "A"}}).json()["actor_id"] == other["id"]
+    names = [d["name"] for d in op(stack, "deployments.list", {})["deployments"]]
+    assert "moving" in names and "greeter" in names
+    assert op(stack, "deployments.get", {"namespace": "demo", "name": "moving"})["actor_id"] == other["id"]
+    op(stack, "deployments.delete", {"namespace": "demo", "name": "moving"})
+    assert invoke(stack, "demo/moving", {"input": {"name": "A"}}).status_code == 404
+    with pytest.raises(OpFailed):
+        op(stack, "deployments.create", {"namespace": "not-mine", "name": "x", "actor_id": greeter["id"]})
