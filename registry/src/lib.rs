@@ -7,6 +7,7 @@
 
 pub mod blobs;
 pub mod component;
+pub mod document;
 pub mod index;
 pub mod manifest;
 mod registry;

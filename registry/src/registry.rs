@@ -93,6 +93,7 @@ impl Registry {
             )));
         }
         check_world(manifest.kind, &content).map_err(|e| RegistryError::WrongWorld(e.to_string()))?;
+        crate::document::check_document(manifest.kind, &content).map_err(|e| RegistryError::Invalid(e.to_string()))?;
         // Refuse a reused version before writing anything; the index insert
         // below still decides races.
         if self.index.version(&manifest.name, &manifest.version).await.is_ok() {
