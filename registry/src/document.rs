@@ -20,16 +20,20 @@ pub fn check_document(kind: PackageKind, bytes: &[u8]) -> Result<(), DocumentErr
     let text = || std::str::from_utf8(bytes).map_err(|_| fail("it is not UTF-8 text".into()));
     match kind {
         PackageKind::Actor => {
-            let ir: tollgate_actors::Ir = serde_json::from_slice(bytes)
-                .map_err(|e| fail(format!("it is not a compiled actor IR ({e}); publish actors with `tollgate actors publish`")))?;
+            let ir: tollgate_actors::Ir = serde_json::from_slice(bytes).map_err(|e| {
+                fail(format!(
+                    "it is not a compiled actor IR ({e}); publish actors with `tollgate actors publish`"
+                ))
+            })?;
             let canonical = tollgate_actors::canonical_bytes(&ir).map_err(|e| fail(e.to_string()))?;
             if canonical != bytes {
                 return Err(fail("it is not in RFC 8785 canonical form".into()));
             }
             Ok(())
         }
-        PackageKind::PromptTemplate => tollgate_actors::compile::validate_prompt_template(text()?)
-            .map_err(|errors| fail(errors.to_string())),
+        PackageKind::PromptTemplate => {
+            tollgate_actors::compile::validate_prompt_template(text()?).map_err(|errors| fail(errors.to_string()))
+        }
         PackageKind::Graph => tollgate_actors::compile::parse(text()?)
             .map(|_| ())
             .map_err(|errors| fail(errors.to_string())),

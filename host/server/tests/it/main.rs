@@ -3,6 +3,7 @@
 //! data directory, so they run side by side. One binary instead of one per
 //! file keeps linking — which pulls in wasmtime each time — to once.
 
+mod actors;
 mod actors_cli;
 mod breakers;
 mod catalog;

@@ -11,13 +11,15 @@ use crate::common::{Gateway, standard_config, start_mock};
 fn normalize(value: &Value, seen: &mut HashMap<String, usize>, world: &str) -> Value {
     match value {
         Value::String(s) => {
+            let hex = |t: &str, len: usize| t.len() == len && t.bytes().all(|b| b.is_ascii_hexdigit());
+            // Keys, `<prefix>_<uuid>` ids, actor ids (content: they differ
+            // with each world's namespace) and content digests.
             let generated = s.starts_with("tg_live_")
                 || s.split_once('_').is_some_and(|(prefix, rest)| {
-                    !prefix.is_empty()
-                        && prefix.bytes().all(|b| b.is_ascii_lowercase())
-                        && rest.len() == 32
-                        && rest.bytes().all(|b| b.is_ascii_hexdigit())
-                });
+                    !prefix.is_empty() && prefix.bytes().all(|b| b.is_ascii_lowercase()) && hex(rest, 32)
+                })
+                || hex(s, 40)
+                || s.strip_prefix("sha256:").is_some_and(|rest| hex(rest, 64));
             if generated {
                 let next = seen.len();
                 json!(format!("<id {}>", seen.entry(s.clone()).or_insert(next)))
@@ -87,6 +89,19 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
     let second = run(key.clone(), "workspaces.create", json!({"name": "second"})).await;
     let second_id = second.as_ref().unwrap()["workspace_id"].clone();
     log.push(("workspaces.create".into(), second));
+    // An actor in this world's registry namespace, and the id it compiles to.
+    let actor = format!(
+        "apiVersion: tollgate.dev/v1\nkind: Actor\nmetadata: {{name: hello, namespace: pkg-{world}}}\n\
+         models:\n  default: {{candidates: [mock/small]}}\n\
+         steps:\n  - id: hi\n    llm: {{model: default, prompt: hello}}\n"
+    );
+    let actor_id = tollgate_actors::compile::parse(&actor)
+        .unwrap()
+        .compile(&tollgate_actors::compile::Resolutions::new())
+        .unwrap()
+        .id
+        .to_string();
+    let deployment = json!({"namespace": format!("pkg-{world}"), "name": "hello"});
     let steps: Vec<(&'static str, Value)> = vec![
         ("workspaces.list", json!({})),
         ("workspaces.get", json!({})),
@@ -145,6 +160,20 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
             json!({"name": "calculator", "config": {"mode": "exact"}}),
         ),
         ("installs.delete", json!({"name": "calculator"})),
+        ("actors.compile", json!({"source": actor})),
+        ("actors.compile", json!({"source": "kind: ["})),
+        ("actors.publish", json!({"source": actor})),
+        ("actors.get", json!({"id": actor_id})),
+        ("actors.list", json!({})),
+        (
+            "deployments.create",
+            json!({"namespace": format!("pkg-{world}"), "name": "hello", "actor_id": actor_id}),
+        ),
+        ("deployments.list", json!({})),
+        ("deployments.get", deployment.clone()),
+        ("deployments.delete", deployment.clone()),
+        ("deployments.get", deployment.clone()),
+        ("runs.get", json!({"run_id": "run_missing"})),
         ("packages.publish", json!({"manifest": {}, "content_base64": ""})),
         ("namespaces.delete", json!({"name": "team"})),
         ("workspaces.get", json!({"workspace_id": helper.workspace_id})),
