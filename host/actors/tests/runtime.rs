@@ -323,3 +323,28 @@ async fn a_run_past_its_wall_time_stops_with_a_timeout() {
     assert_eq!(error.code, "timeout");
     assert_eq!(outcome.trail.steps[0].status, "failed");
 }
+
+#[tokio::test]
+async fn if_takes_one_branch_and_tool_steps_call_their_server() {
+    let actor = ir(json!({
+        "tools": {"calc": {"package": {"name": "tollgate/calculator", "version": "0.1.0", "digest": "sha256:00"}}},
+        "steps": [
+            {"id": "sum", "action": {"tool": {"server": "calc", "tool": "evaluate",
+                "arguments": {"object": {"expression": {"template": {"text": "{{ input.a }}+{{ input.b }}"}}}}}}},
+            {"id": "big", "action": {"if": {
+                "condition": {"expr": "input.a > 10"},
+                "then": [{"id": "big.then.return", "action": {"return": {"literal": "big"}}}],
+                "else": [{"id": "small", "action": {"llm": {"model": "default", "prompt": {"text": "small {{ steps.sum.output.expression }}"}}}}],
+            }}},
+        ],
+    }));
+    let host = Arc::new(FakeHost::default());
+    let small = start(host.clone(), actor.clone(), json!({"a": 2, "b": 3}), None).await;
+    assert_eq!(small.result.unwrap(), json!("You said: small 2+3"));
+    let kinds: Vec<&str> = small.trail.steps.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(kinds, ["tool", "if", "llm"]);
+    assert_eq!(small.trail.steps[0].tool_calls[0].tool, "calc__evaluate");
+    let big = start(host.clone(), actor, json!({"a": 20, "b": 3}), None).await;
+    assert_eq!(big.result.unwrap(), json!("big"));
+    assert_eq!(big.cost_nanos, 0, "the branch not taken made no model call");
+}
