@@ -213,6 +213,58 @@ pub async fn request_log(database: &Database, request_id: &str) -> anyhow::Resul
     })))
 }
 
+/// An actor run as its request-log row keeps it.
+#[derive(Clone, Debug)]
+pub struct ActorRunRow {
+    pub run_id: String,
+    pub request_id: String,
+    pub workspace_id: String,
+    /// `actor/<namespace>/<deployment>` or `actor/by-id/<id>`.
+    pub model: String,
+    pub actor_id: String,
+    pub outcome: String,
+    pub started_at_ms: i64,
+    pub trail: String,
+    pub signature: String,
+}
+
+/// The actor run `id` (its run id or its request id) of `workspace_id`.
+pub async fn actor_run(database: &Database, workspace_id: &str, id: &str) -> sqlx::Result<Option<ActorRunRow>> {
+    type Row = (
+        String,
+        String,
+        String,
+        String,
+        Option<String>,
+        String,
+        i64,
+        String,
+        String,
+    );
+    let row: Option<Row> = sqlx::query_as(concat!(
+        "SELECT run_id, request_id, workspace_id, model, upstream_model, outcome, started_at_ms, provenance, ",
+        "provenance_signature FROM request_log WHERE workspace_id = $1 AND (run_id = $2 OR request_id = $2) ",
+        "AND run_id IS NOT NULL"
+    ))
+    .bind(workspace_id)
+    .bind(id)
+    .fetch_optional(&database.pool)
+    .await?;
+    Ok(row.map(
+        |(run_id, request_id, workspace_id, model, actor_id, outcome, started_at_ms, trail, signature)| ActorRunRow {
+            run_id,
+            request_id,
+            workspace_id,
+            model,
+            actor_id: actor_id.unwrap_or_default(),
+            outcome,
+            started_at_ms,
+            trail,
+            signature,
+        },
+    ))
+}
+
 /// Which of a workspace's request-log rows to list, newest first.
 #[derive(Clone, Debug, Default)]
 pub struct UsageQuery {

@@ -19,10 +19,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 pub use admin::{
-    UsageQuery, UsageRow, WalletBalances, credit, journal_credit, open_wallet, request_log, usage, verify, wallet,
+    ActorRunRow, UsageQuery, UsageRow, WalletBalances, actor_run, credit, journal_credit, open_wallet, request_log,
+    usage, verify, wallet,
 };
 pub use sweeper::sweep;
-pub use writer::{RequestKind, RequestLogRow};
+pub use writer::{RequestKind, RequestLogRow, RunProvenance};
 
 use tollgate_core::db::Database;
 use tollgate_core::money::Nanos;

@@ -57,6 +57,17 @@ pub struct RequestLogRow {
     pub kind: RequestKind,
     /// The request this one ran inside (a skill's model or tool call).
     pub parent_request_id: Option<String>,
+    /// An actor run's signed provenance trail, kept with its row.
+    pub provenance: Option<RunProvenance>,
+}
+
+/// What an actor run's row carries besides the log: its run id, its trail
+/// (JSON) and the trail's signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunProvenance {
+    pub run_id: String,
+    pub trail: String,
+    pub signature: String,
 }
 
 /// What a request-log row records. Tool calls and skill runs are logged beside
@@ -340,9 +351,9 @@ async fn write_log(tx: &mut Tx, log: &RequestLogRow, settlement: &Settlement<'_>
         "INSERT INTO request_log (request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, \
          status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
          snapshot_id, reservation_id, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source, kind, \
-         parent_request_id) \
+         parent_request_id, run_id, provenance, provenance_signature) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-         $23, $24, $25, $26) ON CONFLICT (request_id) DO NOTHING",
+         $23, $24, $25, $26, $27, $28, $29) ON CONFLICT (request_id) DO NOTHING",
     )
     .bind(&log.request_id)
     .bind(&log.key_id)
@@ -370,6 +381,9 @@ async fn write_log(tx: &mut Tx, log: &RequestLogRow, settlement: &Settlement<'_>
     .bind(settlement.source)
     .bind(log.kind.as_str())
     .bind(&log.parent_request_id)
+    .bind(log.provenance.as_ref().map(|p| p.run_id.as_str()))
+    .bind(log.provenance.as_ref().map(|p| p.trail.as_str()))
+    .bind(log.provenance.as_ref().map(|p| p.signature.as_str()))
     .execute(&mut **tx)
     .await?;
     Ok(())

@@ -1,6 +1,7 @@
 //! Hosted actors in the gateway: publishing compiled actors into the
-//! registry (`publish.rs`), deployments at stable URLs and runs (`store.rs`
-//! owns the `actors`, `actor_deployments` and `actor_runs` tables), the
+//! registry (`publish.rs`), deployments at stable URLs (`store.rs` owns the
+//! `actors` and `actor_deployments` tables), runs and their trails (kept
+//! with their request-log rows, through the ledger), the
 //! HTTP surface (`http.rs`: `/v1/actors/…`; `chat.rs`: actors as chat
 //! models; `a2a.rs`: each deployment an A2A agent), the
 //! control-plane operations (`ops.rs`), and the runtime's host (`host.rs`).
@@ -9,7 +10,7 @@
 //! A run is billed like any request: each model call is a chat completion
 //! for the caller, with its own request-log row linked to the run's; the
 //! run's own row (kind `actor_run`) posts nothing. Its provenance trail is
-//! signed with the gateway's ed25519 key and kept with the run.
+//! signed with the gateway's ed25519 key and kept in that row.
 
 pub mod a2a;
 mod chat;
@@ -32,18 +33,20 @@ use tollgate_actors::ir::Ir;
 use tollgate_actors::runtime::{Events, RunError, RunSpec};
 use tollgate_core::db::now_ms;
 use tollgate_core::money::Nanos;
-use tollgate_ledger::{RequestKind, RequestLogRow};
+use tollgate_ledger::{RequestKind, RequestLogRow, RunProvenance};
 
 use crate::auth::Principal;
 use crate::components::Components;
 use crate::data_plane::DataPlane;
 use crate::packages::Packages;
 use crate::server::RequestId;
-use store::{RunRecord, Store};
+use store::Store;
 
 /// Hosted actors: this concern's handler state.
 pub struct Actors {
     store: Store,
+    /// The ledger's views read the runs' rows (the request log is the ledger's).
+    database: tollgate_core::db::Database,
     data: Arc<DataPlane>,
     components: Arc<Components>,
     packages: Arc<Packages>,
@@ -52,6 +55,9 @@ pub struct Actors {
     irs: Mutex<HashMap<ActorId, Arc<Ir>>>,
     /// Deployments a workspace may have; `None`: no limit.
     max_deployments: Option<u32>,
+    /// Finished runs whose rows are still being written: the answer does
+    /// not wait for the commit, and `runs.get` finds them here meanwhile.
+    pending_runs: Mutex<HashMap<String, RunRecord>>,
 }
 
 /// Which actor a request runs.
@@ -112,13 +118,15 @@ impl Actors {
         max_deployments: Option<u32>,
     ) -> Self {
         Self {
-            store: Store::new(database),
+            store: Store::new(database.clone()),
+            database,
             data,
             components,
             packages,
             signing,
             irs: Mutex::new(HashMap::new()),
             max_deployments,
+            pending_runs: Mutex::new(HashMap::new()),
         }
     }
 
@@ -183,6 +191,7 @@ impl Actors {
         max_cost: Option<Nanos>,
         events: Option<Events>,
     ) -> Result<Finished, ActorError> {
+        let events_streamed = events.is_some();
         let (actor_id, ir) = resolved;
         let request_id = RequestId::new().0.to_string();
         let run_id = format!("run_{}", uuid::Uuid::now_v7().simple());
@@ -207,64 +216,35 @@ impl Actors {
         let trail = serde_json::to_value(&outcome.trail).context("a trail always serialises")?;
         let signature = tollgate_actors::provenance::sign(&trail, &self.signing)
             .map_err(|e| anyhow::anyhow!("the trail cannot be signed: {e}"))?;
-        let status = if outcome.result.is_ok() { "succeeded" } else { "failed" };
         let deployment = match target {
             Target::Deployment { namespace, name } => Some(format!("{namespace}/{name}")),
             Target::Id(_) => None,
         };
-        self.store
-            .insert_run(&RunRecord {
-                run_id: run_id.clone(),
-                request_id: request_id.clone(),
-                workspace_id: caller.workspace_id.clone(),
-                actor_id: actor_id.to_string(),
-                deployment,
-                status: status.into(),
-                cost_nanos: outcome.cost_nanos,
-                trail: trail.to_string(),
-                signature,
-                created_at_ms: started.0,
-            })
-            .await?;
-        self.log_run(&caller, target, &actor_id, &request_id, &outcome.result, started);
-        Ok(Finished {
-            run_id,
-            request_id,
-            actor_id,
-            model_calls: count_model_calls(&outcome.trail),
-            result: outcome.result,
-            cost: Nanos(outcome.cost_nanos),
-        })
-    }
-
-    /// The run's request-log row (kind `actor_run`): it posts nothing, its
-    /// model calls are rows of their own. Written in the background, like a
-    /// tool call's: no money hangs on it.
-    fn log_run(
-        &self,
-        caller: &Principal,
-        target: &Target,
-        actor_id: &ActorId,
-        request_id: &str,
-        result: &Result<Value, RunError>,
-        started: (i64, Instant),
-    ) {
-        let Some(ledger) = self.data.ledger().cloned() else {
-            return;
-        };
-        let (outcome, status) = match result {
+        let (outcome_code, status) = match &outcome.result {
             Ok(_) => ("success".to_string(), 200),
             Err(error) => (error.code.clone(), status_of(&error.code)),
         };
+        let run = RunRecord {
+            run_id: run_id.clone(),
+            request_id: request_id.clone(),
+            workspace_id: caller.workspace_id.clone(),
+            actor_id: actor_id.to_string(),
+            deployment,
+            status: if outcome.result.is_ok() { "succeeded" } else { "failed" }.into(),
+            cost_nanos: outcome.cost_nanos,
+            trail: trail.to_string(),
+            signature,
+            created_at_ms: started.0,
+        };
         let row = RequestLogRow {
-            request_id: request_id.to_string(),
+            request_id: request_id.clone(),
             key_id: caller.key_id.clone(),
             workspace_id: caller.workspace_id.clone(),
             model: target.label(),
             provider: Some("actor".into()),
             upstream_model: Some(actor_id.to_string()),
-            streamed: false,
-            outcome,
+            streamed: events_streamed,
+            outcome: outcome_code,
             status: Some(status),
             input_tokens: None,
             output_tokens: None,
@@ -279,14 +259,105 @@ impl Actors {
             duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
             kind: RequestKind::ActorRun,
             parent_request_id: None,
+            provenance: Some(RunProvenance {
+                run_id: run.run_id.clone(),
+                trail: run.trail.clone(),
+                signature: run.signature.clone(),
+            }),
         };
+        self.record_run(run, row);
+        Ok(Finished {
+            run_id,
+            request_id,
+            actor_id,
+            model_calls: count_model_calls(&outcome.trail),
+            result: outcome.result,
+            cost: Nanos(outcome.cost_nanos),
+        })
+    }
+
+    /// Writes a finished run's request-log row (kind `actor_run`, with its
+    /// signed trail) in the background, batched with the ledger's other
+    /// writes. It posts nothing (the run's model calls are rows of their
+    /// own, already settled), so the caller need not wait for its commit;
+    /// until the row is in, this gateway answers `runs.get` from memory.
+    /// Without the ledger there is no request log, and runs are not kept.
+    fn record_run(self: &Arc<Self>, run: RunRecord, row: RequestLogRow) {
+        let Some(ledger) = self.data.ledger().cloned() else {
+            return;
+        };
+        let run_id = run.run_id.clone();
+        self.pending_runs
+            .lock()
+            .expect("pending runs lock")
+            .insert(run_id.clone(), run);
+        let actors = self.clone();
         tokio::spawn(async move {
-            let request_id = row.request_id.clone();
             if let Err(error) = ledger.settle(None, Nanos::ZERO, row).await {
-                tracing::warn!(%request_id, %error, "could not log an actor run");
+                tracing::error!(%run_id, %error, "could not log an actor run and its trail");
             }
+            actors.pending_runs.lock().expect("pending runs lock").remove(&run_id);
         });
     }
+
+    /// A run by its run id or request id, in `workspace_id`: logged, or
+    /// still being written.
+    pub async fn find_run(&self, workspace_id: &str, id: &str) -> Result<Option<RunRecord>, ActorError> {
+        let pending = self
+            .pending_runs
+            .lock()
+            .expect("pending runs lock")
+            .values()
+            .find(|run| run.workspace_id == workspace_id && (run.run_id == id || run.request_id == id))
+            .cloned();
+        if pending.is_some() {
+            return Ok(pending);
+        }
+        let Some(row) = tollgate_ledger::actor_run(&self.database, workspace_id, id).await? else {
+            return Ok(None);
+        };
+        let cost = serde_json::from_str::<Value>(&row.trail)
+            .ok()
+            .and_then(|trail| trail["cost_usd"].as_str().and_then(|usd| Nanos::from_usd(usd).ok()))
+            .unwrap_or(Nanos::ZERO);
+        Ok(Some(RunRecord {
+            deployment: row
+                .model
+                .strip_prefix("actor/")
+                .filter(|path| !path.starts_with("by-id/"))
+                .map(str::to_string),
+            status: if row.outcome == "success" {
+                "succeeded"
+            } else {
+                "failed"
+            }
+            .into(),
+            cost_nanos: cost.0,
+            run_id: row.run_id,
+            request_id: row.request_id,
+            workspace_id: row.workspace_id,
+            actor_id: row.actor_id,
+            trail: row.trail,
+            signature: row.signature,
+            created_at_ms: row.started_at_ms,
+        }))
+    }
+}
+
+/// A finished run, as `runs.get` shows it.
+#[derive(Clone, Debug)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub request_id: String,
+    pub workspace_id: String,
+    pub actor_id: String,
+    pub deployment: Option<String>,
+    /// `succeeded` or `failed`.
+    pub status: String,
+    pub cost_nanos: i64,
+    pub trail: String,
+    pub signature: String,
+    pub created_at_ms: i64,
 }
 
 fn count_model_calls(trail: &tollgate_actors::provenance::RunTrail) -> usize {

@@ -279,10 +279,8 @@ pub async fn undeploy(ctx: &Ctx, params: DeploymentParams) -> Result<Undeployed,
 pub async fn run(ctx: &Ctx, params: RunParams) -> Result<RunShown, OpError> {
     let actors = actors(ctx);
     let run = actors
-        .store()
-        .run(&ctx.scope().workspace_id, &params.run_id)
-        .await
-        .map_err(|e| OpError::Internal(e.into()))?
+        .find_run(&ctx.scope().workspace_id, &params.run_id)
+        .await?
         .ok_or_else(|| OpError::NotFound(format!("run {}", params.run_id)))?;
     Ok(RunShown {
         trail: serde_json::from_str(&run.trail).map_err(|e| OpError::Internal(e.into()))?,

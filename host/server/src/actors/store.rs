@@ -1,7 +1,7 @@
-//! The only code that issues SQL against `actors`, `actor_deployments` and
-//! `actor_runs`. An actor row is written once and never changed (its id is
-//! its content); a deployment row is the one mutable pointer; a run row is
-//! written once when the run ends.
+//! The only code that issues SQL against `actors` and `actor_deployments`.
+//! An actor row is written once and never changed (its id is its content);
+//! a deployment row is the one mutable pointer. Runs are request-log rows,
+//! the ledger's.
 
 use serde::Serialize;
 use sqlx::Row;
@@ -29,20 +29,6 @@ pub struct Deployment {
     pub actor_id: String,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
-}
-
-#[derive(Clone, Debug)]
-pub struct RunRecord {
-    pub run_id: String,
-    pub request_id: String,
-    pub workspace_id: String,
-    pub actor_id: String,
-    pub deployment: Option<String>,
-    pub status: String,
-    pub cost_nanos: i64,
-    pub trail: String,
-    pub signature: String,
-    pub created_at_ms: i64,
 }
 
 #[derive(Clone)]
@@ -163,53 +149,6 @@ impl Store {
         .execute(&self.database.pool)
         .await?;
         Ok(done.rows_affected() > 0)
-    }
-
-    pub async fn insert_run(&self, run: &RunRecord) -> sqlx::Result<()> {
-        sqlx::query(concat!(
-            "INSERT INTO actor_runs (run_id, request_id, workspace_id, actor_id, deployment, status, cost_nanos, ",
-            "trail, signature, created_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-        ))
-        .bind(&run.run_id)
-        .bind(&run.request_id)
-        .bind(&run.workspace_id)
-        .bind(&run.actor_id)
-        .bind(&run.deployment)
-        .bind(&run.status)
-        .bind(run.cost_nanos)
-        .bind(&run.trail)
-        .bind(&run.signature)
-        .bind(run.created_at_ms)
-        .execute(&self.database.pool)
-        .await?;
-        Ok(())
-    }
-
-    /// A run by its run id or its request id, in `workspace_id`.
-    pub async fn run(&self, workspace_id: &str, id: &str) -> sqlx::Result<Option<RunRecord>> {
-        let row = sqlx::query(concat!(
-            "SELECT run_id, request_id, workspace_id, actor_id, deployment, status, cost_nanos, trail, signature, ",
-            "created_at_ms FROM actor_runs WHERE workspace_id = $1 AND (run_id = $2 OR request_id = $2)"
-        ))
-        .bind(workspace_id)
-        .bind(id)
-        .fetch_optional(&self.database.pool)
-        .await?;
-        row.map(|row| {
-            Ok(RunRecord {
-                run_id: row.try_get("run_id")?,
-                request_id: row.try_get("request_id")?,
-                workspace_id: row.try_get("workspace_id")?,
-                actor_id: row.try_get("actor_id")?,
-                deployment: row.try_get("deployment")?,
-                status: row.try_get("status")?,
-                cost_nanos: row.try_get("cost_nanos")?,
-                trail: row.try_get("trail")?,
-                signature: row.try_get("signature")?,
-                created_at_ms: row.try_get("created_at_ms")?,
-            })
-        })
-        .transpose()
     }
 }
 

@@ -236,6 +236,7 @@ impl Logged<'_> {
             duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
             kind: self.kind,
             parent_request_id: self.site.parent_request_id.clone(),
+            provenance: None,
         }
     }
 }

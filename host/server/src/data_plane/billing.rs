@@ -121,6 +121,7 @@ impl Bill {
             duration_ms: 0,
             kind: RequestKind::Chat,
             parent_request_id: demand.parent_request_id.map(str::to_string),
+            provenance: None,
         };
         let mut bill = Bill {
             ledger: ledger.cloned(),

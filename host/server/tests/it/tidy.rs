@@ -171,7 +171,7 @@ fn only_a_tables_owner_queries_it() {
             "components/store.rs",
             &["component_installs", "component_install_changes"],
         ),
-        ("actors/store.rs", &["actors", "actor_deployments", "actor_runs"]),
+        ("actors/store.rs", &["actors", "actor_deployments"]),
     ];
     let src = root().join("host/server/src");
     let mut files = Vec::new();
