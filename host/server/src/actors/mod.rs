@@ -58,7 +58,14 @@ pub struct Actors {
     /// Finished runs whose rows are still being written: the answer does
     /// not wait for the commit, and `runs.get` finds them here meanwhile.
     pending_runs: Mutex<HashMap<String, RunRecord>>,
+    /// Deployments read recently: a run need not query the database for
+    /// its deployment. Changes made here clear it at once; gateways sharing
+    /// the database see them within [`DEPLOYMENT_TTL`].
+    deployments: Mutex<HashMap<(String, String), (Option<store::Deployment>, Instant)>>,
 }
+
+/// How long another gateway's change to a deployment may go unseen here.
+const DEPLOYMENT_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Which actor a request runs.
 #[derive(Clone, Debug)]
@@ -127,6 +134,7 @@ impl Actors {
             irs: Mutex::new(HashMap::new()),
             max_deployments,
             pending_runs: Mutex::new(HashMap::new()),
+            deployments: Mutex::new(HashMap::new()),
         }
     }
 
@@ -155,6 +163,28 @@ impl Actors {
         Ok(ir)
     }
 
+    /// A deployment, from the cache when read less than [`DEPLOYMENT_TTL`] ago.
+    async fn deployment(&self, namespace: &str, name: &str) -> Result<Option<store::Deployment>, ActorError> {
+        let key = (namespace.to_string(), name.to_string());
+        if let Some((found, read)) = self.deployments.lock().expect("deployment cache lock").get(&key)
+            && read.elapsed() < DEPLOYMENT_TTL
+        {
+            return Ok(found.clone());
+        }
+        let found = self.store.deployment(namespace, name).await?;
+        let mut cache = self.deployments.lock().expect("deployment cache lock");
+        if cache.len() > 10_000 {
+            cache.clear();
+        }
+        cache.insert(key, (found.clone(), Instant::now()));
+        Ok(found)
+    }
+
+    /// Forgets cached deployments after a change made on this gateway.
+    fn deployments_changed(&self) {
+        self.deployments.lock().expect("deployment cache lock").clear();
+    }
+
     /// The actor a target names, for `caller`: a deployment must be in the
     /// caller's workspace; an id addresses published (public) content.
     pub async fn resolve(&self, caller: &Principal, target: &Target) -> Result<(ActorId, Arc<Ir>), ActorError> {
@@ -162,7 +192,6 @@ impl Actors {
             Target::Id(id) => id.clone(),
             Target::Deployment { namespace, name } => {
                 let deployment = self
-                    .store
                     .deployment(namespace, name)
                     .await?
                     .filter(|d| d.workspace_id == caller.workspace_id)

@@ -259,10 +259,8 @@ pub async fn deployment(ctx: &Ctx, params: DeploymentParams) -> Result<Deploymen
 
 pub async fn undeploy(ctx: &Ctx, params: DeploymentParams) -> Result<Undeployed, OpError> {
     let deleted = actors(ctx)
-        .store()
         .undeploy(&ctx.scope().workspace_id, &params.namespace, &params.name)
-        .await
-        .map_err(|e| OpError::Internal(e.into()))?;
+        .await?;
     if !deleted {
         return Err(OpError::NotFound(format!(
             "deployment {}/{}",
@@ -297,6 +295,12 @@ pub async fn run(ctx: &Ctx, params: RunParams) -> Result<RunShown, OpError> {
 }
 
 impl Actors {
+    pub async fn undeploy(&self, workspace_id: &str, namespace: &str, name: &str) -> Result<bool, ActorError> {
+        let deleted = self.store.undeploy(workspace_id, namespace, name).await?;
+        self.deployments_changed();
+        Ok(deleted)
+    }
+
     /// Binds `namespace/name` to a published actor. The namespace must be
     /// the workspace's, and a new deployment must fit the plan's limit.
     pub async fn deploy(
@@ -351,6 +355,8 @@ impl Actors {
             }
             Some(_) => {}
         }
-        Ok(self.store.deploy(workspace_id, namespace, name, actor_id).await?)
+        let deployment = self.store.deploy(workspace_id, namespace, name, actor_id).await?;
+        self.deployments_changed();
+        Ok(deployment)
     }
 }
