@@ -299,15 +299,16 @@ async fn past_max_in_flight_requests_get_503_at_once_and_admitted_ones_keep_thei
     gateway.assert_still_serving().await;
 }
 
-#[tokio::test]
-async fn connections_past_the_per_address_cap_get_503_and_are_closed() {
+/// Opens connections (each asking `/healthz`) until one is refused; checks
+/// the refusal and that a place frees up when the others close.
+async fn refused_past_the_cap(server_config: &str, code: &str, cap: usize) {
     let mock = start_mock(Default::default()).await;
-    let gateway = Gateway::start(&standard_config(mock, "[server]\nmax_connections_per_ip = 3\n")).await;
+    let gateway = Gateway::start(&standard_config(mock, &format!("[server]\n{server_config}\n"))).await;
     // The harness's client may hold a connection from its start-up probes,
-    // so the refusal can come before the fourth.
+    // so the refusal can come before the cap's worth of these.
     let mut held = Vec::new();
     let mut refused = None;
-    for _ in 0..5 {
+    for _ in 0..cap + 2 {
         let mut stream = TcpStream::connect(gateway.address()).await.unwrap();
         stream
             .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -327,18 +328,28 @@ async fn connections_past_the_per_address_cap_get_503_and_are_closed() {
         held.push(stream);
     }
     let (mut stream, mut answer) = refused.expect("a connection past the cap is refused");
-    assert!(held.len() <= 3, "{} connections were let in", held.len());
+    assert!(held.len() <= cap, "{} connections were let in", held.len());
     let (rest, closed) = read_until_closed(&mut stream, tokio::time::Instant::now() + Duration::from_secs(3)).await;
     assert!(closed, "a refused connection is closed");
     answer.extend(rest);
     let (_, head, body) = parse_response(&answer);
     assert!(head.contains("retry-after: 1"), "{head}");
-    assert_eq!(assert_error_shape(&body)["code"], "max_connections_per_ip");
+    assert_eq!(assert_error_shape(&body)["code"], code);
 
     drop(held);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut again = TcpStream::connect(gateway.address()).await.unwrap();
     get_health(&mut again).await;
+}
+
+#[tokio::test]
+async fn connections_past_the_per_address_cap_get_503_and_are_closed() {
+    refused_past_the_cap("max_connections_per_ip = 3", "max_connections_per_ip", 3).await;
+}
+
+#[tokio::test]
+async fn connections_past_the_total_cap_get_503_and_are_closed() {
+    refused_past_the_cap("max_connections = 3\nmax_connections_per_ip = 0", "max_connections", 3).await;
 }
 
 #[tokio::test]
