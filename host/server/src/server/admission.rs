@@ -92,10 +92,7 @@ impl Admission {
                 self.retry_after,
             ),
         };
-        crate::telemetry::count_shed(match refusal {
-            Refusal::ShuttingDown => "shutting_down",
-            Refusal::Overloaded => "overloaded",
-        });
+        crate::telemetry::count_shed(refusal.reason());
         let mut response = error.with_request_id(&request_id.0).into_response();
         if refusal == Refusal::ShuttingDown {
             response
@@ -112,6 +109,16 @@ enum Refusal {
     Overloaded,
 }
 
+impl Refusal {
+    /// As the shed-requests metric names it.
+    fn reason(self) -> &'static str {
+        match self {
+            Refusal::ShuttingDown => "shutting_down",
+            Refusal::Overloaded => "overloaded",
+        }
+    }
+}
+
 /// One admitted request; it leaves the in-flight count when dropped.
 struct Ticket(Arc<AtomicUsize>);
 
@@ -123,7 +130,14 @@ impl Drop for Ticket {
 
 pub async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: Next) -> Response {
     if is_health_check(request.uri().path()) {
-        return next.run(request).await;
+        let mut response = next.run(request).await;
+        // A connection kept alive by probes would hold the drain up.
+        if admission.draining.load(Ordering::Relaxed) {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        return response;
     }
     let request_id = request.extensions().get::<RequestId>().cloned().unwrap_or_default();
     let ticket = match admission.enter() {

@@ -64,6 +64,11 @@ impl Activity {
         }
     }
 
+    /// Nothing has been received yet on this fresh connection.
+    pub(super) fn awaiting_first_request(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == AWAITING
+    }
+
     /// hyper parsed a request's head and calls the service.
     pub(super) fn request_started(&self) {
         self.state.store(BUSY, Ordering::Relaxed);

@@ -10,8 +10,15 @@
 //! - Shutdown: `/readyz` turns 503 at once; after `server.shutdown_delay_ms`
 //!   the drain starts: connections open until then finish the request they
 //!   are serving (a stream until `[DONE]`) and close, and requests on
-//!   connections accepted during the drain get 503 `shutting_down`. The loop
-//!   returns when the connections from before the drain are gone.
+//!   connections accepted during the drain get 503 `shutting_down` and
+//!   `Connection: close`. The loop returns when the connections from before
+//!   the drain are gone.
+//!
+//! A connection that has not sent its first byte when the drain starts is
+//! not closed, as hyper's graceful shutdown would do: its request may be in
+//! flight already, and a fresh connection closed unanswered looks like a
+//! failure to the client. It gets its answer (503 and `Connection: close`),
+//! or the header deadline closes it.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -26,10 +33,9 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tower::Service;
 
 use super::admission::{Admission, Guarded};
@@ -62,7 +68,10 @@ pub(super) async fn run(
     let connections = Connections::new(router, config, trusted_proxies);
     crate::telemetry::watch_serving(connections.open.clone(), lifecycle.admission.in_flight());
 
-    let before_drain = GracefulShutdown::new();
+    // Every connection holds a receiver of `stage` until it ends; those from
+    // before the drain also hold one of `before_drain`.
+    let (stage, _) = watch::channel(Stage::Serving);
+    let (before_drain, _) = watch::channel(());
     let delay = Duration::from_millis(config.shutdown_delay_ms);
     let stop = async {
         shutdown.await;
@@ -77,28 +86,40 @@ pub(super) async fn run(
     loop {
         tokio::select! {
             () = &mut stop => break,
-            accepted = listener.accept() => connections.accept(accepted, before_drain.watcher()).await,
+            accepted = listener.accept() => {
+                connections.accept(accepted, stage.subscribe(), Some(before_drain.subscribe())).await
+            }
         }
     }
 
     lifecycle.admission.drain();
+    stage.send_replace(Stage::Draining);
     tracing::info!(
         connections = connections.open.load(Ordering::Relaxed),
         "draining: open requests finish, new ones get 503"
     );
-    let during_drain = GracefulShutdown::new();
-    let drained = before_drain.shutdown();
+    let drained = before_drain.closed();
     tokio::pin!(drained);
     loop {
         tokio::select! {
             () = &mut drained => break,
-            accepted = listener.accept() => connections.accept(accepted, during_drain.watcher()).await,
+            accepted = listener.accept() => connections.accept(accepted, stage.subscribe(), None).await,
         }
     }
     drop(listener);
-    // Connections accepted during the drain only ever got 503s; idle ones
-    // close at once, a response being written is finished first.
-    during_drain.shutdown().await;
+    // What is left only ever got 503s: idle connections close at once, an
+    // answer being written is finished first.
+    stage.send_replace(Stage::Closing);
+    stage.closed().await;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Serving,
+    /// Connections from before finish their request and close.
+    Draining,
+    /// Every connection left closes once its answer is written.
+    Closing,
 }
 
 struct Connections {
@@ -135,7 +156,12 @@ impl Connections {
         }
     }
 
-    async fn accept(&self, accepted: io::Result<(TcpStream, SocketAddr)>, watcher: Watcher) {
+    async fn accept(
+        &self,
+        accepted: io::Result<(TcpStream, SocketAddr)>,
+        mut stage: watch::Receiver<Stage>,
+        before_drain: Option<watch::Receiver<()>>,
+    ) {
         let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => return accept_failed(error).await,
@@ -167,9 +193,10 @@ impl Connections {
         let activity = Arc::new(Activity::new());
         let io = TokioIo::new(DeadlineIo::new(stream, activity.clone(), self.timeouts));
         let router = self.router.clone();
+        let served = activity.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            activity.request_started();
-            let finished = RequestFinished(activity.clone());
+            served.request_started();
+            let finished = RequestFinished(served.clone());
             // The peer address feeds per-client limits (sign-up).
             request.extensions_mut().insert(ConnectInfo(peer));
             let call = router.clone().call(request);
@@ -178,13 +205,30 @@ impl Connections {
                 Ok::<_, Infallible>(response.map(|body| Body::new(Guarded { body, _guard: finished })))
             }
         });
-        let connection = watcher.watch(self.http.serve_connection(io, service));
-        let open = Open::new(&self.open);
+        let connection = self.http.serve_connection(io, service);
+        let held = (slot, per_ip, Open::new(&self.open), before_drain);
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            tokio::pin!(connection);
+            let mut closing = false;
+            let ended = loop {
+                tokio::select! {
+                    ended = connection.as_mut() => break ended,
+                    changed = stage.changed(), if !closing => {
+                        let now = match changed {
+                            Ok(()) => *stage.borrow_and_update(),
+                            Err(_) => Stage::Closing,
+                        };
+                        if now == Stage::Closing || !activity.awaiting_first_request() {
+                            connection.as_mut().graceful_shutdown();
+                            closing = true;
+                        }
+                    }
+                }
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%peer, "connection ended: {error}");
             }
-            drop((slot, per_ip, open));
+            drop((held, stage));
         });
     }
 
