@@ -379,6 +379,8 @@ async fn readyz_turns_503_at_sigterm_while_a_running_stream_finishes() {
     assert_eq!(stream.status(), 200);
     let mut streamed = String::from_utf8(stream.chunk().await.unwrap().unwrap().to_vec()).unwrap();
 
+    // A connection opened before the shutdown whose request comes after it.
+    let mut early = TcpStream::connect(gateway.address()).await.unwrap();
     // Each probe on a new connection, as a load balancer's would be.
     let probe = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
     let readyz = format!("{}/readyz", gateway.url);
@@ -411,6 +413,21 @@ async fn readyz_turns_503_at_sigterm_while_a_running_stream_finishes() {
     assert!(refused.headers().contains_key("retry-after"));
     let refused: Value = refused.json().await.unwrap();
     assert_eq!(assert_error_shape(&refused)["code"], "shutting_down");
+
+    // It is answered, not closed unanswered as hyper's graceful shutdown
+    // would close a connection that had sent nothing yet.
+    let late = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+        gateway.api_key
+    );
+    early.write_all(late.as_bytes()).await.unwrap();
+    let (answer, closed) = read_until_closed(&mut early, tokio::time::Instant::now() + Duration::from_secs(5)).await;
+    assert!(closed, "the early connection closes after its answer");
+    let (status, head, body) = parse_response(&answer);
+    assert_eq!(status, 503, "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    assert_eq!(assert_error_shape(&body)["code"], "shutting_down");
 
     while let Some(chunk) = stream.chunk().await.unwrap() {
         streamed.push_str(std::str::from_utf8(&chunk).unwrap());
