@@ -93,3 +93,34 @@ impl ServerConfig {
         Duration::from_millis(self.body_timeout_ms)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_timeout_or_cap_is_refused_but_no_per_address_cap_is_allowed() {
+        assert!(ServerConfig::default().check().is_ok());
+        let off = ServerConfig {
+            max_connections_per_ip: 0,
+            ..Default::default()
+        };
+        assert!(off.check().is_ok());
+        for broken in [
+            ServerConfig {
+                header_read_timeout_ms: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                max_in_flight: 0,
+                ..Default::default()
+            },
+            ServerConfig {
+                max_connections: usize::MAX,
+                ..Default::default()
+            },
+        ] {
+            assert!(broken.check().is_err(), "{broken:?}");
+        }
+    }
+}
