@@ -4,10 +4,12 @@ attributes and the caller's trace context, and its GenAI and gateway metrics."""
 
 import json
 import os
+import socket
 import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -106,6 +108,9 @@ api_key = "sk-primary"
 models = [{{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }}]
 [telemetry]
 log_prompts = true
+[server]
+header_read_timeout_ms = 500
+max_in_flight = 2
 """
     )
     out = subprocess.run(
@@ -221,6 +226,42 @@ def test_metrics_include_token_usage_and_gateway_counters(traced):
     assert sum(p.sum for p in points if attrs(p)["gen_ai.provider.name"] == "acme") > 0
     requests = collector.metrics["tollgate.requests"].sum.data_points
     assert any(attrs(p)["http.response.status_code"] == 200 and p.as_int >= 1 for p in requests)
+
+
+def test_server_metrics_count_connections_requests_shedding_and_timeouts(traced):
+    client, collector = traced
+    url = str(client.base_url).rstrip("/").removesuffix("/v1")
+    host, port = url.removeprefix("http://").split(":")
+    # Headers that never finish: closed at server.header_read_timeout_ms (500 ms).
+    with socket.create_connection((host, int(port))) as slow:
+        slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        slow.settimeout(5)
+        answer = slow.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    # Four slow requests against server.max_in_flight = 2: some are shed.
+    def slow_chat(_):
+        return httpx.post(
+            f"{url}/v1/chat/completions",
+            headers={"Authorization": f"Bearer {client.api_key}"},
+            json={"model": "acme/small", "messages": [{"role": "user", "content": "wait"}], "mock": {"latency_ms": 500}},
+            timeout=10,
+        ).status_code
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(slow_chat, range(4)))
+    assert 503 in statuses and 200 in statuses, statuses
+
+    wanted = {
+        "tollgate.server.connections.open",
+        "tollgate.server.requests.in_flight",
+        "tollgate.server.requests.shed",
+        "tollgate.server.timeouts",
+    }
+    collector.wait(lambda c: wanted <= set(c.metrics))
+    timeouts = collector.metrics["tollgate.server.timeouts"].sum.data_points
+    assert any(attrs(p)["tollgate.timeout"] == "header" and p.as_int >= 1 for p in timeouts)
+    shed = collector.metrics["tollgate.server.requests.shed"].sum.data_points
+    assert any(attrs(p)["tollgate.reason"] == "overloaded" and p.as_int >= 1 for p in shed)
+    assert collector.metrics["tollgate.server.connections.open"].unit == "{connection}"
 
 
 def test_logs_are_json_lines_with_the_request_id(traced):

@@ -92,6 +92,11 @@ impl Database {
         })
     }
 
+    /// One round trip to the database, for readiness checks.
+    pub async fn ping(&self) -> sqlx::Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map(|_| ())
+    }
+
     /// Waits for this process's turn to write (see `write_gate`); hold the
     /// guard until the write commits. `None` on Postgres, whose row locks
     /// need no gate.

@@ -82,6 +82,9 @@ pub struct Gateway {
     pub(crate) database: Database,
     /// `None` when metering (or the ledger it rides on) is off.
     pub(crate) metering: Option<Metering>,
+    /// Which requests are taken on (load shedding, the drain).
+    pub(crate) admission: Arc<crate::server::Admission>,
+    pub(crate) readiness: Arc<crate::server::Readiness>,
 }
 
 impl Gateway {
@@ -89,6 +92,7 @@ impl Gateway {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
         ControlPlane::check(&config.control_plane)?;
+        config.server.check()?;
         let database = Database::open(&config.database_url(), config.ledger.sqlite_sync).await?;
         let keys = KeyResolver::start(&database, &config.database_url()).await?;
         let files: Vec<(String, &std::path::Path)> = config
@@ -152,6 +156,10 @@ impl Gateway {
             &packages,
             std::time::Duration::from_millis(config.registry.install_poll_ms),
         );
+        let readiness = Arc::new(crate::server::Readiness::new(database.clone(), {
+            let routes = routes.clone();
+            Box::new(move || routes.unloaded_adapters())
+        }));
         let data = DataPlane::new(
             routes,
             adapters,
@@ -198,6 +206,8 @@ impl Gateway {
                 components,
                 actors,
             },
+            admission: Arc::new(crate::server::Admission::new(&config.server)),
+            readiness,
             config,
             database,
             metering,

@@ -38,6 +38,9 @@ pub struct Config {
     /// Extra provider adapters loaded from component files, by name.
     pub adapters: BTreeMap<String, AdapterFileConfig>,
     pub limits: Limits,
+    /// Client connections: read timeouts, caps, load shedding, shutdown.
+    pub server: crate::server::ServerConfig,
+    /// Calls to upstream providers.
     pub timeouts: Timeouts,
     pub plugins: tollgate_plugin_host::PluginLimits,
     /// Limits of each tool-server call and skill run (`docs/components.md`).
@@ -68,6 +71,7 @@ impl Default for Config {
             providers: BTreeMap::new(),
             adapters: BTreeMap::new(),
             limits: Limits::default(),
+            server: crate::server::ServerConfig::default(),
             timeouts: Timeouts::default(),
             plugins: tollgate_plugin_host::PluginLimits::default(),
             components: tollgate_components::ComponentLimits::default(),

@@ -41,9 +41,13 @@ pub struct ApiError {
     pub request_id: Option<String>,
     /// `service.attempts`, when upstream attempts were made.
     pub attempts: Option<serde_json::Value>,
-    /// The upstream's `Retry-After`, in seconds, when it rate-limited us.
+    /// `Retry-After`, in seconds, sent with a 429 or 503: the upstream's when
+    /// it rate-limited us, or the gateway's own when it refused the request.
     pub retry_after: Option<u32>,
     pub failure: Failure,
+    /// Not logged: an expected refusal under load (shedding, shutdown), which
+    /// would flood the log exactly when it matters; metrics count them.
+    pub quiet: bool,
 }
 
 impl ApiError {
@@ -57,6 +61,7 @@ impl ApiError {
             request_id: None,
             attempts: None,
             retry_after: None,
+            quiet: false,
             failure: if status.is_server_error() {
                 Failure::Internal
             } else {
@@ -134,6 +139,27 @@ impl ApiError {
             "request_too_large",
             format!("The request body exceeds the {limit}-byte limit."),
         )
+    }
+
+    /// The request's headers or body did not arrive in time
+    /// (`server.header_read_timeout_ms`, `server.body_idle_timeout_ms`,
+    /// `server.body_timeout_ms`).
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "request_timeout",
+            message,
+        )
+    }
+
+    /// The gateway refused the request or connection without starting it:
+    /// overloaded (`code` says which limit) or shutting down.
+    pub fn refused(code: &'static str, message: impl Into<String>, retry_after: u32) -> Self {
+        let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, "api_error", code, message);
+        error.retry_after = Some(retry_after);
+        error.quiet = true;
+        error
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
@@ -278,13 +304,9 @@ impl ApiError {
         error.retry_after = Some(retry_after);
         error
     }
-}
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::warn!(status = %self.status, code = self.code, request_id = ?self.request_id, "{}", self.message);
-        }
+    /// The whole error body: `error`, and `service` when there is a request id.
+    pub fn body(&self) -> serde_json::Value {
         let mut body = json!({ "error": self.error_object() });
         if let Some(id) = &self.request_id {
             body["service"] = json!({ "request_id": id });
@@ -292,15 +314,48 @@ impl IntoResponse for ApiError {
                 body["service"]["attempts"] = attempts.clone();
             }
         }
-        let mut response = (self.status, axum::Json(body)).into_response();
+        body
+    }
+
+    /// A whole HTTP/1.1 response that closes the connection, for answers
+    /// written straight to a socket, outside the router (a refused connection,
+    /// headers that never finished).
+    pub fn to_http1_bytes(&self) -> Vec<u8> {
+        let body = self.body().to_string();
+        let mut head = format!(
+            "HTTP/1.1 {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n",
+            self.status,
+            body.len()
+        );
+        if let Some(id) = &self.request_id {
+            head.push_str(&format!("x-request-id: {id}\r\n"));
+        }
+        if let Some(secs) = self.retry_after {
+            head.push_str(&format!("retry-after: {secs}\r\n"));
+        }
+        head.push_str("\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(body.as_bytes());
+        bytes
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() && !self.quiet {
+            tracing::warn!(status = %self.status, code = self.code, request_id = ?self.request_id, "{}", self.message);
+        }
+        let mut response = (self.status, axum::Json(self.body())).into_response();
         if let Some(value) = self.request_id.as_deref().and_then(|id| HeaderValue::from_str(id).ok()) {
             response.headers_mut().insert("x-request-id", value);
         }
         response
             .headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        if self.status == StatusCode::TOO_MANY_REQUESTS
-            && let Some(secs) = self.retry_after
+        if matches!(
+            self.status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) && let Some(secs) = self.retry_after
         {
             response
                 .headers_mut()

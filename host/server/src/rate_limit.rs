@@ -171,7 +171,8 @@ impl From<TrustedProxy> for String {
     }
 }
 
-fn is_trusted(ip: IpAddr, trusted: &[TrustedProxy]) -> bool {
+/// Whether `ip` is one of the trusted proxies.
+pub fn is_trusted(ip: IpAddr, trusted: &[TrustedProxy]) -> bool {
     let ip = ip.to_canonical();
     trusted.iter().any(|proxy| proxy.0.contains(&ip))
 }

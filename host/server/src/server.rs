@@ -1,9 +1,18 @@
 //! The HTTP server: request ids, the router over the concerns' routes (their
-//! state is wired in `app.rs`), and serving. Accepted sockets get TCP_NODELAY:
-//! without it Nagle's algorithm holds small responses for the client's delayed
-//! ACK (tens of milliseconds).
+//! state is wired in `app.rs`), and serving. How client connections are
+//! treated, `[server]` (`config.rs`), is split by what it guards:
+//! - `listener.rs`: the accept loop, connection caps, the graceful drain;
+//! - `connection.rs`: header and keep-alive deadlines of a connection;
+//! - `admission.rs`: load shedding and request-body deadlines;
+//! - `health.rs`: `/healthz` and `/readyz`.
 
 use std::sync::Arc;
+
+mod admission;
+mod config;
+mod connection;
+mod health;
+mod listener;
 
 use anyhow::Context;
 use axum::Router;
@@ -13,8 +22,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use futures_util::FutureExt;
+
+pub use admission::Admission;
+pub use config::ServerConfig;
+pub use health::{Readiness, UnloadedAdapters};
 
 use crate::app::Gateway;
 use crate::data_plane;
@@ -22,17 +34,26 @@ use crate::error::ApiError;
 
 pub fn router(gateway: &Gateway) -> Router {
     let body_limit = gateway.config.limits.max_body_bytes;
+    let readiness = gateway.readiness.clone();
     Router::new()
         .merge(data_plane::routes())
         .merge(crate::control::routes(&gateway.config.control_plane))
         .merge(crate::packages::api::routes())
         .merge(crate::components::routes())
         .merge(crate::actors::http::routes())
-        .route("/healthz", get(|| async { "ok" }))
+        .route(health::HEALTHZ, get(health::healthz))
+        .route(
+            health::READYZ,
+            get(move |request_id: RequestId| health::readyz(readiness.clone(), request_id)),
+        )
         .route(tollgate_metering::SCHEMA_PATH, get(usage_schema))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(
+            gateway.admission.clone(),
+            admission::admit,
+        ))
         .layer(middleware::from_fn(assign_request_id))
         .with_state(gateway.state.clone())
 }
@@ -58,12 +79,19 @@ pub async fn serve(
     tracing::info!("tollgate listening on http://{address}");
     // The banner goes to stdout: stderr carries only log lines (JSON when piped).
     println!("tollgate listening on http://{address}");
-    let listener = listener.tap_io(|socket| {
-        let _ = socket.set_nodelay(true);
-    });
-    // The peer address feeds per-client limits (sign-up).
-    let app = router(&gateway).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    let lifecycle = listener::Lifecycle {
+        admission: gateway.admission.clone(),
+        readiness: gateway.readiness.clone(),
+    };
+    listener::run(
+        listener,
+        router(&gateway),
+        &gateway.config.server,
+        gateway.config.control_plane.trusted_proxies.clone(),
+        lifecycle,
+        shutdown,
+    )
+    .await;
     if let Some(metering) = &gateway.metering {
         metering.release(&gateway.database).await;
     }

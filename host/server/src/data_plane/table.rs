@@ -49,6 +49,19 @@ impl RouteTable {
         Ok(snapshot_id)
     }
 
+    /// Adapters the current routes name that are not loaded (for readiness;
+    /// a table is only built when none are, so this stays empty unless an
+    /// adapter is lost after the fact).
+    pub fn unloaded_adapters(&self) -> Vec<String> {
+        let routes = self.current();
+        let names: std::collections::BTreeSet<&str> = routes.catalog.adapter_names().collect();
+        names
+            .into_iter()
+            .filter(|name| self.adapters.get(name).is_none())
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Whether the current table has a route through `provider`.
     pub fn serves(&self, provider: &str) -> bool {
         self.current()

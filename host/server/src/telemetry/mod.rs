@@ -15,9 +15,12 @@
 //! Per request: a server span (`server_span`), an `adapter <name>` span around
 //! the request translation, and, when the request settles, one `chat <model>`
 //! client span per upstream attempt plus the GenAI metrics ([`record`]).
+//! Per server: open connections, requests in flight, refused connections,
+//! shed requests and timeouts (`serving.rs`).
 
 mod record;
 pub mod semconv;
+mod serving;
 
 use std::io::IsTerminal;
 use std::sync::OnceLock;
@@ -37,6 +40,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 pub use record::{AttemptRecord, RequestRecord, record, record_reserve_latency, watch_outbox_backlog};
+pub use serving::{count_refused_connection, count_shed, count_timeout, watch_serving};
 
 /// `[telemetry]` configuration; OTLP itself is configured by `OTEL_*` variables.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]

@@ -30,3 +30,15 @@ pub const METRIC_REQUESTS: &str = "tollgate.requests";
 pub const METRIC_COST: &str = "tollgate.cost";
 pub const METRIC_RESERVE_DURATION: &str = "tollgate.ledger.reserve.duration";
 pub const METRIC_OUTBOX_BACKLOG: &str = "tollgate.metering.outbox.backlog";
+
+/// Why a request or connection was refused (`overloaded`, `shutting_down`,
+/// `max_connections`, `max_connections_per_ip`).
+pub const TOLLGATE_REASON: &str = "tollgate.reason";
+/// Which wait timed out (`header`, `body_idle`, `body`, `keep_alive`).
+pub const TOLLGATE_TIMEOUT: &str = "tollgate.timeout";
+
+pub const METRIC_OPEN_CONNECTIONS: &str = "tollgate.server.connections.open";
+pub const METRIC_REFUSED_CONNECTIONS: &str = "tollgate.server.connections.refused";
+pub const METRIC_IN_FLIGHT: &str = "tollgate.server.requests.in_flight";
+pub const METRIC_SHED: &str = "tollgate.server.requests.shed";
+pub const METRIC_TIMEOUTS: &str = "tollgate.server.timeouts";

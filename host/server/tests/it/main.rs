@@ -9,6 +9,7 @@ mod breakers;
 mod catalog;
 mod common;
 mod components;
+mod connection_limits;
 mod control_plane;
 mod data_plane;
 mod errors;

@@ -191,6 +191,32 @@ impl Gateway {
         assert!(exit.success(), "graceful shutdown exits 0, got {exit}");
     }
 
+    /// Sends SIGTERM without waiting: the gateway starts its graceful shutdown.
+    pub fn signal_term(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits up to `within` for the process to exit, and returns how it did.
+    pub async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the gateway did not exit within {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The `host:port` the gateway listens on, for raw sockets.
+    pub fn address(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
     /// Sends SIGHUP: the gateway reloads its configuration.
     pub fn hangup(&self) {
         let status = Command::new("kill")
