@@ -156,6 +156,26 @@ impl Ledger {
             amount,
             log: Box::new(log),
             reply,
+            linger: false,
+        })
+        .await?;
+        answer
+            .await
+            .unwrap_or_else(|_| Err(ReserveError::Unavailable("ledger writer stopped".into())))
+    }
+
+    /// Logs a row that moves no money (a tool call, a skill run, an actor
+    /// run) for a caller that does not wait on it: it may share the next
+    /// command's commit, up to `writer::LINGER` later. Resolves when it is
+    /// committed.
+    pub async fn log(&self, log: RequestLogRow) -> Result<Settled, ReserveError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(writer::Command::Settle {
+            hold: None,
+            amount: Nanos::ZERO,
+            log: Box::new(log),
+            reply,
+            linger: true,
         })
         .await?;
         answer

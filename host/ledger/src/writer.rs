@@ -24,7 +24,19 @@ pub enum Command {
         amount: Nanos,
         log: Box<RequestLogRow>,
         reply: oneshot::Sender<Result<Settled, ReserveError>>,
+        /// A row that moves no money and that nobody answers on: it may
+        /// wait up to [`LINGER`] to share a commit with the next command.
+        linger: bool,
     },
+}
+
+/// How long a money-free row written in the background may wait for company:
+/// joining the next request's reserve or settle saves a commit (an fsync on
+/// SQLite) per tool call, skill run or actor run.
+pub const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
+
+fn lingers(command: &Command) -> bool {
+    matches!(command, Command::Settle { linger: true, .. })
 }
 
 /// One row of the request log: the auditable trace of a request.
@@ -110,10 +122,20 @@ pub async fn run(database: Database, mut receiver: mpsc::Receiver<Command>, max_
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = receiver.recv().await {
         batch.push(first);
-        while batch.len() < max_batch {
-            match receiver.try_recv() {
-                Ok(command) => batch.push(command),
-                Err(_) => break,
+        let deadline = tokio::time::Instant::now() + LINGER;
+        loop {
+            while batch.len() < max_batch {
+                match receiver.try_recv() {
+                    Ok(command) => batch.push(command),
+                    Err(_) => break,
+                }
+            }
+            if batch.len() >= max_batch || !batch.iter().all(lingers) {
+                break;
+            }
+            match tokio::time::timeout_at(deadline, receiver.recv()).await {
+                Ok(Some(command)) => batch.push(command),
+                _ => break,
             }
         }
         match commit(&database, &batch, &stamp.source).await {

@@ -322,7 +322,7 @@ impl Actors {
             .insert(run_id.clone(), run);
         let actors = self.clone();
         tokio::spawn(async move {
-            if let Err(error) = ledger.settle(None, Nanos::ZERO, row).await {
+            if let Err(error) = ledger.log(row).await {
                 tracing::error!(%run_id, %error, "could not log an actor run and its trail");
             }
             actors.pending_runs.lock().expect("pending runs lock").remove(&run_id);

@@ -203,7 +203,7 @@ impl Logged<'_> {
         let row = self.row(failure, started);
         tokio::spawn(async move {
             let request_id = row.request_id.clone();
-            if let Err(error) = ledger.settle(None, Nanos::ZERO, row).await {
+            if let Err(error) = ledger.log(row).await {
                 tracing::warn!(%request_id, %error, "could not log a component call");
             }
         });
