@@ -61,8 +61,11 @@ pub struct Actors {
     /// Deployments read recently: a run need not query the database for
     /// its deployment. Changes made here clear it at once; gateways sharing
     /// the database see them within [`DEPLOYMENT_TTL`].
-    deployments: Mutex<HashMap<(String, String), (Option<store::Deployment>, Instant)>>,
+    deployments: Mutex<HashMap<(String, String), CachedDeployment>>,
 }
+
+/// A deployment as last read (`None`: there was none), and when.
+type CachedDeployment = (Option<store::Deployment>, Instant);
 
 /// How long another gateway's change to a deployment may go unseen here.
 const DEPLOYMENT_TTL: std::time::Duration = std::time::Duration::from_secs(1);

@@ -55,9 +55,8 @@ impl Actors {
         let mut answers: HashMap<(RefKind, String), Resolved> = HashMap::new();
         for reference in wanted {
             let key = (reference.kind, reference.spec.to_string());
-            if !answers.contains_key(&key) {
-                let resolved = self.resolve_reference(workspace_id, &reference).await;
-                answers.insert(key, resolved);
+            if let std::collections::hash_map::Entry::Vacant(slot) = answers.entry(key) {
+                slot.insert(self.resolve_reference(workspace_id, &reference).await);
             }
         }
         compile::compile_file(&root, &mut |reference: &Reference| {

@@ -61,9 +61,9 @@ impl Store {
     }
 
     pub async fn actor(&self, id: &str) -> sqlx::Result<Option<ActorRecord>> {
-        let row = sqlx::query(concat!(
-            "SELECT id, workspace_id, package, version, digest, ir, created_at_ms FROM actors WHERE id = $1"
-        ))
+        let row = sqlx::query(
+            "SELECT id, workspace_id, package, version, digest, ir, created_at_ms FROM actors WHERE id = $1",
+        )
         .bind(id)
         .fetch_optional(&self.database.pool)
         .await?;
@@ -140,14 +140,13 @@ impl Store {
     }
 
     pub async fn undeploy(&self, workspace_id: &str, namespace: &str, name: &str) -> sqlx::Result<bool> {
-        let done = sqlx::query(concat!(
-            "DELETE FROM actor_deployments WHERE workspace_id = $1 AND namespace = $2 AND name = $3"
-        ))
-        .bind(workspace_id)
-        .bind(namespace)
-        .bind(name)
-        .execute(&self.database.pool)
-        .await?;
+        let done =
+            sqlx::query("DELETE FROM actor_deployments WHERE workspace_id = $1 AND namespace = $2 AND name = $3")
+                .bind(workspace_id)
+                .bind(namespace)
+                .bind(name)
+                .execute(&self.database.pool)
+                .await?;
         Ok(done.rows_affected() > 0)
     }
 }

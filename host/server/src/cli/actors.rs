@@ -213,10 +213,10 @@ fn sub_actor_files(root: &Path) -> anyhow::Result<BTreeMap<String, String>> {
                     .with_context(|| format!("{path} (in {}) is outside the actor's directory", file.display()))?
                     .to_string_lossy()
                     .into_owned();
-                if !files.contains_key(&relative) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = files.entry(relative) {
                     let text =
                         std::fs::read_to_string(&target).with_context(|| format!("reading {}", target.display()))?;
-                    files.insert(relative, text);
+                    slot.insert(text);
                     pending.push(target);
                 }
             }
