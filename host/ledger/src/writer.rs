@@ -73,6 +73,45 @@ pub struct RequestLogRow {
     pub provenance: Option<RunProvenance>,
 }
 
+impl RequestLogRow {
+    /// A row that bills nothing by itself (a tool call, a skill run, an
+    /// actor run: their model calls are rows of their own): no tokens, no
+    /// hold, no attempts. Callers fill in what they know with `..`.
+    pub fn unbilled(
+        kind: RequestKind,
+        request_id: String,
+        key_id: String,
+        workspace_id: String,
+        model: String,
+    ) -> Self {
+        Self {
+            request_id,
+            key_id,
+            workspace_id,
+            model,
+            provider: None,
+            upstream_model: None,
+            streamed: false,
+            outcome: String::new(),
+            status: None,
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            usage_source: "none",
+            reserved: Nanos::ZERO,
+            snapshot_id: None,
+            attempts: "[]".into(),
+            attempt_count: 0,
+            started_at_ms: 0,
+            duration_ms: 0,
+            kind,
+            parent_request_id: None,
+            provenance: None,
+        }
+    }
+}
+
 /// What an actor run's row carries besides the log: its run id, its trail
 /// (JSON) and the trail's signature.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -269,33 +269,25 @@ impl Actors {
             created_at_ms: started.0,
         };
         let row = RequestLogRow {
-            request_id: request_id.clone(),
-            key_id: caller.key_id.clone(),
-            workspace_id: caller.workspace_id.clone(),
-            model: target.label(),
             provider: Some("actor".into()),
             upstream_model: Some(actor_id.to_string()),
             streamed: events_streamed,
             outcome: outcome_code,
             status: Some(status),
-            input_tokens: None,
-            output_tokens: None,
-            cached_tokens: None,
-            reasoning_tokens: None,
-            usage_source: "none",
-            reserved: Nanos::ZERO,
-            snapshot_id: None,
-            attempts: "[]".into(),
-            attempt_count: 0,
             started_at_ms: started.0,
             duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
-            kind: RequestKind::ActorRun,
-            parent_request_id: None,
             provenance: Some(RunProvenance {
                 run_id: run.run_id.clone(),
                 trail: run.trail.clone(),
                 signature: run.signature.clone(),
             }),
+            ..RequestLogRow::unbilled(
+                RequestKind::ActorRun,
+                request_id.clone(),
+                caller.key_id.clone(),
+                caller.workspace_id.clone(),
+                target.label(),
+            )
         };
         self.record_run(run, row);
         Ok(Finished {

@@ -214,29 +214,21 @@ impl Logged<'_> {
     fn row(self, failure: Option<&CallError>, started: (i64, Instant)) -> RequestLogRow {
         let (outcome, status) = outcome_of(failure);
         RequestLogRow {
-            request_id: self.request_id.to_string(),
-            key_id: self.site.caller.key_id.clone(),
-            workspace_id: self.site.caller.workspace_id.clone(),
-            model: self.name,
             provider: Some(self.install.record.package.clone()),
             upstream_model: Some(self.install.record.version.clone()),
             streamed: self.streamed,
             outcome: outcome.to_string(),
             status: Some(status),
-            input_tokens: None,
-            output_tokens: None,
-            cached_tokens: None,
-            reasoning_tokens: None,
-            usage_source: "none",
-            reserved: Nanos::ZERO,
-            snapshot_id: None,
-            attempts: "[]".into(),
-            attempt_count: 0,
             started_at_ms: started.0,
             duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
-            kind: self.kind,
             parent_request_id: self.site.parent_request_id.clone(),
-            provenance: None,
+            ..RequestLogRow::unbilled(
+                self.kind,
+                self.request_id.to_string(),
+                self.site.caller.key_id.clone(),
+                self.site.caller.workspace_id.clone(),
+                self.name,
+            )
         }
     }
 }
