@@ -369,3 +369,62 @@ def test_deployments_are_listed_moved_and_deleted(stack, greeter):
     assert invoke(stack, "demo/moving", {"input": {"name": "A"}}).status_code == 404
     with pytest.raises(OpFailed):
         op(stack, "deployments.create", {"namespace": "not-mine", "name": "x", "actor_id": greeter["id"]})
+
+
+def test_a_registry_pinned_component_gets_no_egress_and_an_install_keeps_its_grants(stack, greeter):
+    """An actor's registry reference runs the component with no grants: the
+    built-in http-fetch cannot reach an origin at all. The same component
+    through an install that approved the origin can."""
+    import http.server
+    import socket
+    import threading
+
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("content-type", "text/plain")
+            self.end_headers()
+            self.wfile.write(b"secret page")
+
+        def log_message(self, *args):
+            pass
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = http.server.HTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{port}"
+    try:
+        def fetcher(reference: str) -> str:
+            return f"""
+apiVersion: tollgate.dev/v1
+kind: Actor
+metadata: {{name: fetcher, namespace: demo}}
+tools:
+  web: {reference}
+steps:
+  - id: get
+    tool: {{server: web, name: fetch, arguments: {{url: "{origin}/page"}}}}
+"""
+
+        pinned = op(stack, "actors.publish", {"source": fetcher('{package: tollgate/http-fetch, version: "*"}')})
+        refused = invoke(stack, f"by-id/{pinned['id']}", {"input": {}})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["code"] == "tool_error"
+        assert hits == [], "a registry-pinned component reached an origin nobody granted"
+
+        op(stack, "installs.create", {"package": "tollgate/http-fetch", "name": "web-ok", "origins": [origin]})
+        try:
+            granted = op(stack, "actors.publish", {"source": fetcher("{install: web-ok}")})
+            answer = invoke(stack, f"by-id/{granted['id']}", {"input": {}})
+            assert answer.status_code == 200, answer.text
+            assert "secret page" in json.dumps(answer.json()["output"])
+            assert hits == ["/page"]
+        finally:
+            op(stack, "installs.delete", {"name": "web-ok"})
+    finally:
+        server.shutdown()
