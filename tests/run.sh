@@ -16,6 +16,14 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 
+echo "== chromium for the console's browser tests (Debian's package; Playwright uses it, downloads none)"
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q chromium
+fi
+
 echo "== build (host + wasm plugins)"
 # The A2A kit's scripted mode is a test double: built for the tests only.
 features="--features tollgate/a2a-conformance"

@@ -78,11 +78,12 @@ fn check_amounts(data: &[u8]) {
     assert_eq!(unscaled(&price.usd_per_mtok(), 6), u128::from(b));
     assert_eq!(unscaled(&price.usd_per_token(), 12), u128::from(b));
 
-    let price = Price {
-        input: PicoPerToken(b),
-        output: PicoPerToken(c),
+    let price = Price::tokens(PicoPerToken(b), PicoPerToken(c));
+    let tokens = TokenCounts {
+        input: d,
+        output: a,
+        ..TokenCounts::default()
     };
-    let tokens = TokenCounts { input: d, output: a };
     // Each product fits in u128; their sum may not, and then (as past i64)
     // the cost is the largest amount.
     let pico = (u128::from(d) * u128::from(b)).checked_add(u128::from(a) * u128::from(c));
@@ -95,7 +96,7 @@ fn check_amounts(data: &[u8]) {
     assert!(cost.0 == i64::MAX || u128::try_from(cost.0).unwrap() * 1000 >= pico.unwrap());
     let more = TokenCounts {
         input: d.saturating_add(1),
-        output: a,
+        ..tokens
     };
     assert!(price.cost(more) >= cost, "more tokens cost less");
 }

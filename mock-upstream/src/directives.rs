@@ -28,6 +28,13 @@ pub struct Directives {
     pub cut_after: Option<usize>,
     /// Stream: send this many frames, then an error frame, then end.
     pub stream_error_after: Option<usize>,
+    /// Report this many prompt tokens as read from the prompt cache (at most
+    /// the prompt): OpenAI's `prompt_tokens_details.cached_tokens`,
+    /// Anthropic's `cache_read_input_tokens`.
+    pub cached_tokens: Option<u64>,
+    /// Report this many prompt tokens as written to the prompt cache
+    /// (Anthropic's `cache_creation_input_tokens`; OpenAI has no such field).
+    pub cache_write_tokens: Option<u64>,
 }
 
 impl Directives {

@@ -67,6 +67,8 @@
 //! | `chunk_delay_ms` | delay between stream frames |
 //! | `cut_after` (n) | stream: send n `data:` frames (role chunk included), then drop the connection |
 //! | `stream_error_after` (n) | stream: send n frames, then an error frame, then end without `[DONE]` |
+//! | `cached_tokens` (n) | usage reports n prompt tokens read from the prompt cache (`prompt_tokens_details.cached_tokens`; Anthropic `cache_read_input_tokens`) |
+//! | `cache_write_tokens` (n) | Anthropic: usage reports n prompt tokens written to the cache (`cache_creation_input_tokens`) |
 //!
 //! Model names script faults too, so fallback candidates can differ:
 //! `fail-<status>` always answers that status, `cut-<n>` streams the role chunk

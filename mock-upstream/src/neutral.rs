@@ -22,6 +22,10 @@ pub struct Decision {
     pub retry_after: Option<String>,
     /// `error_code` directive.
     pub error_code: Option<String>,
+    /// `cached_tokens` and `cache_write_tokens` directives: the parts of the
+    /// prompt reported as read from and written to the cache.
+    pub cache_read: u64,
+    pub cache_write: u64,
 }
 
 /// Decide the answer to an OpenAI-shaped restatement of a native request.
@@ -43,5 +47,11 @@ pub fn decide(openai_request: &Value) -> Result<Decision, Invalid> {
         faults,
         retry_after: directives.retry_after_header(),
         error_code: directives.error_code.clone(),
+        cache_read: directives.cached_tokens.unwrap_or(0).min(request.prompt_tokens()),
+        cache_write: directives.cache_write_tokens.unwrap_or(0).min(
+            request
+                .prompt_tokens()
+                .saturating_sub(directives.cached_tokens.unwrap_or(0)),
+        ),
     })
 }

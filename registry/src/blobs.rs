@@ -61,7 +61,18 @@ pub struct BlobStore {
     description: String,
 }
 
-impl BlobStore {
+/// An opened object store: where keys go (with the configured key prefix,
+/// ending in `/` when set) and a description for logs. The registry keeps its
+/// blobs here; other data (the request-log archive) shares the same choice
+/// of backends.
+#[derive(Clone)]
+pub struct OpenedStore {
+    pub store: Arc<dyn ObjectStore>,
+    pub prefix: String,
+    pub description: String,
+}
+
+impl OpenedStore {
     /// Opens the configured store; `local_root` is the directory used by the
     /// local backend.
     pub fn open(config: &StorageConfig, local_root: &Path) -> Result<Self, BlobError> {
@@ -113,6 +124,23 @@ impl BlobStore {
                 })
             }
         }
+    }
+}
+
+impl BlobStore {
+    /// Opens the configured store; `local_root` is the directory used by the
+    /// local backend.
+    pub fn open(config: &StorageConfig, local_root: &Path) -> Result<Self, BlobError> {
+        let OpenedStore {
+            store,
+            prefix,
+            description,
+        } = OpenedStore::open(config, local_root)?;
+        Ok(Self {
+            store,
+            prefix,
+            description,
+        })
     }
 
     /// Where the blobs are, for logs.

@@ -13,7 +13,7 @@ pub mod manifest;
 mod registry;
 pub mod uploads;
 
-pub use blobs::{BlobStore, StorageConfig};
+pub use blobs::{BlobStore, OpenedStore, StorageConfig};
 pub use index::{Index, PackageSummary, VersionRecord};
 pub use manifest::{Content, Manifest, ManifestError, Metadata};
 pub use registry::{Published, Registry, RegistryError};

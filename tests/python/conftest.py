@@ -67,6 +67,13 @@ input_price_per_mtok = "0.50"
 output_price_per_mtok = "1.50"
 context_length = 128000
 [[providers.acme.models]]
+id = "cached"
+upstream = "small"
+input_price_per_mtok = "0.50"
+output_price_per_mtok = "1.50"
+cache_read_price_per_mtok = "0.05"
+context_length = 128000
+[[providers.acme.models]]
 id = "echo"
 input_price_per_mtok = "1.00"
 output_price_per_mtok = "2.00"
@@ -102,6 +109,8 @@ models = [
   {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
   {{ id = "throttled", upstream = "ratelimit-2", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
 ]
+[billing.plans.metered]
+request_fee_usd = "0.001"
 [providers.primary]
 base_url = "{self.mock_url}/v1"
 api_key = "sk-primary"
@@ -120,9 +129,18 @@ models = [
         account = json.loads(out.stdout)
         self.api_key = account["api_key"]
         self.workspace_id = account["workspace_id"]
+        # Every test file shares this workspace: on Enterprise (no monthly request or
+        # endpoint limit, no fee) Free's limits don't bind across the whole suite.
+        self.admin("plan", "set", "--workspace", self.workspace_id, "--plan", "enterprise")
         gw = subprocess.Popen([BIN, "serve", "--config", str(config)], env={**os.environ, "RUST_LOG": "warn"})
         self.procs.append(gw)
         wait_healthy(self.url, gw)
+
+    def admin(self, *args: str) -> str:
+        """Runs `tollgate admin ARGS` against this stack's configuration; returns stdout."""
+        config = Path(self.dir.name) / "tollgate.toml"
+        out = subprocess.run([BIN, "admin", *args, "--config", str(config)], check=True, capture_output=True, text=True)
+        return out.stdout
 
     def last_upstream_request(self, path_prefix: str) -> dict:
         """The newest request the mock recorded on a path starting with `path_prefix`."""

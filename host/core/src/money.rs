@@ -110,30 +110,155 @@ fn format_scaled(value: u128, scale: u32) -> String {
     format!("{}.{:0width$}", value / unit, value % unit, width = scale as usize)
 }
 
-/// Token counts by kind for one exchange.
+/// Token counts by kind for one exchange. `input` counts every prompt token
+/// and `output` every generated one; `cache_read` and `cache_write` are the
+/// parts of `input` read from and written to a prompt cache, `reasoning` the
+/// part of `output` spent thinking (as adapters report them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TokenCounts {
     pub input: u64,
     pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub reasoning: u64,
 }
 
-/// A model's price, frozen for the life of one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A model's price, frozen for the life of one request. A kind without a
+/// price of its own is billed at the price of what it is part of: cache reads
+/// and writes at `input`, reasoning at `output`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Price {
     pub input: PicoPerToken,
     pub output: PicoPerToken,
+    pub cache_read: Option<PicoPerToken>,
+    pub cache_write: Option<PicoPerToken>,
+    pub reasoning: Option<PicoPerToken>,
+    /// A fee per request, on top of the tokens.
+    pub per_request: Nanos,
+}
+
+/// The kinds a cost is made of, in the order a breakdown lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Input,
+    CacheRead,
+    CacheWrite,
+    Output,
+    Reasoning,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::Input,
+        Kind::CacheRead,
+        Kind::CacheWrite,
+        Kind::Output,
+        Kind::Reasoning,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Input => "input",
+            Kind::CacheRead => "cache_read",
+            Kind::CacheWrite => "cache_write",
+            Kind::Output => "output",
+            Kind::Reasoning => "reasoning",
+        }
+    }
+}
+
+/// One kind's share of a cost: its tokens and their exact price in pico-USD
+/// (before the total is rounded up to whole nano-USD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KindCost {
+    pub kind: Kind,
+    pub tokens: u64,
+    pub price: PicoPerToken,
+    pub pico: u128,
 }
 
 impl Price {
-    /// ceil(Σ tokens × pico-per-token / 1000) nano-USD: rounding up to a whole
-    /// nano-USD means we never bill less than the provider charges us. Each
-    /// product fits in u128, their sum may not (token counts come from the
-    /// adapter): past it, as past i64, the cost is the largest amount.
+    /// A price for input and output tokens only.
+    pub fn tokens(input: PicoPerToken, output: PicoPerToken) -> Self {
+        Price {
+            input,
+            output,
+            ..Price::default()
+        }
+    }
+
+    /// The price `kind` is billed at.
+    pub fn of(&self, kind: Kind) -> PicoPerToken {
+        match kind {
+            Kind::Input => self.input,
+            Kind::CacheRead => self.cache_read.unwrap_or(self.input),
+            Kind::CacheWrite => self.cache_write.unwrap_or(self.input),
+            Kind::Output => self.output,
+            Kind::Reasoning => self.reasoning.unwrap_or(self.output),
+        }
+    }
+
+    /// Whether any kind but input and output has a price of its own.
+    pub fn has_kinds(&self) -> bool {
+        self.cache_read.is_some() || self.cache_write.is_some() || self.reasoning.is_some() || self.per_request.0 != 0
+    }
+
+    /// Each kind's tokens and exact cost. The parts are clamped to their
+    /// whole (an adapter's counts are not trusted to add up): cache reads,
+    /// then cache writes, out of `input`; reasoning out of `output`.
+    pub fn breakdown(&self, tokens: TokenCounts) -> [KindCost; 5] {
+        let cache_read = tokens.cache_read.min(tokens.input);
+        let cache_write = tokens.cache_write.min(tokens.input - cache_read);
+        let reasoning = tokens.reasoning.min(tokens.output);
+        let counts = [
+            tokens.input - cache_read - cache_write,
+            cache_read,
+            cache_write,
+            tokens.output - reasoning,
+            reasoning,
+        ];
+        Kind::ALL.map(|kind| {
+            let tokens = counts[kind as usize];
+            let price = self.of(kind);
+            KindCost {
+                kind,
+                tokens,
+                price,
+                pico: u128::from(tokens) * u128::from(price.0),
+            }
+        })
+    }
+
+    /// ceil(Σ tokens × pico-per-token / 1000) nano-USD, each kind at its own
+    /// price, plus the per-request fee: rounding up to a whole nano-USD means
+    /// we never bill less than the provider charges us. Each product fits in
+    /// u128, their sum may not (token counts come from the adapter): past it,
+    /// as past i64, the cost is the largest amount.
     pub fn cost(&self, tokens: TokenCounts) -> Nanos {
-        let input = u128::from(tokens.input) * u128::from(self.input.0);
-        let output = u128::from(tokens.output) * u128::from(self.output.0);
-        let nanos = input.checked_add(output).map_or(u128::MAX, |pico| pico.div_ceil(1000));
-        Nanos(i64::try_from(nanos).unwrap_or(i64::MAX))
+        let pico = self
+            .breakdown(tokens)
+            .iter()
+            .try_fold(0u128, |sum, part| sum.checked_add(part.pico));
+        let nanos = pico.map_or(u128::MAX, |pico| pico.div_ceil(1000));
+        let nanos = i64::try_from(nanos).unwrap_or(i64::MAX);
+        Nanos(nanos.saturating_add(self.per_request.0))
+    }
+
+    /// The most `tokens` can cost whatever share of them the upstream later
+    /// reports as cached or reasoning: every input token at the dearest input
+    /// kind, every output token at the dearest output kind. What a hold covers.
+    pub fn worst_case(&self, tokens: TokenCounts) -> Nanos {
+        let dearest = Price {
+            input: self.input.max(self.of(Kind::CacheRead)).max(self.of(Kind::CacheWrite)),
+            output: self.output.max(self.of(Kind::Reasoning)),
+            per_request: self.per_request,
+            ..Price::default()
+        };
+        dearest.cost(TokenCounts {
+            input: tokens.input,
+            output: tokens.output,
+            ..TokenCounts::default()
+        })
     }
 }
 
@@ -175,20 +300,59 @@ mod tests {
 
     #[test]
     fn cost_rounds_up_to_whole_nanos() {
-        let price = Price {
-            input: PicoPerToken(500_000),
-            output: PicoPerToken(1_500_000),
-        };
+        let price = Price::tokens(PicoPerToken(500_000), PicoPerToken(1_500_000));
         // 10 × 0.5 µUSD + 3 × 1.5 µUSD = 9.5 µUSD = 9500 nano.
-        assert_eq!(price.cost(TokenCounts { input: 10, output: 3 }), Nanos(9_500));
-        let odd = Price {
-            input: PicoPerToken(1),
-            output: PicoPerToken(0),
-        };
-        assert_eq!(odd.cost(TokenCounts { input: 1, output: 0 }), Nanos(1));
-        assert_eq!(odd.cost(TokenCounts { input: 1000, output: 0 }), Nanos(1));
-        assert_eq!(odd.cost(TokenCounts { input: 1001, output: 0 }), Nanos(2));
+        assert_eq!(price.cost(counts(10, 3)), Nanos(9_500));
+        let odd = Price::tokens(PicoPerToken(1), PicoPerToken(0));
+        assert_eq!(odd.cost(counts(1, 0)), Nanos(1));
+        assert_eq!(odd.cost(counts(1000, 0)), Nanos(1));
+        assert_eq!(odd.cost(counts(1001, 0)), Nanos(2));
         assert_eq!(odd.cost(TokenCounts::default()), Nanos(0));
+    }
+
+    fn counts(input: u64, output: u64) -> TokenCounts {
+        TokenCounts {
+            input,
+            output,
+            ..TokenCounts::default()
+        }
+    }
+
+    #[test]
+    fn each_kind_is_billed_at_its_price() {
+        // Anthropic-style: cache reads 0.1×, writes 1.25× the $3 input price.
+        let price = Price {
+            input: PicoPerToken(3_000_000),
+            output: PicoPerToken(15_000_000),
+            cache_read: Some(PicoPerToken(300_000)),
+            cache_write: Some(PicoPerToken(3_750_000)),
+            reasoning: None,
+            per_request: Nanos(5),
+        };
+        let tokens = TokenCounts {
+            input: 1000,
+            output: 10,
+            cache_read: 800,
+            cache_write: 100,
+            reasoning: 4,
+        };
+        // 100 × 3 + 800 × 0.3 + 100 × 3.75 + 10 × 15 µUSD = 1065 µUSD, + 5 nano.
+        assert_eq!(price.cost(tokens), Nanos(1_065_005));
+        let parts = price.breakdown(tokens);
+        assert_eq!(parts.map(|p| p.tokens), [100, 800, 100, 6, 4]);
+        assert_eq!(parts[1].pico, 240_000_000);
+        // Counts that do not add up are clamped, never underflow.
+        let wild = TokenCounts {
+            input: 5,
+            output: 1,
+            cache_read: 9,
+            cache_write: 9,
+            reasoning: 9,
+        };
+        assert_eq!(price.breakdown(wild).map(|p| p.tokens), [0, 5, 0, 0, 1]);
+        // The hold prices every input token at the dearest input kind.
+        assert_eq!(price.worst_case(counts(1000, 10)), Nanos(3_750_000 + 150_000 + 5));
+        assert!(price.worst_case(counts(1000, 10)) >= price.cost(tokens));
     }
 
     /// Found by `fuzz/money`: two products near u64::MAX² overflowed their u128
@@ -196,18 +360,8 @@ mod tests {
     /// words are the crash input's (all 0xff).
     #[test]
     fn cost_saturates_instead_of_overflowing() {
-        let price = Price {
-            input: PicoPerToken(u64::MAX),
-            output: PicoPerToken(u64::MAX),
-        };
-        let tokens = TokenCounts {
-            input: u64::MAX,
-            output: u64::MAX,
-        };
-        assert_eq!(price.cost(tokens), Nanos(i64::MAX));
-        assert_eq!(
-            price.cost(TokenCounts { input: 1, output: 0 }),
-            Nanos(18_446_744_073_709_552)
-        );
+        let price = Price::tokens(PicoPerToken(u64::MAX), PicoPerToken(u64::MAX));
+        assert_eq!(price.cost(counts(u64::MAX, u64::MAX)), Nanos(i64::MAX));
+        assert_eq!(price.cost(counts(1, 0)), Nanos(18_446_744_073_709_552));
     }
 }

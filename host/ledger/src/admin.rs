@@ -2,8 +2,9 @@
 //! and a full reconciliation of every wallet against the journal.
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::record::{LoggedRequest, logged_request_columns};
 use super::writer::journal;
 use tollgate_core::db::{Database, new_id, now_ms};
 use tollgate_core::money::Nanos;
@@ -11,26 +12,37 @@ use tollgate_core::money::Nanos;
 #[derive(Debug, Serialize)]
 pub struct WalletBalances {
     pub workspace_id: String,
-    /// Posted balance minus pending holds: what new requests can reserve.
+    /// Posted balance minus what requests in flight hold: what new requests
+    /// can still spend.
     pub available_usd: String,
-    /// Pending holds.
+    /// Held by requests in flight (as gateways last wrote it: a new hold
+    /// shows within a few milliseconds).
     pub pending_usd: String,
     /// Credits minus posted charges.
     pub posted_usd: String,
+    /// Escrowed by gateways for this wallet beyond what is in flight: spendable
+    /// by this wallet's requests, not by anyone else (see docs/ledger.md).
+    pub leased_usd: String,
 }
 
 pub async fn wallet(database: &Database, workspace_id: &str) -> anyhow::Result<WalletBalances> {
-    let row: Option<(i64, i64)> =
-        sqlx::query_as("SELECT balance_nano, reserved_nano FROM wallets WHERE workspace_id = $1")
-            .bind(workspace_id)
-            .fetch_optional(&database.pool)
-            .await?;
-    let (balance, reserved) = row.ok_or_else(|| anyhow::anyhow!("no wallet for workspace '{workspace_id}'"))?;
+    // One statement, so the balances and the holds come from one snapshot
+    // even while gateways commit.
+    let row: Option<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT w.balance_nano, w.reserved_nano, \
+         (SELECT CAST(COALESCE(SUM(h.held_nano), 0) AS BIGINT) FROM wallet_holds h WHERE h.workspace_id = w.workspace_id) \
+         FROM wallets w WHERE w.workspace_id = $1",
+    )
+    .bind(workspace_id)
+    .fetch_optional(&database.pool)
+    .await?;
+    let (balance, reserved, held) = row.ok_or_else(|| anyhow::anyhow!("no wallet for workspace '{workspace_id}'"))?;
     Ok(WalletBalances {
         workspace_id: workspace_id.to_string(),
-        available_usd: Nanos(balance - reserved).usd_string(),
-        pending_usd: Nanos(reserved).usd_string(),
+        available_usd: Nanos(balance - held).usd_string(),
+        pending_usd: Nanos(held).usd_string(),
         posted_usd: Nanos(balance).usd_string(),
+        leased_usd: Nanos(reserved - held).usd_string(),
     })
 }
 
@@ -81,55 +93,42 @@ pub async fn journal_credit(
     workspace_id: &str,
     amount: Nanos,
 ) -> sqlx::Result<()> {
-    journal(tx, &new_id("cr"), workspace_id, "credit", amount, None, now_ms()).await
+    journal(tx, &new_id("cr"), workspace_id, "credit", amount, now_ms()).await
 }
 
-/// Recomputes every wallet from the journal and the pending holds. Returns one
-/// line per discrepancy; empty means the books balance.
+/// Recomputes every wallet from the journal and the gateways' grant rows.
+/// Returns one line per discrepancy; empty means the books balance.
 pub async fn verify(database: &Database) -> anyhow::Result<Vec<String>> {
-    let wallets: Vec<(String, i64, i64)> =
-        sqlx::query_as("SELECT workspace_id, balance_nano, reserved_nano FROM wallets ORDER BY workspace_id")
-            .fetch_all(&database.pool)
-            .await?;
+    // One statement: every figure comes from the same snapshot, so a gateway
+    // committing meanwhile cannot show up as drift; the journal is read in
+    // one pass, grouped by wallet.
+    type Row = (String, i64, i64, i64, i64, i64);
+    let wallets: Vec<Row> = sqlx::query_as(
+        "SELECT w.workspace_id, w.balance_nano, w.reserved_nano, \
+         CAST(COALESCE(j.credits, 0) AS BIGINT), CAST(COALESCE(j.posts, 0) AS BIGINT), \
+         CAST(COALESCE(h.granted, 0) AS BIGINT) \
+         FROM wallets w \
+         LEFT JOIN (SELECT workspace_id, \
+             SUM(CASE WHEN kind = 'credit' THEN amount_nano ELSE 0 END) AS credits, \
+             SUM(CASE WHEN kind = 'post' THEN amount_nano ELSE 0 END) AS posts \
+             FROM ledger_entries GROUP BY workspace_id) j ON j.workspace_id = w.workspace_id \
+         LEFT JOIN (SELECT workspace_id, SUM(granted_nano) AS granted FROM wallet_holds GROUP BY workspace_id) h \
+             ON h.workspace_id = w.workspace_id \
+         ORDER BY w.workspace_id",
+    )
+    .fetch_all(&database.pool)
+    .await?;
     let mut drift = Vec::new();
-    for (workspace_id, balance, reserved) in wallets {
-        let sum = |kind: &'static str| {
-            let pool = database.pool.clone();
-            let workspace_id = workspace_id.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>(
-                    "SELECT CAST(COALESCE(SUM(amount_nano), 0) AS BIGINT) FROM ledger_entries WHERE workspace_id = $1 AND kind = $2",
-                )
-                .bind(workspace_id)
-                .bind(kind)
-                .fetch_one(&pool)
-                .await
-            }
-        };
-        let (credits, posts, reserves, releases) = (
-            sum("credit").await?,
-            sum("post").await?,
-            sum("reserve").await?,
-            sum("release").await?,
-        );
-        let pending: i64 = sqlx::query_scalar(
-            "SELECT CAST(COALESCE(SUM(amount_nano), 0) AS BIGINT) FROM reservations WHERE workspace_id = $1 AND state = 'pending'",
-        )
-        .bind(&workspace_id)
-        .fetch_one(&database.pool)
-        .await?;
+    for (workspace_id, balance, reserved, credits, posts, granted) in wallets {
         if balance != credits - posts {
             drift.push(format!(
                 "{workspace_id}: balance {balance} ≠ credits {credits} − posts {posts}"
             ));
         }
-        if reserved != reserves - releases {
+        if reserved != granted {
             drift.push(format!(
-                "{workspace_id}: reserved {reserved} ≠ reserves {reserves} − releases {releases}"
+                "{workspace_id}: reserved {reserved} ≠ grants held by gateways {granted}"
             ));
-        }
-        if reserved != pending {
-            drift.push(format!("{workspace_id}: reserved {reserved} ≠ pending holds {pending}"));
         }
         if balance - reserved < 0 {
             drift.push(format!(
@@ -141,76 +140,18 @@ pub async fn verify(database: &Database) -> anyhow::Result<Vec<String>> {
     Ok(drift)
 }
 
-/// One request log row as JSON, or `None`.
+/// One request log row as JSON (the full trace), or `None` when the log
+/// does not hold it (it may be archived: see `retention`).
 pub async fn request_log(database: &Database, request_id: &str) -> anyhow::Result<Option<Value>> {
-    type Row = (
-        String,
-        String,
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-        i64,
-        String,
-        Option<i64>,
-    );
-    type Usage = (
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        String,
-        i64,
-        i64,
-        Option<i64>,
-        Option<String>,
-    );
-    let head: Option<Row> = sqlx::query_as(
-        "SELECT request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, status \
-         FROM request_log WHERE request_id = $1",
-    )
+    let row: Option<LoggedRequest> = sqlx::query_as(concat!(
+        "SELECT ",
+        logged_request_columns!(),
+        " FROM request_log WHERE request_id = $1"
+    ))
     .bind(request_id)
     .fetch_optional(&database.pool)
     .await?;
-    let Some((request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, status)) = head
-    else {
-        return Ok(None);
-    };
-    let (input, output, cached, reasoning, usage_source, cost, reserved, snapshot_id, reservation_id): Usage = sqlx::query_as(
-        "SELECT input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
-         snapshot_id, reservation_id FROM request_log WHERE request_id = $1",
-    )
-    .bind(&request_id)
-    .fetch_one(&database.pool)
-    .await?;
-    let (attempts, started_at_ms, duration_ms, kind, parent_request_id): (String, i64, i64, String, Option<String>) =
-        sqlx::query_as(
-            "SELECT attempts, started_at_ms, duration_ms, kind, parent_request_id FROM request_log WHERE request_id = $1",
-        )
-        .bind(&request_id)
-        .fetch_one(&database.pool)
-        .await?;
-    Ok(Some(json!({
-        "request_id": request_id,
-        "key_id": key_id,
-        "workspace_id": workspace_id,
-        "model": model,
-        "provider": provider,
-        "upstream_model": upstream_model,
-        "streamed": streamed != 0,
-        "outcome": outcome,
-        "status": status,
-        "tokens": { "input": input, "output": output, "cached": cached, "reasoning": reasoning, "source": usage_source },
-        "cost_usd": Nanos(cost).usd_string(),
-        "reserved_usd": Nanos(reserved).usd_string(),
-        "pricing_snapshot_id": snapshot_id,
-        "reservation_id": reservation_id,
-        "attempts": serde_json::from_str::<Value>(&attempts).unwrap_or(Value::Null),
-        "started_at_ms": started_at_ms,
-        "duration_ms": duration_ms,
-        "kind": kind,
-        "parent_request_id": parent_request_id,
-    })))
+    Ok(row.map(|row| row.render()))
 }
 
 /// An actor run as its request-log row keeps it.
@@ -367,4 +308,35 @@ pub async fn usage(database: &Database, query: &UsageQuery) -> anyhow::Result<Ve
             },
         )
         .collect())
+}
+
+/// A workspace's model requests over a time range and what they were billed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Spend {
+    /// Chat rows, less those refused before anything was reserved.
+    pub requests: u64,
+    /// Everything posted for them (provider cost plus fees).
+    pub cost: Nanos,
+    /// The plan's gateway fees within `cost`.
+    pub fee: Nanos,
+}
+
+/// The model requests the workspace started in `[since_ms, until_ms)`.
+pub async fn spend(database: &Database, workspace_id: &str, since_ms: i64, until_ms: i64) -> anyhow::Result<Spend> {
+    let (requests, cost, fee): (i64, i64, i64) = sqlx::query_as(
+        "SELECT CAST(COUNT(*) AS BIGINT), CAST(COALESCE(SUM(cost_nano), 0) AS BIGINT), \
+         CAST(COALESCE(SUM(fee_nano), 0) AS BIGINT) FROM request_log \
+         WHERE workspace_id = $1 AND kind = 'chat' AND started_at_ms >= $2 AND started_at_ms < $3 \
+         AND outcome NOT IN ('insufficient_balance', 'budget_exceeded')",
+    )
+    .bind(workspace_id)
+    .bind(since_ms)
+    .bind(until_ms)
+    .fetch_one(&database.pool)
+    .await?;
+    Ok(Spend {
+        requests: u64::try_from(requests).unwrap_or(0),
+        cost: Nanos(cost),
+        fee: Nanos(fee),
+    })
 }

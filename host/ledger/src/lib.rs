@@ -1,29 +1,44 @@
-//! The wallet ledger, with TigerBeetle-style two-phase transfers: `reserve`
-//! (a pending hold) before the upstream call, then `settle`, which posts an amount
-//! no larger than the hold and releases it, or voids it. A sweeper expires holds
-//! whose deadline passed; a late settle then fails cleanly.
+//! The wallet ledger, with two-phase holds: `reserve` (a hold) before the
+//! upstream call, then `settle`, which posts an amount no larger than the hold
+//! and releases it, or voids it.
 //!
-//! Reserves and settles go through one writer task that group-commits many of
-//! them per transaction (see `writer.rs`): the database is not a per-request
-//! round trip, yet every reply is sent only after its transaction committed.
-//! A reserve is a single conditional UPDATE (`… WHERE balance − reserved ≥ amount`),
-//! never a read followed by a write, so concurrent gateways cannot overspend.
+//! Holds live in memory (see `book.rs`): each gateway escrows part of a
+//! wallet's balance in the database (a grant, recorded in `wallet_holds` and
+//! counted in `wallets.reserved_nano`) and reserves against it with no I/O.
+//! When a grant runs short the writer asks the database for more with one
+//! conditional UPDATE (`… WHERE balance − reserved ≥ amount`), never a read
+//! followed by a write, so gateways sharing a database cannot overspend. A
+//! rich wallet is leased in slices; a nearly empty one is reserved request by
+//! request, exactly as much as each needs.
+//!
+//! Settlements go through one writer task that group-commits many of them per
+//! transaction (see `writer.rs`), and every reply is sent only after its
+//! transaction committed: an answered request's posting and usage row are
+//! durable before the answer. A crash loses only holds of requests that had
+//! not settled: their gateway's rows expire and the sweeper hands the grant
+//! back, unbilled — never a double charge, never an overspend.
 
 mod admin;
+pub mod archive;
+mod book;
+mod holds;
+mod log_row;
+mod record;
 mod sweeper;
 mod writer;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 pub use admin::{
-    ActorRunRow, UsageQuery, UsageRow, WalletBalances, actor_run, credit, journal_credit, open_wallet, request_log,
-    usage, verify, wallet,
+    ActorRunRow, Spend, UsageQuery, UsageRow, WalletBalances, actor_run, credit, journal_credit, open_wallet,
+    request_log, spend, usage, verify, wallet,
 };
+pub use log_row::{RequestKind, RequestLogRow, RunProvenance, compact_attempts, expand_attempts};
 pub use sweeper::sweep;
-pub use writer::{RequestKind, RequestLogRow, RunProvenance};
 
 use tollgate_core::db::Database;
 use tollgate_core::money::Nanos;
@@ -43,8 +58,29 @@ pub struct LedgerConfig {
     pub sweep_interval_ms: u64,
     /// Most reserves/settles committed in one transaction.
     pub max_batch: usize,
-    /// SQLite commit durability: `full` (fsync per commit) or `normal`.
+    /// SQLite commit durability: `normal` (a commit survives the process
+    /// dying; a power loss may undo the last commits) or `full` (an fsync per
+    /// commit, which also survives a power loss).
     pub sqlite_sync: tollgate_core::db::SqliteSync,
+    /// The largest slice of a wallet one gateway escrows at a time (decimal
+    /// USD); "0" reserves every request directly in the database.
+    pub lease_max_usd: String,
+    /// A grant with nothing in flight for this long goes back to the wallet.
+    pub lease_idle_ms: u64,
+    /// How long a gateway's grants outlive it if it dies (it refreshes them
+    /// while it lives); never longer than `reservation_ttl_secs`.
+    pub lease_ttl_secs: u64,
+}
+
+impl LedgerConfig {
+    fn lease_policy(&self) -> anyhow::Result<holds::LeasePolicy> {
+        let max = Nanos::from_usd(&self.lease_max_usd).map_err(|e| anyhow::anyhow!("ledger.lease_max_usd: {e}"))?;
+        Ok(holds::LeasePolicy { max })
+    }
+
+    fn row_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_secs.min(self.reservation_ttl_secs).max(1))
+    }
 }
 
 impl Default for LedgerConfig {
@@ -55,7 +91,10 @@ impl Default for LedgerConfig {
             reservation_ttl_secs: 900,
             sweep_interval_ms: 5_000,
             max_batch: 256,
-            sqlite_sync: tollgate_core::db::SqliteSync::Full,
+            sqlite_sync: tollgate_core::db::SqliteSync::Normal,
+            lease_max_usd: "100".into(),
+            lease_idle_ms: 2_000,
+            lease_ttl_secs: 30,
         }
     }
 }
@@ -63,10 +102,11 @@ impl Default for LedgerConfig {
 /// A pending hold on a wallet.
 #[derive(Clone, Debug)]
 pub struct Hold {
-    pub id: String,
     pub workspace_id: String,
     pub amount: Nanos,
     pub snapshot_id: i64,
+    /// Settled after this, the hold is gone: nothing is billed.
+    deadline: Instant,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,65 +131,117 @@ pub enum Settled {
 #[derive(Clone)]
 pub struct Ledger {
     commands: mpsc::Sender<writer::Command>,
+    book: Arc<book::Book>,
     ttl: Duration,
 }
 
 impl Ledger {
-    /// Starts the writer and the expiry sweeper on the current runtime. Every
-    /// request log row names `source`, the serving gateway; `settled` is woken
-    /// after settlements commit (the metering dispatchers read those rows).
+    /// Starts the writer, its ticker and the expiry sweeper on the current
+    /// runtime. Every request log row names `source`, the serving gateway;
+    /// `settled` is woken after settlements commit (the metering dispatchers
+    /// read those rows).
     pub fn start(
         database: Database,
         config: &LedgerConfig,
         source: String,
         settled: Option<crate::SettleNotifier>,
-    ) -> Self {
+    ) -> anyhow::Result<Self> {
         let (commands, receiver) = mpsc::channel(4096);
+        let book = Arc::new(book::Book::default());
+        let holder = tollgate_core::db::new_id("gw");
+        let row_ttl = config.row_ttl();
         tokio::spawn(writer::run(
-            database.clone(),
+            writer::Writer {
+                database: database.clone(),
+                book: book.clone(),
+                holder: holder.clone(),
+                policy: config.lease_policy()?,
+                row_ttl,
+                source,
+                settled,
+                max_batch: config.max_batch.max(1),
+            },
             receiver,
-            config.max_batch.max(1),
-            writer::Stamp { source, settled },
+        ));
+        tokio::spawn(tick(
+            commands.clone(),
+            row_ttl / 3,
+            Duration::from_millis(config.lease_idle_ms.max(10)),
         ));
         tokio::spawn(sweeper::run(
             database,
+            holder,
             Duration::from_millis(config.sweep_interval_ms.max(10)),
         ));
-        Self {
+        Ok(Self {
             commands,
+            book,
             ttl: Duration::from_secs(config.reservation_ttl_secs),
-        }
+        })
     }
 
     /// Places a hold of `amount` on the workspace's wallet, priced from
     /// `snapshot_id`. Fails with [`ReserveError::Insufficient`] without touching
-    /// the wallet when the available balance is short.
+    /// the wallet when the available balance is short. Within this gateway's
+    /// grant it does no I/O.
     pub async fn reserve(&self, workspace_id: &str, amount: Nanos, snapshot_id: i64) -> Result<Hold, ReserveError> {
-        let hold = Hold {
-            id: tollgate_core::db::new_id("res"),
-            workspace_id: workspace_id.to_string(),
-            amount,
-            snapshot_id,
-        };
-        let expires_at_ms = tollgate_core::db::now_ms() + self.ttl.as_millis() as i64;
-        let (reply, answer) = oneshot::channel();
-        self.send(writer::Command::Reserve {
-            hold: hold.clone(),
-            expires_at_ms,
-            reply,
-        })
-        .await?;
-        match answer.await {
-            Ok(Ok(())) => Ok(hold),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(ReserveError::Unavailable("ledger writer stopped".into())),
+        // The writer holds the amount out of a fresh grant for the reserve
+        // that asked; a retry is needed only when the grant could not grow
+        // enough for everyone asking at once.
+        for _ in 0..8 {
+            match self.book.try_hold(workspace_id, amount) {
+                Ok(needs_write) => {
+                    if needs_write {
+                        // Shown with the next commit; never waited on.
+                        let _ = self.commands.try_send(writer::Command::Flush);
+                    }
+                    return Ok(Hold {
+                        workspace_id: workspace_id.to_string(),
+                        amount,
+                        snapshot_id,
+                        deadline: Instant::now() + self.ttl,
+                    });
+                }
+                Err(book::Shortfall) => {
+                    let (reply, answer) = oneshot::channel();
+                    let mut waiting = GrowWait {
+                        answer,
+                        book: &self.book,
+                        workspace_id,
+                        amount,
+                    };
+                    self.send(writer::Command::Grow {
+                        workspace_id: workspace_id.to_string(),
+                        amount,
+                        reply,
+                    })
+                    .await?;
+                    let granted = (&mut waiting.answer)
+                        .await
+                        .unwrap_or_else(|_| Err(ReserveError::Unavailable("ledger writer stopped".into())))?;
+                    if granted == writer::Granted::Held {
+                        return Ok(Hold {
+                            workspace_id: workspace_id.to_string(),
+                            amount,
+                            snapshot_id,
+                            deadline: Instant::now() + self.ttl,
+                        });
+                    }
+                }
+            }
         }
+        Err(ReserveError::Unavailable(
+            "the wallet's grant kept running out under contention; try again".into(),
+        ))
     }
 
     /// Posts `amount` (clamped to the hold) and releases the hold, or voids it
     /// when `amount` is zero, and writes the request log row, all in one
     /// transaction. Without a hold only the log row is written.
     pub async fn settle(&self, hold: Option<Hold>, amount: Nanos, log: RequestLogRow) -> Result<Settled, ReserveError> {
+        if let Some(hold) = &hold {
+            self.book.start_settling(&hold.workspace_id, hold.amount);
+        }
         let (reply, answer) = oneshot::channel();
         self.send(writer::Command::Settle {
             hold,
@@ -183,11 +275,70 @@ impl Ledger {
             .unwrap_or_else(|_| Err(ReserveError::Unavailable("ledger writer stopped".into())))
     }
 
+    /// Hands every grant with nothing in flight back to its wallet: call it
+    /// once requests have drained, at shutdown.
+    pub async fn release_grants(&self) {
+        let (done, finished) = oneshot::channel();
+        if self
+            .send(writer::Command::Tick {
+                idle: None,
+                refresh: false,
+                done: Some(done),
+            })
+            .await
+            .is_ok()
+        {
+            let _ = finished.await;
+        }
+    }
+
     async fn send(&self, command: writer::Command) -> Result<(), ReserveError> {
         self.commands
             .send(command)
             .await
             .map_err(|_| ReserveError::Unavailable("ledger writer stopped".into()))
+    }
+}
+
+/// A reserve waiting for the writer to grow a grant. If the reserve is
+/// dropped (its request went away) after the writer held its amount, the
+/// hold goes back to the grant instead of being lost to it.
+struct GrowWait<'a> {
+    answer: oneshot::Receiver<Result<writer::Granted, ReserveError>>,
+    book: &'a book::Book,
+    workspace_id: &'a str,
+    amount: Nanos,
+}
+
+impl Drop for GrowWait<'_> {
+    fn drop(&mut self) {
+        if let Ok(Ok(writer::Granted::Held)) = self.answer.try_recv() {
+            self.book.drop_hold(self.workspace_id, self.amount);
+        }
+    }
+}
+
+/// Asks the writer to hand back grants idle for `idle` (checked as often),
+/// and every `refresh` to refresh this gateway's rows before they expire. A
+/// tick with nothing to do does no I/O.
+async fn tick(commands: mpsc::Sender<writer::Command>, refresh: Duration, idle: Duration) {
+    let mut interval = tokio::time::interval(idle.min(refresh));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut refreshed = Instant::now();
+    loop {
+        interval.tick().await;
+        let due = refreshed.elapsed() >= refresh;
+        if due {
+            refreshed = Instant::now();
+        }
+        let command = writer::Command::Tick {
+            idle: Some(idle),
+            refresh: due,
+            done: None,
+        };
+        if commands.send(command).await.is_err() {
+            return;
+        }
     }
 }
 

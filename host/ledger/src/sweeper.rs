@@ -1,62 +1,60 @@
-//! Releases holds whose deadline passed: a gateway that died mid-request, or a
-//! stream that outlived its reservation. Each expiry is its own small
-//! transaction and is conditional on the hold still being pending, so a settle
-//! racing the sweeper wins or loses cleanly.
+//! Hands back the grants of gateways that died: a gateway refreshes its
+//! `wallet_holds` rows while it lives, so a row past its expiry belongs to a
+//! gateway that stopped. Each expiry is its own small transaction, conditional
+//! on the row still being expired, and is journaled as a release.
 
 use std::time::Duration;
 
 use super::writer::journal;
-use tollgate_core::db::{Database, now_ms};
+use tollgate_core::db::{Database, new_id, now_ms};
 use tollgate_core::money::Nanos;
 
-pub async fn run(database: Database, every: Duration) {
+pub async fn run(database: Database, own_holder: String, every: Duration) {
     loop {
-        match sweep(&database).await {
+        match expire(&database, Some(&own_holder)).await {
             Ok(0) => {}
-            Ok(expired) => tracing::info!(expired, "released expired reservations"),
-            Err(error) => tracing::warn!(%error, "reservation sweep failed"),
+            Ok(expired) => tracing::info!(expired, "released the wallet grants of stopped gateways"),
+            Err(error) => tracing::warn!(%error, "wallet grant sweep failed"),
         }
         tokio::time::sleep(every).await;
     }
 }
 
-/// Expires every pending hold past its deadline; returns how many.
+/// Expires every grant row past its deadline; returns how many.
 pub async fn sweep(database: &Database) -> sqlx::Result<usize> {
+    expire(database, None).await
+}
+
+async fn expire(database: &Database, own_holder: Option<&str>) -> sqlx::Result<usize> {
     let now = now_ms();
-    let due: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT id, workspace_id, amount_nano FROM reservations WHERE state = 'pending' AND expires_at < $1 LIMIT 1000",
+    let due: Vec<(String, String)> = sqlx::query_as(
+        "SELECT holder, workspace_id FROM wallet_holds WHERE expires_at < $1 AND holder <> $2 LIMIT 1000",
     )
     .bind(now)
+    .bind(own_holder.unwrap_or_default())
     .fetch_all(&database.pool)
     .await?;
     let mut expired = 0;
-    for (id, workspace_id, amount) in due {
+    for (holder, workspace_id) in due {
         let _turn = database.write_turn().await;
         let mut tx = database.begin_write().await?;
-        let updated = sqlx::query(
-            "UPDATE reservations SET state = 'expired', settled_at = $1 WHERE id = $2 AND state = 'pending'",
+        let granted: Option<i64> = sqlx::query_scalar(
+            "DELETE FROM wallet_holds WHERE holder = $1 AND workspace_id = $2 AND expires_at < $3 RETURNING granted_nano",
         )
+        .bind(&holder)
+        .bind(&workspace_id)
         .bind(now)
-        .bind(&id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if updated == 1 {
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(granted) = granted {
             sqlx::query("UPDATE wallets SET reserved_nano = reserved_nano - $1 WHERE workspace_id = $2")
-                .bind(amount)
+                .bind(granted)
                 .bind(&workspace_id)
                 .execute(&mut *tx)
                 .await?;
-            journal(
-                &mut tx,
-                &format!("{id}:release"),
-                &workspace_id,
-                "release",
-                Nanos(amount),
-                Some(&id),
-                now,
-            )
-            .await?;
+            if granted > 0 {
+                journal(&mut tx, &new_id("exp"), &workspace_id, "release", Nanos(granted), now).await?;
+            }
             expired += 1;
         }
         tx.commit().await?;

@@ -85,11 +85,25 @@ pub enum SinkConfig {
         /// subject must already belong to a stream.
         stream: Option<String>,
     },
-    /// Append JSON lines (structured events) to a file.
+    /// Append JSON lines (structured events) to a file, rotated by size and by
+    /// UTC day, the rotated files compressed and only the newest `keep` kept.
     File {
         name: Option<String>,
         /// Defaults to `<data_dir>/events/usage.jsonl`.
         path: Option<PathBuf>,
+        /// Rotate before a write would take the file past this many bytes; 0:
+        /// no size limit.
+        #[serde(default = "default_max_bytes")]
+        max_bytes: u64,
+        /// Rotate at the first write of a new UTC day.
+        #[serde(default = "default_true")]
+        rotate_daily: bool,
+        /// Rotated files kept; older ones are deleted (0 keeps none).
+        #[serde(default = "default_keep")]
+        keep: usize,
+        /// zstd-compress rotated files (`.zst`), off the delivery path.
+        #[serde(default = "default_true")]
+        compress: bool,
     },
 }
 
@@ -106,6 +120,22 @@ pub enum HttpMode {
     Batch,
 }
 
+/// 100 MiB: about 128,000 events (~820 bytes each) per file.
+pub const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;
+pub const DEFAULT_KEEP: usize = 30;
+
+fn default_max_bytes() -> u64 {
+    DEFAULT_MAX_BYTES
+}
+
+fn default_keep() -> usize {
+    DEFAULT_KEEP
+}
+
+fn default_true() -> bool {
+    true
+}
+
 fn default_nats_url() -> String {
     "nats://127.0.0.1:4222".into()
 }
@@ -115,6 +145,18 @@ fn default_nats_subject() -> String {
 }
 
 impl SinkConfig {
+    /// A file sink with the documented defaults; `None` path: the default file.
+    pub fn file(path: Option<PathBuf>) -> Self {
+        SinkConfig::File {
+            name: None,
+            path,
+            max_bytes: DEFAULT_MAX_BYTES,
+            rotate_daily: true,
+            keep: DEFAULT_KEEP,
+            compress: true,
+        }
+    }
+
     /// The key of this sink's cursor: stable when sinks are reordered.
     pub fn name(&self, data_dir: &Path) -> String {
         match self {
@@ -154,9 +196,27 @@ kind = "nats"
 subject = "usage.events"
 [[sinks]]
 kind = "file"
+[[sinks]]
+kind = "file"
+path = "/var/log/u.jsonl"
+max_bytes = 1000
+rotate_daily = false
+keep = 3
+compress = false
 "#;
         let config: MeteringConfig = toml::from_str(text).unwrap();
-        assert_eq!(config.sinks.len(), 4);
+        assert_eq!(config.sinks.len(), 5);
+        assert_eq!(config.sinks[3], SinkConfig::file(None), "the documented defaults");
+        assert!(matches!(
+            &config.sinks[4],
+            SinkConfig::File {
+                max_bytes: 1000,
+                rotate_daily: false,
+                keep: 3,
+                compress: false,
+                ..
+            }
+        ));
         assert!(
             matches!(&config.sinks[1], SinkConfig::Http { mode: HttpMode::Batch, headers, .. } if headers["Authorization"] == "Bearer x")
         );

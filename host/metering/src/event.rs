@@ -38,6 +38,8 @@ struct UsageData<'a> {
     /// Exact decimal USD, the amount posted to the ledger.
     cost: String,
     cost_nano: i64,
+    /// `cost` split into the provider's part and the plan's gateway fee.
+    cost_breakdown: CostBreakdown,
     currency: &'static str,
     pricing_snapshot_id: Option<i64>,
     attempts: u32,
@@ -48,6 +50,12 @@ struct UsageData<'a> {
     kind: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     parent_request_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct CostBreakdown {
+    provider_usd: String,
+    fee_usd: String,
 }
 
 /// This gateway's event identity.
@@ -80,6 +88,10 @@ pub fn structured_json(identity: &Identity, request: &SettledRequest) -> anyhow:
         usage_source: &request.usage_source,
         cost: cost.usd_string(),
         cost_nano: cost.0,
+        cost_breakdown: CostBreakdown {
+            provider_usd: Nanos(cost.0 - request.fee_nano).usd_string(),
+            fee_usd: Nanos(request.fee_nano).usd_string(),
+        },
         currency: "USD",
         pricing_snapshot_id: request.snapshot_id,
         attempts: u32::try_from(request.attempt_count).unwrap_or(0),
@@ -142,6 +154,7 @@ pub(super) fn probe() -> SettledRequest {
         source: None,
         kind: "chat".into(),
         parent_request_id: None,
+        fee_nano: 0,
     }
 }
 
@@ -176,6 +189,7 @@ mod tests {
             source: Some("urn:tollgate:instance:served".into()),
             kind: "chat".into(),
             parent_request_id: None,
+            fee_nano: 1_000,
         }
     }
 
@@ -227,6 +241,8 @@ mod tests {
         let data = &event["data"];
         assert_eq!(data["cost"], "0.000009500");
         assert_eq!(data["cost_nano"], 9_500);
+        assert_eq!(data["cost_breakdown"]["provider_usd"], "0.000008500");
+        assert_eq!(data["cost_breakdown"]["fee_usd"], "0.000001000");
         assert_eq!(data["currency"], "USD");
         assert_eq!(data["attempts"], 2);
         assert_eq!(data["pricing_snapshot_id"], 4);

@@ -58,6 +58,8 @@ pub struct SettledRequest {
     pub kind: String,
     /// The request this one ran inside (a skill's model and tool calls).
     pub parent_request_id: Option<String>,
+    /// The plan's gateway fee within `cost_nano`.
+    pub fee_nano: i64,
 }
 
 impl SettledRequest {
@@ -77,23 +79,28 @@ pub struct Backlog {
     pub oldest_settled_at_ms: Option<i64>,
 }
 
-// A request refused before any upstream call (402) is not metered. On SQLite,
+// A chat request refused before any upstream call (402, or a 4xx for a bad
+// body or an unknown model) is logged but not metered. On SQLite,
 // `xid = $1 AND seq > $2` keeps the scan on the rowid; Postgres uses the
 // (xid, seq) index.
 const READ_SQLITE: &str = "SELECT xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, \
      streamed, outcome, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, \
-     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id FROM request_log \
-     WHERE xid = $1 AND seq > $2 AND xid < $3 AND (status IS NULL OR status <> 402) ORDER BY seq LIMIT $4";
+     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id, fee_nano FROM request_log \
+     WHERE xid = $1 AND seq > $2 AND xid < $3 \
+     AND NOT (kind = 'chat' AND attempt_count = 0 AND COALESCE(status, 0) >= 400) ORDER BY seq LIMIT $4";
 const READ_POSTGRES: &str = "SELECT xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, \
      streamed, outcome, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, \
-     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id FROM request_log \
-     WHERE (xid, seq) > ($1, $2) AND xid < $3 AND (status IS NULL OR status <> 402) ORDER BY xid, seq LIMIT $4";
+     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id, fee_nano FROM request_log \
+     WHERE (xid, seq) > ($1, $2) AND xid < $3 \
+     AND NOT (kind = 'chat' AND attempt_count = 0 AND COALESCE(status, 0) >= 400) ORDER BY xid, seq LIMIT $4";
 
 const BACKLOG_SQLITE: &str = "SELECT c.sink, COUNT(r.seq), MIN(r.settled_at_ms) FROM metering_cursors c \
-     LEFT JOIN request_log r ON r.xid = c.xid AND r.seq > c.seq AND (r.status IS NULL OR r.status <> 402) \
+     LEFT JOIN request_log r ON r.xid = c.xid AND r.seq > c.seq \
+     AND NOT (r.kind = 'chat' AND r.attempt_count = 0 AND COALESCE(r.status, 0) >= 400) \
      GROUP BY c.sink ORDER BY c.sink";
 const BACKLOG_POSTGRES: &str = "SELECT c.sink, COUNT(r.seq), MIN(r.settled_at_ms) FROM metering_cursors c \
-     LEFT JOIN request_log r ON (r.xid, r.seq) > (c.xid, c.seq) AND (r.status IS NULL OR r.status <> 402) \
+     LEFT JOIN request_log r ON (r.xid, r.seq) > (c.xid, c.seq) \
+     AND NOT (r.kind = 'chat' AND r.attempt_count = 0 AND COALESCE(r.status, 0) >= 400) \
      GROUP BY c.sink ORDER BY c.sink";
 
 /// Rows with an `xid` below this are final: no transaction that could still
@@ -139,6 +146,22 @@ pub async fn head(database: &Database) -> sqlx::Result<Position> {
         .fetch_optional(&database.pool)
         .await?;
     Ok(last.map_or(Position::default(), |(xid, seq)| Position { xid, seq }))
+}
+
+/// The last position every sink's cursor has passed: rows at or before it
+/// have been delivered wherever they go (retention may archive them). With
+/// no sink at all, every final row qualifies.
+pub async fn delivered_everywhere(database: &Database) -> sqlx::Result<Position> {
+    let slowest: Option<(i64, i64)> = sqlx::query_as("SELECT xid, seq FROM metering_cursors ORDER BY xid, seq LIMIT 1")
+        .fetch_optional(&database.pool)
+        .await?;
+    Ok(match slowest {
+        Some((xid, seq)) => Position { xid, seq },
+        None => Position {
+            xid: frontier(database).await?.saturating_sub(1),
+            seq: i64::MAX,
+        },
+    })
 }
 
 /// Gives `sink` a cursor at the head of the feed if it has none. A new sink

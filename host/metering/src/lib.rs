@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 
 pub use config::{HttpMode, MeteringConfig, SinkConfig};
 pub use event::{EVENT_TYPE, SCHEMA, SCHEMA_PATH};
-pub use feed::{Backlog, Position, SettledRequest, backlog, read as read_feed};
+pub use feed::{Backlog, Position, SettledRequest, backlog, delivered_everywhere, read as read_feed};
 
 use tollgate_core::db::{Database, now_ms};
 
@@ -55,7 +55,7 @@ impl Metering {
         if !config.enabled {
             return Ok(None);
         }
-        let default_sink = [SinkConfig::File { name: None, path: None }];
+        let default_sink = [SinkConfig::file(None)];
         let configured: &[SinkConfig] = if config.sinks.is_empty() {
             &default_sink
         } else {
@@ -68,7 +68,7 @@ impl Metering {
                 sinks.iter().all(|(n, _)| n != &name),
                 "two metering sinks are named '{name}'; give one a `name`"
             );
-            sinks.push((name, sinks::build(sink, data_dir)?));
+            sinks.push((name, sinks::build(sink, data_dir, config.batch_size)?));
         }
         let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{listen}"));
         let identity = event::Identity {

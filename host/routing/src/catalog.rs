@@ -9,7 +9,8 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::egress::{CredentialSlot, EgressPolicy};
-use tollgate_core::money::{PicoPerToken, Price};
+use crate::prices::PriceTable;
+use tollgate_core::money::{Nanos, PicoPerToken, Price};
 use tollgate_core::secret::Secret;
 
 mod builtin {
@@ -142,10 +143,37 @@ pub struct ModelRoute {
     pub upstream_model: String,
     /// Zero for an unpriced model (see [`ModelRoute::priced`]).
     pub price: Price,
-    /// False when the catalog or config gives no price: such a model cannot be
-    /// billed, so it is not served while the wallet ledger is on.
+    /// False when neither the config, the price table nor the catalog gives a
+    /// price: such a model cannot be billed, so it is not served while the
+    /// wallet ledger is on.
     pub priced: bool,
+    /// Where the price came from.
+    pub price_source: PriceSource,
     pub context_length: Option<u64>,
+}
+
+/// Where a model's price came from, most specific first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PriceSource {
+    /// `[providers.<id>]` in the configuration.
+    Config,
+    /// The sourced price table, under the source's key for the model.
+    Table(String),
+    /// The catalog entry itself (local servers, which cost nothing per token).
+    Catalog,
+    /// No price anywhere.
+    None,
+}
+
+impl PriceSource {
+    pub fn name(&self) -> &'static str {
+        match self {
+            PriceSource::Config => "config",
+            PriceSource::Table(_) => "price_table",
+            PriceSource::Catalog => "catalog",
+            PriceSource::None => "none",
+        }
+    }
 }
 
 impl ModelRoute {
@@ -153,7 +181,7 @@ impl ModelRoute {
     pub fn unpriced_reason(&self) -> Option<String> {
         (!self.priced).then(|| {
             format!(
-                "no price configured: set input_price_per_mtok and output_price_per_mtok for model '{}' under [providers.{}] in tollgate.toml",
+                "no price: the price table has no entry for it; set input_price_per_mtok and output_price_per_mtok for model '{}' under [providers.{}] in tollgate.toml",
                 self.upstream_model, self.provider.id
             )
         })
@@ -174,6 +202,18 @@ impl Catalog {
     pub fn build(
         configured: &BTreeMap<String, ProviderConfig>,
         env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
+        Self::build_priced(configured, env, PriceTable::builtin())
+    }
+
+    /// [`Catalog::build`] with `prices` as the price table. A model's price
+    /// is, most specific first: its `[providers.<id>]` config, the table's
+    /// entry, the catalog entry's own. Kind prices set in config (cache read
+    /// or write, reasoning, per request) override the table's one by one.
+    pub fn build_priced(
+        configured: &BTreeMap<String, ProviderConfig>,
+        env: &dyn Fn(&str) -> Option<String>,
+        prices: &PriceTable,
     ) -> anyhow::Result<Self> {
         let mut providers: BTreeMap<String, CatalogProvider> = BTreeMap::new();
         for (file, provider) in builtin_entries()? {
@@ -262,8 +302,10 @@ impl Catalog {
                 capabilities: entry.capabilities,
                 unresolved,
             });
+            let operator_models = configured.get(&provider.id).map(|c| &c.models[..]).unwrap_or_default();
             for model in entry.models {
-                let route = resolve_model(&provider, &model)?;
+                let from_config = operator_models.contains(&model);
+                let route = resolve_model(&provider, &model, from_config, prices)?;
                 if catalog.routes.contains_key(&route.id) {
                     bail!("model '{}' is listed twice", route.id);
                 }
@@ -380,42 +422,71 @@ pub fn validate_provider_id(id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn resolve_model(provider: &Arc<Provider>, model: &ModelConfig) -> anyhow::Result<ModelRoute> {
+fn resolve_model(
+    provider: &Arc<Provider>,
+    model: &ModelConfig,
+    from_config: bool,
+    prices: &PriceTable,
+) -> anyhow::Result<ModelRoute> {
     anyhow::ensure!(
         !model.id.is_empty(),
         "provider '{}' has a model with an empty id",
         provider.id
     );
-    let price = |text: &str, what: &str| {
-        PicoPerToken::from_usd_per_mtok(text).with_context(|| format!("model '{}/{}': {what}", provider.id, model.id))
+    let id = format!("{}/{}", provider.id, model.id);
+    let price =
+        |text: &str, what: &str| PicoPerToken::from_usd_per_mtok(text).with_context(|| format!("model '{id}': {what}"));
+    let inline = match (&model.input_price_per_mtok, &model.output_price_per_mtok) {
+        (Some(input), Some(output)) => Some(Price::tokens(
+            price(input, "input_price_per_mtok")?,
+            price(output, "output_price_per_mtok")?,
+        )),
+        (None, None) => None,
+        _ => anyhow::bail!("model '{id}': set both input_price_per_mtok and output_price_per_mtok, or neither"),
     };
-    let (price, priced) = match (&model.input_price_per_mtok, &model.output_price_per_mtok) {
-        (Some(input), Some(output)) => (
-            Price {
-                input: price(input, "input_price_per_mtok")?,
-                output: price(output, "output_price_per_mtok")?,
-            },
-            true,
-        ),
-        (None, None) => (
-            Price {
-                input: PicoPerToken(0),
-                output: PicoPerToken(0),
-            },
-            false,
-        ),
-        _ => anyhow::bail!(
-            "model '{}/{}': set both input_price_per_mtok and output_price_per_mtok, or neither",
-            provider.id,
-            model.id
-        ),
+    let table = prices
+        .get(&id)
+        .map(|entry| entry.price().map(|p| (p, entry.key.clone())))
+        .transpose()
+        .with_context(|| format!("model '{id}': price table entry"))?;
+    let (mut base, source) = match (inline, table) {
+        (Some(price), _) if from_config => (price, PriceSource::Config),
+        (_, Some((price, key))) => (price, PriceSource::Table(key)),
+        (Some(price), None) => (price, PriceSource::Catalog),
+        (None, None) => (Price::default(), PriceSource::None),
     };
+    let kinds = [
+        (
+            &model.cache_read_price_per_mtok,
+            &mut base.cache_read,
+            "cache_read_price_per_mtok",
+        ),
+        (
+            &model.cache_write_price_per_mtok,
+            &mut base.cache_write,
+            "cache_write_price_per_mtok",
+        ),
+        (
+            &model.reasoning_price_per_mtok,
+            &mut base.reasoning,
+            "reasoning_price_per_mtok",
+        ),
+    ];
+    for (configured, slot, what) in kinds {
+        if let Some(text) = configured {
+            *slot = Some(price(text, what)?);
+        }
+    }
+    if let Some(text) = &model.request_price {
+        base.per_request = Nanos::from_usd(text).with_context(|| format!("model '{id}': request_price"))?;
+    }
     Ok(ModelRoute {
-        id: format!("{}/{}", provider.id, model.id),
+        id,
         provider: provider.clone(),
         upstream_model: model.upstream.clone().unwrap_or_else(|| model.id.clone()),
-        price,
-        priced,
+        priced: source != PriceSource::None,
+        price: base,
+        price_source: source,
         context_length: model.context_length,
     })
 }
@@ -454,6 +525,10 @@ mod tests {
                     upstream: None,
                     input_price_per_mtok: Some("0.50".into()),
                     output_price_per_mtok: Some("1.50".into()),
+                    cache_read_price_per_mtok: Some("0.05".into()),
+                    cache_write_price_per_mtok: None,
+                    reasoning_price_per_mtok: None,
+                    request_price: Some("0.001".into()),
                     context_length: Some(1000),
                 }],
                 ..Default::default()
@@ -469,6 +544,9 @@ mod tests {
         let catalog = Catalog::build(&configured, &no_env).unwrap();
         let acme = catalog.resolve("acme/small").unwrap();
         assert_eq!(acme.price.input, PicoPerToken(500_000));
+        assert_eq!(acme.price.cache_read, Some(PicoPerToken(50_000)));
+        assert_eq!(acme.price.per_request, Nanos(1_000_000));
+        assert_eq!(acme.price_source, PriceSource::Config);
         assert_eq!(acme.provider.credential.as_ref().map(Secret::expose), Some("sk-x"));
         assert!(
             !format!("{:?}", acme.provider).contains("sk-x"),
@@ -503,6 +581,10 @@ mod tests {
                     upstream: None,
                     input_price_per_mtok: Some("0".into()),
                     output_price_per_mtok: Some("0".into()),
+                    cache_read_price_per_mtok: None,
+                    cache_write_price_per_mtok: None,
+                    reasoning_price_per_mtok: None,
+                    request_price: None,
                     context_length: None,
                 }],
                 ..Default::default()

@@ -65,5 +65,20 @@ pub struct ModelConfig {
     /// USD per million output tokens, as a decimal string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_price_per_mtok: Option<String>,
+    /// USD per million prompt tokens read from the provider's prompt cache;
+    /// by default the price table's, else the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_price_per_mtok: Option<String>,
+    /// USD per million prompt tokens written to the provider's prompt cache;
+    /// by default the price table's, else the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_price_per_mtok: Option<String>,
+    /// USD per million reasoning tokens, when priced apart from output; by
+    /// default the price table's, else the output price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_price_per_mtok: Option<String>,
+    /// USD per request, on top of the tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_price: Option<String>,
     pub context_length: Option<u64>,
 }

@@ -5,6 +5,7 @@
 //! - `egress`: each provider's allowed origins and declared credential slot;
 //! - `aws`: the SigV4 region and credential rules a provider is resolved with;
 //! - `health`: circuit breakers per `provider/model`;
+//! - `prices`: the sourced price table (`catalog/prices/prices.toml`) and its import;
 //! - `snapshots`: content-addressed pricing snapshots (table `pricing_snapshots`).
 //!
 //! It depends only on `tollgate-core`. It sends nothing: the data plane does.
@@ -14,6 +15,7 @@ pub mod catalog;
 pub mod config;
 pub mod egress;
 pub mod health;
+pub mod prices;
 pub mod snapshots;
 
 pub use catalog::{Catalog, ModelConfig, ModelRoute, Provider, ProviderConfig};

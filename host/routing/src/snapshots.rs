@@ -12,9 +12,24 @@ use tollgate_core::db::{Database, now_ms};
 /// Stores the catalog's price list if it is new and returns its snapshot id.
 /// Identical price lists share one snapshot.
 pub async fn register(database: &Database, catalog: &Catalog) -> anyhow::Result<i64> {
-    let prices: BTreeMap<&str, [u64; 2]> = catalog
+    // Input and output only, unless a kind has a price of its own: a table
+    // of plain prices keeps the digest it always had.
+    let prices: BTreeMap<&str, Vec<u64>> = catalog
         .routes()
-        .map(|route| (route.id.as_str(), [route.price.input.0, route.price.output.0]))
+        .map(|route| {
+            let price = &route.price;
+            let mut row = vec![price.input.0, price.output.0];
+            if price.has_kinds() {
+                let kind = |p: Option<tollgate_core::money::PicoPerToken>| p.map_or(u64::MAX, |p| p.0);
+                row.extend([
+                    kind(price.cache_read),
+                    kind(price.cache_write),
+                    kind(price.reasoning),
+                    price.per_request.0 as u64,
+                ]);
+            }
+            (route.id.as_str(), row)
+        })
         .collect();
     let body = serde_json::to_string(&prices)?;
     let digest = hex::encode(Sha256::digest(body.as_bytes()));

@@ -16,6 +16,7 @@ use axum::extract::FromRef;
 use crate::accounts::Accounts;
 use crate::actors::Actors;
 use crate::auth::{AuthState, KeyResolver};
+use crate::billing::Billing;
 use crate::components::{Components, Store as InstallStore};
 use crate::config::Config;
 use crate::control::ControlPlane;
@@ -23,6 +24,7 @@ use crate::data_plane::{DataLimits, DataPlane, RouteTable, upstream::Upstream};
 use crate::packages::{Installs, Packages};
 use crate::rate_limit::KeyRateLimiter;
 use tollgate_core::db::Database;
+use tollgate_core::money::Nanos;
 use tollgate_ledger::Ledger;
 use tollgate_metering::Metering;
 use tollgate_plugin_host::Adapters;
@@ -82,6 +84,10 @@ pub struct Gateway {
     pub(crate) database: Database,
     /// `None` when metering (or the ledger it rides on) is off.
     pub(crate) metering: Option<Metering>,
+    /// `None` when the ledger is off; its grants go back at shutdown.
+    pub(crate) ledger: Option<Ledger>,
+    /// Plans; unused slices of the month's requests go back at shutdown.
+    pub(crate) billing: Arc<Billing>,
     /// Which requests are taken on (load shedding, the drain).
     pub(crate) admission: Arc<crate::server::Admission>,
     pub(crate) readiness: Arc<crate::server::Readiness>,
@@ -93,7 +99,7 @@ impl Gateway {
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
         ControlPlane::check(&config.control_plane)?;
         config.server.check()?;
-        let database = Database::open(&config.database_url(), config.ledger.sqlite_sync).await?;
+        let database = Database::open_for_server(&config.database_url(), config.ledger.sqlite_sync).await?;
         let keys = KeyResolver::start(&database, &config.database_url()).await?;
         let files: Vec<(String, &std::path::Path)> = config
             .adapters
@@ -126,7 +132,15 @@ impl Gateway {
         )
         .await?;
         crate::packages::installs::load_references(&registry, &adapters, &config.providers).await?;
-        let routes = Arc::new(RouteTable::build(database.clone(), adapters.clone(), &installs.overlay(None)).await?);
+        let routes = Arc::new(
+            RouteTable::build(
+                database.clone(),
+                adapters.clone(),
+                &installs.overlay(None),
+                config.catalog.prices_file.clone(),
+            )
+            .await?,
+        );
         // Usage events ride on ledger settlements, so metering needs the ledger.
         let metering = match config.ledger.enabled {
             true => Metering::new(&config.metering, &config.data_dir, &config.listen)?,
@@ -136,14 +150,22 @@ impl Gateway {
             metering.start(&database).await?;
             crate::telemetry::watch_outbox_backlog(metering.backlog_gauge());
         }
-        let ledger = config.ledger.enabled.then(|| {
-            Ledger::start(
-                database.clone(),
-                &config.ledger,
-                tollgate_metering::instance_source(&config.metering),
-                metering.as_ref().map(Metering::notifier),
-            )
-        });
+        let ledger = config
+            .ledger
+            .enabled
+            .then(|| {
+                Ledger::start(
+                    database.clone(),
+                    &config.ledger,
+                    tollgate_metering::instance_source(&config.metering),
+                    metering.as_ref().map(Metering::notifier),
+                )
+            })
+            .transpose()?;
+        if ledger.is_some() {
+            let archive = config.retention.open_archive(&config.data_dir)?;
+            crate::retention::start(database.clone(), archive, config.retention.clone());
+        }
         let packages = Arc::new(Packages::new(
             registry,
             installs,
@@ -160,12 +182,17 @@ impl Gateway {
             let routes = routes.clone();
             Box::new(move || routes.unloaded_adapters())
         }));
+        let accounts = Accounts::new(database.clone(), keys.clone());
+        let billing = Arc::new(Billing::new(&config.billing, accounts.clone(), database.clone())?);
+        billing.check_plans_in_use().await?;
+        billing.return_idle_slices();
         let data = DataPlane::new(
             routes,
             adapters,
             Upstream::new(&config.timeouts)?,
             Health::new(config.breaker.clone()),
-            ledger,
+            ledger.clone(),
+            billing.clone(),
             DataLimits {
                 max_body_bytes: config.limits.max_body_bytes,
                 max_upstream_body_bytes: config.limits.max_upstream_body_bytes,
@@ -186,17 +213,28 @@ impl Gateway {
             packages.clone(),
             crate::actors::load_or_create_signing_key(&provenance_key)?,
             config.actors.max_deployments_per_workspace,
+            billing.clone(),
         ));
         let control = ControlPlane::new(
             &config.control_plane,
-            Accounts::new(database.clone(), keys.clone()),
+            accounts,
+            billing.clone(),
             packages.clone(),
             component_installs,
             actors.clone(),
             database.clone(),
             config.limits.key_requests_per_minute,
         );
-        let auth = AuthState::new(keys, KeyRateLimiter::new(config.limits.key_requests_per_minute));
+        let signin = crate::auth::signin::SignIn::new(
+            &config.auth,
+            database.clone(),
+            keys.clone(),
+            tollgate_core::sealed::SealingKey::load_or_create(&credential_key)?,
+            config.control_plane.public_url.clone(),
+            Nanos::from_usd(&config.control_plane.signup_credit_usd)
+                .map_err(|e| anyhow::anyhow!("control_plane.signup_credit_usd: {e}"))?,
+        )?;
+        let auth = AuthState::new(keys, KeyRateLimiter::new(config.limits.key_requests_per_minute), signin);
         Ok(Arc::new(Self {
             state: AppState {
                 data,
@@ -211,6 +249,8 @@ impl Gateway {
             config,
             database,
             metering,
+            ledger,
+            billing,
         }))
     }
 

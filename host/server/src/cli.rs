@@ -2,9 +2,11 @@
 //! control plane over HTTP (`client.rs`), and publish and install packages.
 
 mod actors;
+mod catalog;
 mod client;
 mod output;
 mod packages;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -20,14 +22,19 @@ use tollgate_core::money::Nanos;
     about = "Tollgate: a metered AI gateway with sandboxed WebAssembly provider adapters"
 )]
 pub struct Cli {
+    /// Log lines on stderr: `text` (compact, coloured on a terminal), `json`,
+    /// or `auto`: text on a terminal, JSON otherwise.
+    #[arg(long, global = true, value_enum, default_value_t = crate::telemetry::LogFormat::Auto)]
+    log_format: crate::telemetry::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the gateway (OpenAI-compatible API on /v1).
-    Serve(ServeArgs),
+    /// Run the gateway (OpenAI-compatible API on /v1, the console on /console/).
+    /// `--demo` starts it with a demo provider and workspace.
+    Serve(serve::ServeArgs),
     /// Operate the gateway's data: accounts, keys, wallets.
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -41,25 +48,19 @@ enum Command {
     /// Actor runs: show one, verify its signed provenance trail.
     #[command(subcommand)]
     Runs(actors::RunsCommand),
+    /// The model catalog's price table (docs/pricing.md).
+    #[command(subcommand)]
+    Catalog(catalog::CatalogCommand),
 }
 
-#[derive(Args, Debug)]
-struct ConfigArgs {
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ConfigArgs {
     /// Configuration file (default: ./tollgate.toml if present).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Data directory for the embedded database and caches (overrides the config).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-struct ServeArgs {
-    #[command(flatten)]
-    config: ConfigArgs,
-    /// Address to listen on, e.g. 127.0.0.1:8080 (overrides the config).
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -73,8 +74,46 @@ enum AdminCommand {
     Credit(CreditArgs),
     /// Recompute every wallet from the journal; exits non-zero on any drift.
     LedgerVerify(LedgerVerifyArgs),
-    /// Show one request's log entry: the auditable trace of that request.
+    /// Show one request's log entry: the auditable trace of that request,
+    /// from the database or, once retention moved it, from the archive.
     Request(RequestArgs),
+    /// Move request-log rows past `[retention] request_log_days` (and
+    /// delivered to every metering sink) to the archive now, as the server
+    /// does every `interval_secs`.
+    Archive(ArchiveArgs),
+    /// Plans (docs/billing.md).
+    #[command(subcommand)]
+    Plan(AdminPlanCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum AdminPlanCommand {
+    /// Put a workspace on any defined plan, paid ones included (no payment is
+    /// taken): the operator's way onto a plan with a monthly price.
+    Set(PlanSetArgs),
+}
+
+#[derive(Args, Debug)]
+struct PlanSetArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Workspace id.
+    #[arg(long)]
+    workspace: String,
+    /// Plan id (`free`, `pro`, `team`, `business`, `enterprise`, or one in
+    /// `[billing.plans]`).
+    #[arg(long)]
+    plan: String,
+}
+
+#[derive(Args, Debug)]
+struct ArchiveArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Count the retention period back from this time (RFC 3339) instead of
+    /// now, e.g. to see what a date will archive.
+    #[arg(long, value_name = "TIME")]
+    as_of: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -141,7 +180,7 @@ struct CreateAccountArgs {
 
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    crate::telemetry::init();
+    crate::telemetry::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(run(cli.command));
     drop(runtime);
@@ -151,12 +190,7 @@ pub fn main() -> anyhow::Result<()> {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve(args) => {
-            let config = load(&args.config, args.listen.clone())?;
-            let gateway = crate::app::Gateway::start(config).await?;
-            tokio::spawn(reload_on_hangup(gateway.clone(), args));
-            crate::server::serve(gateway, shutdown_signal()).await
-        }
+        Command::Serve(args) => serve::run(args).await,
         Command::Admin(AdminCommand::CreateAccount(args)) => {
             let credit = Nanos::from_usd(&args.credit_usd).map_err(|e| anyhow::anyhow!("--credit-usd: {e}"))?;
             let database = open_database(&args.config).await?;
@@ -214,20 +248,65 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
         }
         Command::Admin(AdminCommand::Request(args)) => {
+            let config = load(&args.config, None)?;
             let database = open_database(&args.config).await?;
             let _ = args.json;
-            match tollgate_ledger::request_log(&database, &args.request_id).await? {
-                Some(row) => {
+            if let Some(row) = tollgate_ledger::request_log(&database, &args.request_id).await? {
+                println!("{}", serde_json::to_string_pretty(&row)?);
+                return Ok(());
+            }
+            let archive = config.retention.open_archive(&config.data_dir)?;
+            match archive.find(&args.request_id).await? {
+                Some(found) => {
+                    let mut row = found.record;
+                    row["archived_in"] = serde_json::json!(format!("{} ({})", found.location, archive.describe()));
                     println!("{}", serde_json::to_string_pretty(&row)?);
                     Ok(())
                 }
-                None => anyhow::bail!("no request '{}' in the request log", args.request_id),
+                None => anyhow::bail!(
+                    "no request '{}' in the request log or its archive ({})",
+                    args.request_id,
+                    archive.describe()
+                ),
             }
+        }
+        Command::Admin(AdminCommand::Archive(args)) => {
+            let config = load(&args.config, None)?;
+            let database = open_database(&args.config).await?;
+            let now = match &args.as_of {
+                Some(time) => chrono::DateTime::parse_from_rfc3339(time)
+                    .map_err(|e| anyhow::anyhow!("--as-of '{time}': {e}"))?
+                    .timestamp_millis(),
+                None => tollgate_core::db::now_ms(),
+            };
+            let archive = config.retention.open_archive(&config.data_dir)?;
+            let retention = &config.retention;
+            let report = crate::retention::run_once(
+                &database,
+                &archive,
+                retention.request_log_days,
+                retention.rows_per_file,
+                now,
+            )
+            .await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(())
+        }
+        Command::Admin(AdminCommand::Plan(AdminPlanCommand::Set(args))) => {
+            let config = load(&args.config, None)?;
+            let database = open_database(&args.config).await?;
+            let accounts =
+                crate::accounts::Accounts::new(database.clone(), crate::auth::KeyResolver::new(database.pool.clone()));
+            let billing = crate::billing::Billing::new(&config.billing, accounts, database)?;
+            let plan = billing.set_plan(&args.workspace, &args.plan).await?;
+            println!("workspace {} is on plan '{}'", args.workspace, plan.id);
+            Ok(())
         }
         Command::Client(command) => client::run(command).await,
         Command::Packages(command) => packages::run(command).await,
         Command::Actors(command) => actors::run(command).await,
         Command::Runs(command) => actors::runs(command).await,
+        Command::Catalog(command) => catalog::run(command),
     }
 }
 
@@ -237,30 +316,7 @@ async fn open_database(args: &ConfigArgs) -> anyhow::Result<tollgate_core::db::D
     tollgate_core::db::Database::open(&config.database_url(), config.ledger.sqlite_sync).await
 }
 
-/// SIGHUP re-reads the configuration and swaps in the new providers and prices
-/// (a new pricing snapshot); requests in flight keep the prices they started with.
-async fn reload_on_hangup(gateway: std::sync::Arc<crate::app::Gateway>, args: ServeArgs) {
-    #[cfg(unix)]
-    {
-        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-            return;
-        };
-        while hangups.recv().await.is_some() {
-            let reloaded = match load(&args.config, args.listen.clone()) {
-                Ok(config) => gateway.reload(&config).await,
-                Err(e) => Err(e),
-            };
-            match reloaded {
-                Ok(snapshot) => tracing::info!(snapshot, "configuration reloaded"),
-                Err(error) => tracing::error!("configuration reload failed, keeping the old one: {error:#}"),
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (gateway, args);
-}
-
-fn load(args: &ConfigArgs, listen: Option<String>) -> anyhow::Result<Config> {
+pub(crate) fn load(args: &ConfigArgs, listen: Option<String>) -> anyhow::Result<Config> {
     Config::load(
         args.config.as_deref(),
         CliOverrides {

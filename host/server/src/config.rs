@@ -35,6 +35,8 @@ pub struct Config {
     pub actors: ActorsConfig,
     /// Providers: overrides of built-in catalog entries and bring-your-own endpoints.
     pub providers: BTreeMap<String, tollgate_routing::ProviderConfig>,
+    /// The catalog's price table (docs/pricing.md).
+    pub catalog: CatalogConfig,
     /// Extra provider adapters loaded from component files, by name.
     pub adapters: BTreeMap<String, AdapterFileConfig>,
     pub limits: Limits,
@@ -46,6 +48,9 @@ pub struct Config {
     /// Limits of each tool-server call and skill run (`docs/components.md`).
     pub components: tollgate_components::ComponentLimits,
     pub ledger: tollgate_ledger::LedgerConfig,
+    /// How long request-log rows stay in the database before they move to
+    /// the archive (docs/ledger.md, "Retention").
+    pub retention: crate::retention::RetentionConfig,
     /// Per-provider circuit breakers.
     pub breaker: tollgate_routing::health::BreakerConfig,
     /// Usage events (CloudEvents) and their sinks.
@@ -56,6 +61,10 @@ pub struct Config {
     pub control_plane: crate::control::ControlPlaneConfig,
     /// The package registry: blob storage and who may install adapters.
     pub registry: crate::packages::RegistryConfig,
+    /// Console sign-in: session lifetime and OIDC providers (`[[auth.oidc]]`).
+    pub auth: crate::auth::signin::AuthConfig,
+    /// Plans (`[billing.plans.<id>]`): limits and the gateway fee (docs/billing.md).
+    pub billing: crate::billing::BillingConfig,
 }
 
 impl Default for Config {
@@ -69,6 +78,7 @@ impl Default for Config {
             provenance_key_file: None,
             actors: ActorsConfig::default(),
             providers: BTreeMap::new(),
+            catalog: CatalogConfig::default(),
             adapters: BTreeMap::new(),
             limits: Limits::default(),
             server: crate::server::ServerConfig::default(),
@@ -76,13 +86,25 @@ impl Default for Config {
             plugins: tollgate_plugin_host::PluginLimits::default(),
             components: tollgate_components::ComponentLimits::default(),
             ledger: tollgate_ledger::LedgerConfig::default(),
+            retention: crate::retention::RetentionConfig::default(),
             breaker: tollgate_routing::health::BreakerConfig::default(),
             metering: tollgate_metering::MeteringConfig::default(),
             telemetry: crate::telemetry::TelemetryConfig::default(),
             control_plane: crate::control::ControlPlaneConfig::default(),
             registry: crate::packages::RegistryConfig::default(),
+            auth: crate::auth::signin::AuthConfig::default(),
+            billing: crate::billing::BillingConfig::default(),
         }
     }
+}
+
+/// `[catalog]`: where model prices come from.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// A price table written by `tollgate catalog import-prices`, used instead
+    /// of the one built in; re-read on a reload (SIGHUP).
+    pub prices_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

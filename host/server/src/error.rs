@@ -122,6 +122,26 @@ impl ApiError {
         )
     }
 
+    /// A console session's call without its `X-CSRF-Token` (or with a wrong one).
+    pub fn csrf_failed() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "csrf_failed",
+            "A call authenticated by the console session cookie must send the session's X-CSRF-Token header.",
+        )
+    }
+
+    /// A refused console sign-in (bad OIDC state, token or callback).
+    pub fn sign_in_failed(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "sign_in_failed",
+            message,
+        )
+    }
+
     pub fn model_not_found(model: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,

@@ -41,6 +41,8 @@ pub fn router(gateway: &Gateway) -> Router {
         .merge(crate::packages::api::routes())
         .merge(crate::components::routes())
         .merge(crate::actors::http::routes())
+        .merge(crate::auth::signin::routes())
+        .merge(crate::console::routes())
         .route(health::HEALTHZ, get(health::healthz))
         .route(
             health::READYZ,
@@ -71,6 +73,16 @@ pub async fn serve(
     gateway: Arc<Gateway>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_then(gateway, shutdown, |_| {}).await
+}
+
+/// [`serve`], calling `ready` with the bound address once the gateway accepts
+/// connections (the CLI prints its first-start hints then).
+pub async fn serve_then(
+    gateway: Arc<Gateway>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(std::net::SocketAddr),
+) -> anyhow::Result<()> {
     let listen = gateway.config.listen.clone();
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
@@ -79,6 +91,7 @@ pub async fn serve(
     tracing::info!("tollgate listening on http://{address}");
     // The banner goes to stdout: stderr carries only log lines (JSON when piped).
     println!("tollgate listening on http://{address}");
+    ready(address);
     let lifecycle = listener::Lifecycle {
         admission: gateway.admission.clone(),
         readiness: gateway.readiness.clone(),
@@ -92,6 +105,12 @@ pub async fn serve(
         shutdown,
     )
     .await;
+    // Requests have drained: what this gateway escrowed goes back to the wallets.
+    if let Some(ledger) = &gateway.ledger {
+        ledger.release_grants().await;
+    }
+    // And so do the month's requests it claimed and did not use.
+    gateway.billing.release_slices().await;
     if let Some(metering) = &gateway.metering {
         metering.release(&gateway.database).await;
     }

@@ -88,9 +88,10 @@ impl Rendered<'_> {
 
     fn usage(&self, output_tokens: u64) -> Value {
         json!({
-            "input_tokens": self.decision.prompt_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            // Anthropic's input_tokens excludes the cached part of the prompt.
+            "input_tokens": self.decision.prompt_tokens - self.decision.cache_read - self.decision.cache_write,
+            "cache_creation_input_tokens": self.decision.cache_write,
+            "cache_read_input_tokens": self.decision.cache_read,
             "output_tokens": output_tokens,
             "service_tier": "standard",
         })

@@ -91,7 +91,7 @@ pub(crate) async fn chat(app: Shared, parts: Parts, recorded: Bytes, body: Bytes
             );
         }
     };
-    let usage = Usage::new(req.prompt_tokens(), answer.completion_tokens());
+    let usage = Usage::new(req.prompt_tokens(), answer.completion_tokens()).cached(directives.cached_tokens);
     let n = app.next_id();
     let meta = Meta {
         id: format!("chatcmpl-mock-{n}"),

@@ -19,6 +19,13 @@ pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Clone, Copy, Serialize)]
+pub struct PromptDetails {
+    pub cached_tokens: u64,
 }
 
 impl Usage {
@@ -27,7 +34,16 @@ impl Usage {
             prompt_tokens,
             completion_tokens,
             total_tokens: prompt_tokens + completion_tokens,
+            prompt_tokens_details: None,
         }
+    }
+
+    /// With `cached` of the prompt tokens read from the cache (the `cached_tokens` directive).
+    pub fn cached(mut self, cached: Option<u64>) -> Self {
+        self.prompt_tokens_details = cached.map(|n| PromptDetails {
+            cached_tokens: n.min(self.prompt_tokens),
+        });
+        self
     }
 }
 

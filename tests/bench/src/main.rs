@@ -1,13 +1,24 @@
-//! Benchmark harness: the Tollgate gateway against the mock provider it
-//! fronts, measured in the same run so the machine's noise hits both paths.
+//! Benchmark harness: the Tollgate gateway, in several configurations, against
+//! the mock provider it fronts, each configuration measured next to the direct
+//! mock in the same run so the machine's noise hits both paths. Optionally a
+//! LiteLLM proxy in front of the same mock gets a row too.
+//! `tollgate-bench soak` is the sustained-load soak instead (`soak.rs`).
 //! See `--help`; build with `cargo build --release -p tollgate-bench`.
 
+mod configs;
+mod litellm;
 mod load;
+mod measure;
 mod procs;
 mod report;
+mod rows;
+mod soak;
+mod stack;
 mod stats;
 mod stream;
+mod table;
 mod target;
+mod targets;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,10 +27,11 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use clap::Parser;
-use reqwest::Client;
 
-use crate::procs::Stack;
-use crate::report::{Level, Report, Stream};
+use crate::configs::Configuration;
+use crate::measure::Plan;
+use crate::report::Report;
+use crate::stack::Mock;
 use crate::target::Target;
 
 /// Upper bounds, so a typo cannot start an unbounded run.
@@ -29,25 +41,39 @@ const MAX_DURATION_SECS: u64 = 600;
 const STREAM_BUDGET: Duration = Duration::from_secs(60);
 
 #[derive(Parser)]
-#[command(about = "Benchmark the Tollgate gateway against the direct mock, in the same run")]
+#[command(
+    about = "Benchmark the Tollgate gateway against the direct mock, in the same run",
+    after_help = "`tollgate-bench soak --help`: sustained load on one default gateway (disk per request, RSS over time)."
+)]
 struct Args {
     /// The tollgate binary to measure; the mock is the `tollgate-mock-upstream`
     /// beside it. `TOLLGATE_BENCH_BIN` lets `ab.sh` compare two builds.
-    #[arg(long, env = "TOLLGATE_BENCH_BIN", default_value_os_t = default_bin())]
+    #[arg(long, env = "TOLLGATE_BENCH_BIN", default_value_os_t = workspace_path("target/release/tollgate"))]
     tollgate_bin: PathBuf,
+    /// Gateway configurations to measure in turn (comma-separated), each a
+    /// fresh gateway and data directory in front of the same mock, its
+    /// settings applied over the inherited `TOLLGATE_*` environment.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "default,wallet-off,metering-off",
+        conflicts_with = "gateway_url"
+    )]
+    configs: Vec<Configuration>,
     /// Closed-loop concurrency levels (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     concurrency: Vec<usize>,
     /// Measured time per concurrency level and path.
     #[arg(long, default_value_t = 5)]
     duration_secs: u64,
-    /// Unmeasured load per path at the highest concurrency, before measuring.
+    /// Unmeasured load per path at the highest concurrency, before each row.
     #[arg(long, default_value_t = 1)]
     warmup_secs: u64,
     /// Request budget per run (a run also ends at its deadline).
     #[arg(long, default_value_t = 2_000_000)]
     max_requests: usize,
-    /// Sequential streaming requests per path.
+    /// Sequential streaming requests per path and row.
     #[arg(long, default_value_t = 100)]
     stream_requests: usize,
     /// Words (content chunks) per streamed answer, via `mock.words`.
@@ -59,9 +85,25 @@ struct Args {
     /// Model requested from the mock directly.
     #[arg(long, default_value = "small")]
     direct_model: String,
-    /// How long the mock and the gateway may take to become healthy.
+    /// How long the mock and each gateway may take to become healthy.
     #[arg(long, default_value_t = 120)]
     startup_timeout_secs: u64,
+    /// Also measure LiteLLM (`litellm[proxy]`, pinned in
+    /// tests/bench/litellm-requirements.txt) in front of the same mock; the
+    /// first run installs it into --litellm-venv. A failed install is reported
+    /// and the run goes on without the row.
+    #[arg(long)]
+    litellm: bool,
+    /// LiteLLM's worker processes.
+    #[arg(long, default_value_t = 2)]
+    litellm_workers: usize,
+    /// The venv LiteLLM is installed into (created if missing, reused while
+    /// its pin matches).
+    #[arg(long, default_value_os_t = workspace_path("target/bench-litellm-venv"))]
+    litellm_venv: PathBuf,
+    /// The Python that creates the LiteLLM venv.
+    #[arg(long, default_value = "python3.11")]
+    litellm_python: String,
     /// Write the JSON results here instead of printing them after the table.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -77,32 +119,30 @@ struct Args {
     /// Pid of the running gateway, to report its peak RSS (with --gateway-url).
     #[arg(long, requires = "gateway_url")]
     gateway_pid: Option<u32>,
-    /// Check the harness alone: an in-process mock serves both paths.
+    /// Check the harness alone: an in-process mock serves both paths of every
+    /// configuration's row (the configurations then change nothing).
     #[arg(long)]
     self_test: bool,
 }
 
-fn default_bin() -> PathBuf {
-    // tests/bench → workspace root.
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/tollgate"))
-}
-
-/// Where the two paths point, and what keeps them alive.
-struct Endpoints {
-    mode: &'static str,
-    mock_url: String,
-    gateway_url: String,
-    api_key: String,
-    gateway_pid: Option<u32>,
-    stack: Option<Stack>,
+/// A path under the workspace root (two levels above tests/bench).
+fn workspace_path(rel: &str) -> PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.ancestors().nth(2).unwrap_or(manifest).join(rel)
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = Args::parse();
+    let soak = std::env::args_os().nth(1).is_some_and(|a| a == "soak");
+    let work = async move {
+        match soak {
+            true => soak::run(soak::Args::parse_from(std::env::args_os().skip(1))).await,
+            false => run(Args::parse()).await,
+        }
+    };
     // On a signal the run future is dropped, which kills the children.
     tokio::select! {
-        result = run(args) => match result {
+        result = work => match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("bench: {e:#}");
@@ -126,57 +166,59 @@ async fn run(args: Args) -> Result<()> {
         args.duration_secs <= MAX_DURATION_SECS && args.warmup_secs <= MAX_DURATION_SECS,
         "durations are capped at {MAX_DURATION_SECS} s"
     );
-    let max_concurrency = *args.concurrency.iter().max().unwrap_or(&1);
+    ensure!(!args.configs.is_empty(), "--configs needs at least one configuration");
+    ensure!(args.litellm_workers >= 1, "--litellm-workers must be at least 1");
+    let plan = Plan {
+        concurrency: args.concurrency.clone(),
+        duration: Duration::from_secs(args.duration_secs),
+        warmup: Duration::from_secs(args.warmup_secs),
+        max_requests: args.max_requests,
+        stream_requests: args.stream_requests,
+        stream_words: args.stream_words,
+        stream_budget: STREAM_BUDGET,
+    };
+    let max_concurrency = args.concurrency.iter().copied().max().unwrap_or(1);
     let client = target::client(max_concurrency)?;
-    let endpoints = endpoints(&args, &client).await?;
+    let timeout = Duration::from_secs(args.startup_timeout_secs);
 
+    let (mode, mock_url, mock) = if args.self_test {
+        ("self-test", in_process_mock().await?, None)
+    } else if let Some(url) = &args.mock_url {
+        ("external", url.clone(), None)
+    } else {
+        let mock = Mock::start(&args.tollgate_bin, &client, timeout).await?;
+        ("spawned", mock.url.clone(), Some(mock))
+    };
     let direct = Arc::new(Target::new(
         "direct",
-        &endpoints.mock_url,
+        &mock_url,
         None,
         &args.direct_model,
         args.stream_words,
     )?);
-    let gateway = Arc::new(Target::new(
-        "gateway",
-        &endpoints.gateway_url,
-        Some(&endpoints.api_key),
-        &args.gateway_model,
-        args.stream_words,
-    )?);
-    direct.check(&client).await?;
-    gateway.check(&client).await?;
 
-    let warmup = Duration::from_secs(args.warmup_secs);
-    for t in [&direct, &gateway] {
-        load::closed_loop(&client, t, max_concurrency, warmup, args.max_requests).await;
+    let mut configs = match (&mock, &args.gateway_url) {
+        (Some(mock), _) => rows::gateways(&args, &plan, &client, &direct, mock).await?,
+        (None, Some(url)) => vec![rows::external(&args, &plan, &client, &direct, url).await?],
+        (None, None) => rows::self_test(&args, &plan, &client, &direct, &mock_url).await?,
+    };
+    let litellm = match args.litellm {
+        true => Some(rows::litellm(&args, &plan, &client, &direct, &mock_url, &mut configs).await),
+        false => None,
+    };
+    if let Some(mock) = mock {
+        mock.stop().await;
     }
-
-    let duration = Duration::from_secs(args.duration_secs);
-    let mut levels = Vec::new();
-    for &c in &args.concurrency {
-        eprintln!("bench: concurrency {c}");
-        let d = load::closed_loop(&client, &direct, c, duration, args.max_requests).await;
-        let g = load::closed_loop(&client, &gateway, c, duration, args.max_requests).await;
-        levels.push(Level::new(c, &d, &g));
-    }
-
-    eprintln!("bench: streaming");
-    let d = stream::measure(&client, &direct, args.stream_requests, STREAM_BUDGET).await;
-    let g = stream::measure(&client, &gateway, args.stream_requests, STREAM_BUDGET).await;
 
     let report = Report {
-        mode: endpoints.mode,
+        mode,
         duration_secs: args.duration_secs,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        load: levels,
-        stream: Stream::new(args.stream_words, &d, &g),
-        gateway_peak_rss_kib: endpoints.gateway_pid.and_then(procs::peak_rss_kib),
+        concurrency: args.concurrency.clone(),
+        acceptance: targets::evaluate(&configs),
+        configs,
+        litellm,
     };
-    if let Some(stack) = endpoints.stack {
-        stack.shutdown().await;
-    }
-
     report.print_table();
     let json = serde_json::to_string_pretty(&report)?;
     match &args.json {
@@ -189,42 +231,12 @@ async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-async fn endpoints(args: &Args, client: &Client) -> Result<Endpoints> {
-    if args.self_test {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
-        // Serves until the process exits.
-        tokio::spawn(tollgate_mock_upstream::serve(listener, Default::default()));
-        return Ok(Endpoints {
-            mode: "self-test",
-            mock_url: url.clone(),
-            gateway_url: url,
-            api_key: "sk-self-test".into(),
-            gateway_pid: None,
-            stack: None,
-        });
-    }
-    if let Some(gateway_url) = &args.gateway_url {
-        // clap enforces that these come together.
-        return Ok(Endpoints {
-            mode: "external",
-            mock_url: args.mock_url.clone().unwrap_or_default(),
-            gateway_url: gateway_url.clone(),
-            api_key: args.api_key.clone().unwrap_or_default(),
-            gateway_pid: args.gateway_pid,
-            stack: None,
-        });
-    }
-    let timeout = Duration::from_secs(args.startup_timeout_secs);
-    let stack = Stack::start(&args.tollgate_bin, client, timeout).await?;
-    Ok(Endpoints {
-        mode: "spawned",
-        mock_url: stack.mock_url.clone(),
-        gateway_url: stack.gateway_url.clone(),
-        api_key: stack.api_key.clone(),
-        gateway_pid: stack.gateway_pid(),
-        stack: Some(stack),
-    })
+async fn in_process_mock() -> Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    // Serves until the process exits.
+    tokio::spawn(tollgate_mock_upstream::serve(listener, Default::default()));
+    Ok(url)
 }
 
 /// Ctrl-C or SIGTERM.

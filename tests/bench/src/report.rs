@@ -12,16 +12,67 @@ pub struct Report {
     pub mode: &'static str,
     pub duration_secs: u64,
     pub cores: usize,
+    pub concurrency: Vec<usize>,
+    /// One entry per measured configuration, in the order they ran; the
+    /// LiteLLM row, when measured, is the last.
+    pub configs: Vec<ConfigResult>,
+    /// Present when `--litellm` was given, whether or not its row exists.
+    pub litellm: Option<LitellmInfo>,
+    pub acceptance: Acceptance,
+}
+
+/// One gateway (or LiteLLM) against the direct mock, measured side by side.
+#[derive(Serialize)]
+pub struct ConfigResult {
+    pub name: String,
+    /// `gateway`, `litellm`, `self-test` or `external`.
+    pub kind: &'static str,
+    /// What the configuration changes (`KEY=value`, or LiteLLM's pin).
+    pub settings: Vec<String>,
     pub load: Vec<Level>,
     pub stream: Stream,
-    /// VmHWM of the gateway process at the end, when its pid is known.
-    pub gateway_peak_rss_kib: Option<u64>,
+    /// VmHWM of the process (summed over its process group) at the end of
+    /// its run; unknown without a pid, or if it died.
+    pub peak_rss_kib: Option<u64>,
+    /// Set if the process under test ended during its run (its exit status;
+    /// the log's tail goes to stderr).
+    pub exited: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct LitellmInfo {
+    pub version: &'static str,
+    pub workers: usize,
+    /// `measured`, or why the row is missing.
+    pub status: String,
+}
+
+/// The targets for the default configuration, next to the figures.
+#[derive(Serialize)]
+pub struct Acceptance {
+    /// The configuration the checks read (`default`), if it was measured.
+    pub configuration: Option<String>,
+    pub checks: Vec<Check>,
+}
+
+#[derive(Serialize)]
+pub struct Check {
+    pub what: &'static str,
+    /// e.g. `<= 150 µs`.
+    pub target: String,
+    pub value: Option<f64>,
+    pub unit: &'static str,
+    /// None when the figure was not measured in this run.
+    pub met: Option<bool>,
+    /// Another reading of the same figure, when one helps.
+    pub note: Option<String>,
 }
 
 #[derive(Serialize)]
 pub struct Level {
     pub concurrency: usize,
     pub direct: PathStats,
+    /// The path under test: the gateway, or LiteLLM on its row.
     pub gateway: PathStats,
     /// Gateway req/s over direct req/s.
     pub throughput_ratio: f64,
@@ -48,7 +99,7 @@ pub struct Stream {
     pub added_per_chunk_p50_us: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 pub struct StreamStats {
     pub requests: u64,
     pub errors: u64,
@@ -119,60 +170,4 @@ impl Stream {
 
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
-}
-
-impl Report {
-    pub fn print_table(&self) {
-        println!(
-            "\nmode: {}, {} s per run, {} cores (load generator, mock and gateway share them)\n",
-            self.mode, self.duration_secs, self.cores
-        );
-        println!(
-            "{:>5} | {:>10} {:>9} {:>9} | {:>10} {:>9} {:>9} | {:>6} | {:>9} {:>9} | {:>9}",
-            "conc",
-            "direct r/s",
-            "p50 µs",
-            "p99 µs",
-            "gw r/s",
-            "p50 µs",
-            "p99 µs",
-            "ratio",
-            "+p50 µs",
-            "+p99 µs",
-            "errors d/g"
-        );
-        for l in &self.load {
-            println!(
-                "{:>5} | {:>10.1} {:>9.1} {:>9.1} | {:>10.1} {:>9.1} {:>9.1} | {:>6.3} | {:>9.1} {:>9.1} | {:>4}/{:<4}",
-                l.concurrency,
-                l.direct.rps,
-                l.direct.p50_us,
-                l.direct.p99_us,
-                l.gateway.rps,
-                l.gateway.p50_us,
-                l.gateway.p99_us,
-                l.throughput_ratio,
-                l.added_p50_us,
-                l.added_p99_us,
-                l.direct.errors,
-                l.gateway.errors,
-            );
-        }
-        let s = &self.stream;
-        println!("\nstreaming, c=1, {} words:", s.words);
-        for (name, p) in [("direct", &s.direct), ("gateway", &s.gateway)] {
-            println!(
-                "  {name:>7}: ttfb p50 {:.1} µs, p99 {:.1} µs; per chunk p50 {:.2} µs; {} frames; {}/{} errors",
-                p.ttfb_p50_us, p.ttfb_p99_us, p.per_chunk_p50_us, p.frames_per_stream, p.errors, p.requests
-            );
-        }
-        println!(
-            "    added: ttfb p50 {:+.1} µs, per chunk p50 {:+.2} µs",
-            s.added_ttfb_p50_us, s.added_per_chunk_p50_us
-        );
-        match self.gateway_peak_rss_kib {
-            Some(kib) => println!("\ngateway peak RSS (VmHWM): {kib} KiB ({:.1} MiB)", kib as f64 / 1024.0),
-            None => println!("\ngateway peak RSS: unknown (no gateway pid)"),
-        }
-    }
 }

@@ -52,8 +52,9 @@ pub trait Sink: Send + Sync {
     fn deliver<'a>(&'a self, events: &'a [StoredEvent]) -> DeliveryFuture<'a>;
 }
 
-/// Builds the sink a configuration entry describes.
-pub fn build(config: &SinkConfig, data_dir: &Path) -> anyhow::Result<Arc<dyn Sink>> {
+/// Builds the sink a configuration entry describes; `batch_size` is the most
+/// events one delivery carries.
+pub fn build(config: &SinkConfig, data_dir: &Path, batch_size: usize) -> anyhow::Result<Arc<dyn Sink>> {
     Ok(match config {
         SinkConfig::Http {
             url,
@@ -65,8 +66,38 @@ pub fn build(config: &SinkConfig, data_dir: &Path) -> anyhow::Result<Arc<dyn Sin
         SinkConfig::Nats {
             url, subject, stream, ..
         } => Arc::new(nats::NatsSink::new(url, subject, stream.as_deref())),
-        SinkConfig::File { path, .. } => {
-            Arc::new(file::FileSink::new(super::config::file_path(path.as_deref(), data_dir)))
-        }
+        SinkConfig::File {
+            path,
+            max_bytes,
+            rotate_daily,
+            keep,
+            compress,
+            ..
+        } => Arc::new(file::FileSink::new(
+            super::config::file_path(path.as_deref(), data_dir),
+            file::Rotation {
+                max_bytes: *max_bytes,
+                rotate_daily: *rotate_daily,
+                keep: *keep,
+                compress: *compress,
+            },
+            // A redelivery repeats at most one batch.
+            batch_size.max(1),
+            wall_clock(),
+        )),
     })
+}
+
+/// The time rotation goes by. Test builds (the `test-clock` feature) shift it
+/// by `TOLLGATE_TEST_CLOCK_OFFSET_MS`, so a test crosses midnight without
+/// waiting for it.
+fn wall_clock() -> file::Clock {
+    #[cfg(feature = "test-clock")]
+    if let Some(offset) = std::env::var("TOLLGATE_TEST_CLOCK_OFFSET_MS")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        return Arc::new(move || tollgate_core::db::now_ms() + offset);
+    }
+    Arc::new(tollgate_core::db::now_ms)
 }

@@ -79,15 +79,20 @@ impl Accounts {
         .await
     }
 
-    /// Adds `user_id` with `role`; `AlreadyMember` (naming `email`) if they are one.
+    /// Adds `user_id` with `role`; `AlreadyMember` (naming `email`) if they
+    /// are one, `SeatLimit` if the workspace already has `seats` members
+    /// (`None`: no limit). The count and the insert share one transaction
+    /// under the workspace's lock, so concurrent adds cannot pass the limit.
     pub async fn add_member(
         &self,
         workspace_id: &str,
         user_id: &str,
         email: &str,
         role: Role,
+        seats: Option<u32>,
     ) -> Result<(), AccountError> {
         let mut tx = self.database.begin_write().await?;
+        super::lock_workspace(&mut tx, workspace_id).await?;
         let exists: Option<String> =
             sqlx::query_scalar("SELECT role FROM memberships WHERE workspace_id = $1 AND user_id = $2")
                 .bind(workspace_id)
@@ -96,6 +101,16 @@ impl Accounts {
                 .await?;
         if exists.is_some() {
             return Err(AccountError::AlreadyMember(email.to_string()));
+        }
+        if let Some(limit) = seats {
+            let count: i64 =
+                sqlx::query_scalar("SELECT CAST(COUNT(*) AS BIGINT) FROM memberships WHERE workspace_id = $1")
+                    .bind(workspace_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            if count >= i64::from(limit) {
+                return Err(AccountError::SeatLimit { count, limit });
+            }
         }
         sqlx::query("INSERT INTO memberships (workspace_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
             .bind(workspace_id)

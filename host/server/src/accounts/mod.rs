@@ -33,6 +33,8 @@ pub enum AccountError {
     EmailTaken(String),
     #[error("'{0}' is already a member")]
     AlreadyMember(String),
+    #[error("the workspace has {count} members, all the seats its plan allows ({limit})")]
+    SeatLimit { count: i64, limit: u32 },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
     #[error(transparent)]
@@ -134,6 +136,14 @@ pub async fn signup(
         credit_usd: credit.usd_string(),
         plan: "free".into(),
     })
+}
+
+/// Whether any account exists yet (a first start prints how to make one).
+pub async fn any_account(database: &Database) -> sqlx::Result<bool> {
+    let found: Option<String> = sqlx::query_scalar("SELECT id FROM accounts LIMIT 1")
+        .fetch_optional(&database.pool)
+        .await?;
+    Ok(found.is_some())
 }
 
 pub fn normalize_email(email: &str) -> anyhow::Result<String> {

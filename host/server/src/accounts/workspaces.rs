@@ -101,6 +101,25 @@ impl Accounts {
             .await
     }
 
+    /// Puts the live workspace on `plan` (a plan id the caller checked);
+    /// whether there was such a workspace.
+    pub async fn set_plan(&self, workspace_id: &str, plan: &str) -> sqlx::Result<bool> {
+        let done = sqlx::query("UPDATE workspaces SET plan = $1 WHERE id = $2 AND deleted_at IS NULL")
+            .bind(plan)
+            .bind(workspace_id)
+            .execute(&self.database.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Each plan in use and one live workspace on it, to check at start
+    /// that the configuration defines them all.
+    pub async fn plans_in_use(&self) -> sqlx::Result<Vec<(String, String)>> {
+        sqlx::query_as("SELECT MIN(id), plan FROM workspaces WHERE deleted_at IS NULL GROUP BY plan ORDER BY plan")
+            .fetch_all(&self.database.pool)
+            .await
+    }
+
     /// A new workspace in the same account as `sibling_id`, owned by `user_id`,
     /// with an empty wallet; returns its id.
     pub async fn create_workspace(&self, sibling_id: &str, user_id: &str, name: &str) -> Result<String, AccountError> {

@@ -255,9 +255,12 @@ pub fn api_error(error: ActorError) -> ApiError {
         ActorError::Forbidden(message) => {
             ApiError::new(StatusCode::FORBIDDEN, "permission_error", "forbidden", message)
         }
-        ActorError::PlanLimit(message) => {
-            ApiError::new(StatusCode::FORBIDDEN, "permission_error", "plan_limit", message)
-        }
+        ActorError::PlanLimit(message) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "billing_error",
+            "plan_limit_reached",
+            message,
+        ),
         ActorError::Internal(error) => {
             tracing::error!(error = %tollgate_core::error_text::error_chain(error.as_ref()), "actor request failed");
             ApiError::new(

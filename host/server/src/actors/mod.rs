@@ -51,10 +51,14 @@ pub struct Actors {
     components: Arc<Components>,
     packages: Arc<Packages>,
     signing: SigningKey,
-    /// Parsed IR by actor id; an id's content never changes, so nothing expires.
+    /// Parsed IR by actor id; an id's content never changes, so nothing
+    /// expires, but the map is bounded ([`MAX_CACHED_IRS`]).
     irs: Mutex<HashMap<ActorId, Arc<Ir>>>,
-    /// Deployments a workspace may have; `None`: no limit.
+    /// `actors.max_deployments_per_workspace`: the operator's cap on top of
+    /// the plan's endpoints; `None`: no cap.
     max_deployments: Option<u32>,
+    /// Plans: the workspace's hosted actor endpoints.
+    billing: Arc<crate::billing::Billing>,
     /// Finished runs whose rows are still being written: the answer does
     /// not wait for the commit, and `runs.get` finds them here meanwhile.
     pending_runs: Mutex<HashMap<String, RunRecord>>,
@@ -63,6 +67,11 @@ pub struct Actors {
     /// the database see them within [`DEPLOYMENT_TTL`].
     deployments: Mutex<HashMap<(String, String), CachedDeployment>>,
 }
+
+/// Most actor IRs kept parsed in memory (docs/operations.md, "Memory").
+const MAX_CACHED_IRS: usize = 1_000;
+/// Most deployments (and misses) kept in memory.
+const MAX_CACHED_DEPLOYMENTS: usize = 10_000;
 
 /// A deployment as last read (`None`: there was none), and when.
 type CachedDeployment = (Option<store::Deployment>, Instant);
@@ -126,6 +135,7 @@ impl Actors {
         packages: Arc<Packages>,
         signing: SigningKey,
         max_deployments: Option<u32>,
+        billing: Arc<crate::billing::Billing>,
     ) -> Self {
         Self {
             store: Store::new(database.clone()),
@@ -136,6 +146,7 @@ impl Actors {
             signing,
             irs: Mutex::new(HashMap::new()),
             max_deployments,
+            billing,
             pending_runs: Mutex::new(HashMap::new()),
             deployments: Mutex::new(HashMap::new()),
         }
@@ -162,7 +173,12 @@ impl Actors {
             .ok_or_else(|| ActorError::NotFound(format!("no actor with id {id} is published")))?;
         let ir: Ir = serde_json::from_str(&record.ir).context("a stored actor IR does not parse")?;
         let ir = Arc::new(ir);
-        self.irs.lock().expect("ir cache lock").insert(id.clone(), ir.clone());
+        let mut irs = self.irs.lock().expect("ir cache lock");
+        // Bounded: a gateway serving more actors than this re-reads some.
+        if irs.len() >= MAX_CACHED_IRS {
+            irs.clear();
+        }
+        irs.insert(id.clone(), ir.clone());
         Ok(ir)
     }
 
@@ -176,7 +192,7 @@ impl Actors {
         }
         let found = self.store.deployment(namespace, name).await?;
         let mut cache = self.deployments.lock().expect("deployment cache lock");
-        if cache.len() > 10_000 {
+        if cache.len() >= MAX_CACHED_DEPLOYMENTS {
             cache.clear();
         }
         cache.insert(key, (found.clone(), Instant::now()));

@@ -154,7 +154,8 @@ impl From<ActorError> for OpError {
         match error {
             ActorError::NotFound(message) => OpError::NotFound(message),
             ActorError::Invalid(message) => OpError::InvalidParams(message),
-            ActorError::Forbidden(message) | ActorError::PlanLimit(message) => OpError::PermissionDenied(message),
+            ActorError::Forbidden(message) => OpError::PermissionDenied(message),
+            ActorError::PlanLimit(message) => OpError::ResourceExhausted(message),
             ActorError::Internal(error) => OpError::Internal(error),
         }
     }
@@ -242,7 +243,7 @@ pub async fn deployments(ctx: &Ctx, _params: WorkspaceParams) -> Result<Deployme
         .map_err(|e| OpError::Internal(e.into()))?;
     Ok(DeploymentList {
         deployments: deployments.into_iter().map(shown).collect(),
-        limit: actors.max_deployments,
+        limit: actors.deployment_limit(&ctx.scope().workspace_id).await?,
     })
 }
 
@@ -295,6 +296,17 @@ pub async fn run(ctx: &Ctx, params: RunParams) -> Result<RunShown, OpError> {
 }
 
 impl Actors {
+    /// The deployments the workspace may have: its plan's endpoints, or the
+    /// operator's cap if lower; `None`: no limit.
+    pub async fn deployment_limit(&self, workspace_id: &str) -> Result<Option<u32>, ActorError> {
+        let plan = self
+            .billing
+            .plan_of(workspace_id)
+            .await
+            .map_err(|e| ActorError::Internal(e.into()))?;
+        Ok(crate::billing::lower_limit(plan.endpoints, self.max_deployments))
+    }
+
     pub async fn undeploy(&self, workspace_id: &str, namespace: &str, name: &str) -> Result<bool, ActorError> {
         let deleted = self.store.undeploy(workspace_id, namespace, name).await?;
         self.deployments_changed();
@@ -337,25 +349,35 @@ impl Actors {
             )));
         }
         let existing = self.store.deployment(namespace, name).await?;
-        match &existing {
-            Some(d) if d.workspace_id != workspace_id => {
-                return Err(ActorError::Forbidden(format!(
-                    "deployment {namespace}/{name} belongs to another workspace"
+        if let Some(d) = &existing
+            && d.workspace_id != workspace_id
+        {
+            return Err(ActorError::Forbidden(format!(
+                "deployment {namespace}/{name} belongs to another workspace"
+            )));
+        }
+        let plan = self
+            .billing
+            .plan_of(workspace_id)
+            .await
+            .map_err(|e| ActorError::Internal(e.into()))?;
+        let limit = crate::billing::lower_limit(plan.endpoints, self.max_deployments);
+        // The count and the insert share one transaction under the
+        // workspace's lock, so concurrent creates cannot pass the limit.
+        let deployment = match self
+            .store
+            .deploy(workspace_id, namespace, name, actor_id, limit)
+            .await?
+        {
+            Ok(deployment) => deployment,
+            Err(count) => {
+                return Err(ActorError::PlanLimit(format!(
+                    "plan_limit_reached: this workspace has {count} of the {limit} hosted actor endpoints its '{plan}' plan allows; delete a deployment or move to a plan with more (`billing.plans.list`)",
+                    limit = limit.unwrap_or_default(),
+                    plan = plan.id
                 )));
             }
-            None => {
-                if let Some(limit) = self.max_deployments {
-                    let count = self.store.count_deployments(workspace_id).await?;
-                    if count >= i64::from(limit) {
-                        return Err(ActorError::PlanLimit(format!(
-                            "plan_limit: this workspace has {count} of its {limit} hosted actor deployments; delete one or upgrade the plan"
-                        )));
-                    }
-                }
-            }
-            Some(_) => {}
-        }
-        let deployment = self.store.deploy(workspace_id, namespace, name, actor_id).await?;
+        };
         self.deployments_changed();
         Ok(deployment)
     }

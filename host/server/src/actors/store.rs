@@ -82,15 +82,41 @@ impl Store {
         rows.iter().map(actor_from).collect()
     }
 
-    /// Points `namespace/name` at `actor_id`, creating the deployment if new.
+    /// Points `namespace/name` at `actor_id`, creating the deployment if new
+    /// and the workspace has fewer than `limit` (`None`: no limit); past it,
+    /// `Err` with the workspace's count. The count and the write share one
+    /// transaction under the workspace's lock, so concurrent creates on any
+    /// gateway cannot pass the limit together.
     pub async fn deploy(
         &self,
         workspace_id: &str,
         namespace: &str,
         name: &str,
         actor_id: &str,
-    ) -> sqlx::Result<Deployment> {
+        limit: Option<u32>,
+    ) -> sqlx::Result<Result<Deployment, i64>> {
         let now = now_ms();
+        let mut tx = self.database.begin_write().await?;
+        crate::accounts::lock_workspace(&mut tx, workspace_id).await?;
+        if let Some(limit) = limit {
+            let exists: Option<String> =
+                sqlx::query_scalar("SELECT workspace_id FROM actor_deployments WHERE namespace = $1 AND name = $2")
+                    .bind(namespace)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if exists.is_none() {
+                let count: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COUNT(*) AS BIGINT) FROM actor_deployments WHERE workspace_id = $1",
+                )
+                .bind(workspace_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                if count >= i64::from(limit) {
+                    return Ok(Err(count));
+                }
+            }
+        }
         sqlx::query(concat!(
             "INSERT INTO actor_deployments (workspace_id, namespace, name, actor_id, created_at_ms, updated_at_ms) ",
             "VALUES ($1, $2, $3, $4, $5, $5) ",
@@ -101,12 +127,13 @@ impl Store {
         .bind(name)
         .bind(actor_id)
         .bind(now)
-        .execute(&self.database.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(self
+        tx.commit().await?;
+        Ok(Ok(self
             .deployment(namespace, name)
             .await?
-            .expect("a deployment just written is there"))
+            .expect("a deployment just written is there")))
     }
 
     pub async fn deployment(&self, namespace: &str, name: &str) -> sqlx::Result<Option<Deployment>> {
@@ -130,13 +157,6 @@ impl Store {
         .fetch_all(&self.database.pool)
         .await?;
         rows.iter().map(deployment_from).collect()
-    }
-
-    pub async fn count_deployments(&self, workspace_id: &str) -> sqlx::Result<i64> {
-        sqlx::query_scalar("SELECT COUNT(*) FROM actor_deployments WHERE workspace_id = $1")
-            .bind(workspace_id)
-            .fetch_one(&self.database.pool)
-            .await
     }
 
     pub async fn undeploy(&self, workspace_id: &str, namespace: &str, name: &str) -> sqlx::Result<bool> {

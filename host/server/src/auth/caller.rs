@@ -1,7 +1,9 @@
 //! Auth's handler state ([`AuthState`]: the key resolver and the per-key rate
 //! limiter) and the data plane's [`Caller`] extractor, which needs nothing
 //! else. The control plane and the registry API resolve keys through
-//! [`AuthState::resolve`].
+//! [`AuthState::resolve`]. A request without an `Authorization` header may
+//! instead carry a console session cookie with its CSRF header
+//! ([`AuthState::session`]); it resolves to the same kind of [`Principal`].
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 
+use super::sessions::{SessionRefusal, Sessions};
 use super::{KeyResolver, Principal};
 use crate::error::ApiError;
 use crate::rate_limit::KeyRateLimiter;
@@ -18,11 +21,38 @@ pub struct AuthState {
     keys: KeyResolver,
     /// Per-key request rates (`[limits] key_requests_per_minute`).
     key_rates: KeyRateLimiter,
+    /// Console sign-in: sessions, OIDC providers (`signin.rs`).
+    pub(crate) signin: super::signin::SignIn,
+}
+
+/// Why a request's session cookie was refused, as an HTTP error.
+pub enum SessionError {
+    Refused(SessionRefusal),
+    Internal(anyhow::Error),
 }
 
 impl AuthState {
-    pub fn new(keys: KeyResolver, key_rates: KeyRateLimiter) -> Self {
-        Self { keys, key_rates }
+    pub fn new(keys: KeyResolver, key_rates: KeyRateLimiter, signin: super::signin::SignIn) -> Self {
+        Self {
+            keys,
+            key_rates,
+            signin,
+        }
+    }
+
+    pub fn sessions(&self) -> &Sessions {
+        &self.signin.sessions
+    }
+
+    /// The principal of the request's console session, with its CSRF header
+    /// checked; `Ok(None)` when the request has no session cookie.
+    pub async fn session(&self, headers: &axum::http::HeaderMap) -> Result<Option<Arc<Principal>>, SessionError> {
+        match self.sessions().from_request(headers, true).await {
+            Ok(None) => Ok(None),
+            Ok(Some(Ok(info))) => Ok(Some(info.principal)),
+            Ok(Some(Err(refusal))) => Err(SessionError::Refused(refusal)),
+            Err(e) => Err(SessionError::Internal(e)),
+        }
     }
 
     /// The principal a key stands for, whatever it may do; `None` for an
@@ -56,17 +86,42 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Api
         .await
         .unwrap_or_else(|e| match e {});
     let reject = |message: &str| ApiError::unauthorized(message).with_request_id(&request_id.0);
-    let value = parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| reject("Missing API key: send 'Authorization: Bearer tg_live_…'."))?;
-    let secret = value
-        .to_str()
-        .ok()
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim)
-        .ok_or_else(|| reject("The Authorization header must be 'Bearer <API key>'."))?;
-    match auth.keys.resolve(secret).await {
+    // Anthropic's clients send the key in `x-api-key`; everyone else as a
+    // bearer token; the console's browser sends its session cookie.
+    let resolved = match (parts.headers.get(header::AUTHORIZATION), parts.headers.get("x-api-key")) {
+        (Some(value), _) => {
+            let secret = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+                .map(str::trim)
+                .ok_or_else(|| reject("The Authorization header must be 'Bearer <API key>'."))?;
+            auth.keys.resolve(secret).await
+        }
+        (None, Some(value)) => {
+            let secret = value
+                .to_str()
+                .map(str::trim)
+                .map_err(|_| reject("The x-api-key header must hold the API key."))?;
+            auth.keys.resolve(secret).await
+        }
+        (None, None) => match auth.session(&parts.headers).await {
+            Ok(Some(principal)) => Ok(Some(principal)),
+            Ok(None) => {
+                return Err(reject(
+                    "Missing API key: send 'Authorization: Bearer tg_live_…' (or 'x-api-key: tg_live_…').",
+                ));
+            }
+            Err(SessionError::Refused(SessionRefusal::Invalid)) => {
+                return Err(reject("The console session has expired or ended; sign in again."));
+            }
+            Err(SessionError::Refused(SessionRefusal::Csrf)) => {
+                return Err(ApiError::csrf_failed().with_request_id(&request_id.0));
+            }
+            Err(SessionError::Internal(e)) => Err(e),
+        },
+    };
+    match resolved {
         // The same role table as the control plane: viewers may not call the data plane.
         Ok(Some(principal)) if !principal.role.allows(super::permissions::Permission::Inference) => Err(ApiError::new(
             StatusCode::FORBIDDEN,

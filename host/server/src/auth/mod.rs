@@ -4,6 +4,9 @@
 //! that cache stays correct when several gateways share one database.
 //! `permissions` holds the role → permission table both planes check;
 //! `caller` holds auth's handler state and the data plane's `Caller` extractor.
+//! The console signs in through `signin` (routes under `/auth/`), with an API
+//! key or an OIDC provider (`oidc`), into a cookie session (`sessions`) that
+//! resolves to the same [`Principal`] a key would.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +19,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 mod caller;
+pub mod oidc;
 pub mod permissions;
+pub mod sessions;
+pub mod signin;
 
-pub use caller::{AuthState, Caller};
+pub use caller::{AuthState, Caller, SessionError};
 
 use permissions::Role;
 use tollgate_core::db::{Backend, Database, Db};
@@ -235,8 +241,14 @@ impl KeyResolver {
         if !is_well_formed(secret) {
             return Ok(None);
         }
+        self.resolve_hash(&hash_key(secret)).await
+    }
+
+    /// [`Self::resolve`] for a key known by its hash (a console session made
+    /// with that key).
+    pub async fn resolve_hash(&self, hash: &KeyHash) -> anyhow::Result<Option<Arc<Principal>>> {
+        let hash = *hash;
         let shared = &self.shared;
-        let hash = hash_key(secret);
         let now = shared.now_ms();
         let generation = {
             let cache = shared.cache.read().expect("key cache poisoned");

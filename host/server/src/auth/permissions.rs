@@ -28,6 +28,8 @@ pub enum Permission {
     KeyRead,
     KeyWrite,
     BillingRead,
+    /// Change the workspace's plan (owners only).
+    BillingWrite,
     UsageRead,
     /// List and show the workspace's tool-server and skill installs.
     InstallRead,
@@ -40,7 +42,7 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Permission; 16] = [
+    pub const ALL: [Permission; 17] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -52,6 +54,7 @@ impl Permission {
         Permission::KeyRead,
         Permission::KeyWrite,
         Permission::BillingRead,
+        Permission::BillingWrite,
         Permission::UsageRead,
         Permission::InstallRead,
         Permission::InstallWrite,
@@ -72,6 +75,7 @@ impl Permission {
             Permission::KeyRead => "key.read",
             Permission::KeyWrite => "key.write",
             Permission::BillingRead => "billing.read",
+            Permission::BillingWrite => "billing.write",
             Permission::UsageRead => "usage.read",
             Permission::InstallRead => "install.read",
             Permission::InstallWrite => "install.write",
@@ -98,14 +102,14 @@ impl Role {
     }
 
     /// The table. Owners may do everything; admins everything but deleting the
-    /// workspace; developers use the gateway and manage keys, namespaces and
+    /// workspace and changing its plan; developers use the gateway and manage keys, namespaces and
     /// installs, and publish and deploy actors;
     /// viewers only read.
     pub fn allows(self, permission: Permission) -> bool {
         use Permission::*;
         match self {
             Role::Owner => true,
-            Role::Admin => permission != WorkspaceDelete,
+            Role::Admin => !matches!(permission, WorkspaceDelete | BillingWrite),
             Role::Developer => matches!(
                 permission,
                 Inference
@@ -152,6 +156,8 @@ mod tests {
         }
         assert!(!Role::Viewer.allows(Permission::Inference));
         assert!(!Role::Admin.allows(Permission::WorkspaceDelete));
+        assert!(!Role::Admin.allows(Permission::BillingWrite));
+        assert!(Role::Owner.allows(Permission::BillingWrite));
         assert!(Role::Developer.allows(Permission::KeyWrite));
         assert!(!Role::Developer.allows(Permission::MemberWrite));
     }

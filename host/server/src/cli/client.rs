@@ -1,5 +1,5 @@
 //! The control-plane client: `tollgate signup`, `workspaces …`, `keys …`,
-//! `members …`, `namespaces …`, `wallet`, `usage`, `request ID`, and the
+//! `members …`, `namespaces …`, `wallet`, `plan …`, `usage`, `request ID`, and the
 //! tool-server and skill installs (`install`, `upgrade`, `uninstall`, `installs`). Each command is
 //! one JSON-RPC call of an extension method on `POST /a2a`, so the CLI has
 //! exactly the permissions of its key. The server URL and key come from flags,
@@ -79,6 +79,13 @@ pub enum ClientCommand {
     Wallet {
         #[command(flatten)]
         connection: Connection,
+    },
+    /// Plans: what each allows, the workspace's plan, this month's usage against it.
+    Plan {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: PlanCommand,
     },
     /// The request log, newest first.
     Usage {
@@ -211,6 +218,19 @@ pub enum KeysCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum PlanCommand {
+    /// Every plan: monthly requests, endpoints, seats, fee per request, price.
+    List,
+    /// The workspace's plan.
+    Show,
+    /// Move the workspace to a plan without a monthly price (owners only;
+    /// paid plans: an operator's `tollgate admin plan set`).
+    Change { plan: String },
+    /// This calendar month's (UTC) requests and spend against the plan.
+    Usage,
+}
+
+#[derive(Subcommand, Debug)]
 pub enum MembersCommand {
     List,
     /// Add a signed-up user by e-mail.
@@ -239,6 +259,7 @@ impl ClientCommand {
             | C::Keys { connection, .. }
             | C::Members { connection, .. }
             | C::Wallet { connection }
+            | C::Plan { connection, .. }
             | C::Usage { connection, .. }
             | C::Request { connection, .. }
             | C::Install { connection, .. }
@@ -325,6 +346,12 @@ impl ClientCommand {
                 ..
             } => ("members.remove", json!({"user_id": user_id})),
             C::Wallet { .. } => ("wallet.get", json!({})),
+            C::Plan { command, .. } => match command {
+                PlanCommand::List => ("billing.plans.list", json!({})),
+                PlanCommand::Show => ("billing.plan.get", json!({})),
+                PlanCommand::Change { plan } => ("billing.plan.change", json!({"plan": plan})),
+                PlanCommand::Usage => ("billing.usage.month", json!({})),
+            },
             C::Usage {
                 since_ms,
                 until_ms,
@@ -366,7 +393,10 @@ impl ClientCommand {
         };
         let object = params.as_object_mut().expect("params are an object");
         object.retain(|_, v| !v.is_null());
-        let workspace_scoped = !matches!(op, "accounts.signup" | "workspaces.list" | "workspaces.create");
+        let workspace_scoped = !matches!(
+            op,
+            "accounts.signup" | "workspaces.list" | "workspaces.create" | "billing.plans.list"
+        );
         if workspace_scoped
             && !object.contains_key("workspace_id")
             && let Some(workspace) = workspace

@@ -1,6 +1,8 @@
-//! Read-only operations on money: the wallet, the request log and one request's
-//! trace. They read through the ledger's own views (`tollgate_ledger`), which
-//! own `wallets` and `request_log`, and the accounts API for the plan.
+//! Operations on money: the wallet, the request log and one request's trace,
+//! read through the ledger's own views (`tollgate_ledger`), which own
+//! `wallets` and `request_log`; and plans (`billing.*`: the plans, a
+//! workspace's plan and its change, the month's usage against it) through the
+//! billing concern (`crate::billing`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -158,4 +160,77 @@ pub async fn request(ctx: &Ctx, params: RequestParams) -> Result<Value, OpError>
         row["provenance"] = serde_json::to_value(run).map_err(|e| OpError::Internal(e.into()))?;
     }
     Ok(row)
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+#[derive(Serialize, JsonSchema)]
+pub struct PlanList {
+    pub plans: Vec<crate::billing::plans::PlanShown>,
+}
+
+/// Every plan this gateway defines (built-in and operator-added).
+pub async fn plans(ctx: &Ctx, _params: NoParams) -> Result<PlanList, OpError> {
+    Ok(PlanList {
+        plans: ctx.billing().plans().all().map(|plan| plan.shown()).collect(),
+    })
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct WorkspacePlan {
+    pub workspace_id: String,
+    pub plan: crate::billing::plans::PlanShown,
+}
+
+pub async fn plan(ctx: &Ctx, _params: Target) -> Result<WorkspacePlan, OpError> {
+    let workspace_id = &ctx.scope().workspace_id;
+    let plan = ctx.billing().plan_of(workspace_id).await?;
+    Ok(WorkspacePlan {
+        workspace_id: workspace_id.clone(),
+        plan: plan.shown(),
+    })
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeParams {
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// A plan id from `billing.plans.list`.
+    pub plan: String,
+}
+
+/// Moves the workspace to a plan with no monthly price. Paid plans need a
+/// payment, which this gateway does not take yet: an operator moves a
+/// workspace onto one with `tollgate admin plan set`.
+pub async fn change_plan(ctx: &Ctx, params: ChangeParams) -> Result<WorkspacePlan, OpError> {
+    let workspace_id = &ctx.scope().workspace_id;
+    let billing = ctx.billing();
+    let Some(plan) = billing.plans().get(&params.plan) else {
+        return Err(OpError::InvalidParams(format!(
+            "no plan '{}'; the plans are: {}",
+            params.plan,
+            billing.plans().ids()
+        )));
+    };
+    if plan.monthly_price.0 != 0 {
+        return Err(OpError::FailedPrecondition(format!(
+            "plan '{}' costs {} USD a month, and this gateway takes no payments yet; an operator can move workspace '{workspace_id}' onto it with `tollgate admin plan set --workspace WORKSPACE --plan {}`",
+            plan.id,
+            plan.monthly_price.usd_decimal(),
+            plan.id
+        )));
+    }
+    let plan = billing.set_plan(workspace_id, &params.plan).await?;
+    Ok(WorkspacePlan {
+        workspace_id: workspace_id.clone(),
+        plan: plan.shown(),
+    })
+}
+
+/// This month's (UTC) requests and spend against the plan.
+pub async fn usage_month(ctx: &Ctx, _params: Target) -> Result<crate::billing::MonthUsage, OpError> {
+    Ok(ctx.billing().month_usage(&ctx.scope().workspace_id).await?)
 }

@@ -48,10 +48,11 @@ const SKILLS: &[(&str, &str, &[&str], &[&str])] = &[
     ),
     (
         "billing",
-        "Wallet and usage",
-        &["wallet", "usage", "requests"],
+        "Wallet, plans and usage",
+        &["wallet", "billing", "usage", "requests"],
         &[
             r#"{"op": "wallet.get", "params": {}}"#,
+            r#"{"op": "billing.usage.month", "params": {}}"#,
             r#"{"op": "usage.list", "params": {"limit": 20}}"#,
         ],
     ),

@@ -76,8 +76,21 @@ impl From<crate::accounts::AccountError> for OpError {
         use crate::accounts::AccountError;
         match error {
             AccountError::EmailTaken(_) | AccountError::AlreadyMember(_) => OpError::AlreadyExists(error.to_string()),
+            AccountError::SeatLimit { .. } => OpError::ResourceExhausted(format!("plan_limit_reached: {error}")),
             AccountError::Database(e) => e.into(),
             AccountError::Other(e) => OpError::Internal(e),
+        }
+    }
+}
+
+impl From<crate::billing::BillingError> for OpError {
+    fn from(error: crate::billing::BillingError) -> Self {
+        use crate::billing::BillingError;
+        match error {
+            BillingError::LimitReached { .. } => OpError::ResourceExhausted(error.to_string()),
+            BillingError::UnknownPlan { .. } => OpError::FailedPrecondition(error.to_string()),
+            BillingError::Database(e) => e.into(),
+            BillingError::Other(e) => OpError::Internal(e),
         }
     }
 }

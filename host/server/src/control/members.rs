@@ -70,10 +70,22 @@ pub async fn add(ctx: &Ctx, params: AddParams) -> Result<Member, OpError> {
         .user_by_email(&email)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("user '{email}'")))?;
-    ctx.accounts()
-        .add_member(&ctx.scope().workspace_id, &user_id, &email, params.role)
-        .await?;
-    member(ctx, &user_id).await
+    let workspace_id = &ctx.scope().workspace_id;
+    let plan = ctx.billing().plan_of(workspace_id).await?;
+    let added = ctx
+        .accounts()
+        .add_member(workspace_id, &user_id, &email, params.role, plan.seats)
+        .await;
+    match added {
+        Err(crate::accounts::AccountError::SeatLimit { count, limit }) => Err(OpError::ResourceExhausted(format!(
+            "plan_limit_reached: this workspace has {count} members, all {limit} seats its '{}' plan allows; remove a member or move to a plan with more seats (`billing.plans.list`)",
+            plan.id
+        ))),
+        added => {
+            added?;
+            member(ctx, &user_id).await
+        }
+    }
 }
 
 pub async fn list(ctx: &Ctx, _params: super::workspaces::Target) -> Result<MemberList, OpError> {

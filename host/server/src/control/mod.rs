@@ -76,6 +76,8 @@ pub struct ControlPlane {
     config: ControlPlaneConfig,
     signups: crate::rate_limit::IpRateLimiter,
     accounts: Accounts,
+    /// Plans: what a workspace's plan allows, its monthly usage.
+    billing: Arc<crate::billing::Billing>,
     packages: Arc<Packages>,
     /// Tool servers and skills installed into workspaces.
     components: Arc<crate::components::Installs>,
@@ -98,9 +100,11 @@ impl ControlPlane {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: &ControlPlaneConfig,
         accounts: Accounts,
+        billing: Arc<crate::billing::Billing>,
         packages: Arc<Packages>,
         components: Arc<crate::components::Installs>,
         actors: Arc<crate::actors::Actors>,
@@ -111,6 +115,7 @@ impl ControlPlane {
             config: config.clone(),
             signups: crate::rate_limit::IpRateLimiter::per_minute(config.signup_per_minute),
             accounts,
+            billing,
             packages,
             components,
             actors,

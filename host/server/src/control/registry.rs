@@ -63,6 +63,11 @@ impl Ctx {
         &self.control.accounts
     }
 
+    /// Plans and their limits.
+    pub fn billing(&self) -> &crate::billing::Billing {
+        &self.control.billing
+    }
+
     pub fn packages(&self) -> &Packages {
         &self.control.packages
     }
@@ -178,6 +183,14 @@ pub fn ops() -> &'static [Op] {
                 members::key_revoke, members::KeyParams => members::RevokedKey),
             op!("wallet.get", Workspace(BillingRead), "Show a workspace's wallet balances (exact USD).",
                 billing::wallet, workspaces::Target => billing::Wallet),
+            op!("billing.plans.list", Authenticated, "List the plans: monthly requests, endpoints, seats, the gateway fee per request, the monthly price.",
+                billing::plans, billing::NoParams => billing::PlanList),
+            op!("billing.plan.get", Workspace(BillingRead), "Show the workspace's plan and what it allows.",
+                billing::plan, workspaces::Target => billing::WorkspacePlan),
+            op!("billing.plan.change", Workspace(BillingWrite), "Move the workspace to a plan without a monthly price (owners; paid plans: an operator's `tollgate admin plan set`).",
+                billing::change_plan, billing::ChangeParams => billing::WorkspacePlan),
+            op!("billing.usage.month", Workspace(UsageRead), "This calendar month's (UTC) model requests and spend against the plan's limit.",
+                billing::usage_month, workspaces::Target => crate::billing::MonthUsage),
             op!("usage.list", Workspace(UsageRead), "List the request log, newest first, filtered by time and key.",
                 billing::usage, billing::UsageParams => billing::UsagePage),
             op!("requests.get", Workspace(UsageRead), "Show one request's full trace, including attempts.",

@@ -190,13 +190,6 @@ async fn authenticate(
     auth: &AuthState,
     headers: &HeaderMap,
 ) -> Result<Option<Arc<Principal>>, Response> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        #[cfg(feature = "a2a-conformance")]
-        if control.conformance_mode() {
-            return Ok(Some(super::conformance::sandbox_principal()));
-        }
-        return Ok(None);
-    };
     let unauthorized = |message: &str| {
         let error = RpcError::new(
             super::error::OPERATION_FAILED,
@@ -209,6 +202,37 @@ async fn authenticate(
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         response
+    };
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        // The console's calls carry its session cookie and CSRF header instead.
+        match auth.session(headers).await {
+            Ok(Some(principal)) => return Ok(Some(principal)),
+            Ok(None) => {}
+            Err(crate::auth::SessionError::Refused(crate::auth::sessions::SessionRefusal::Invalid)) => {
+                return Err(unauthorized("The console session has expired or ended; sign in again."));
+            }
+            Err(crate::auth::SessionError::Refused(crate::auth::sessions::SessionRefusal::Csrf)) => {
+                let error = RpcError::new(
+                    super::error::OPERATION_FAILED,
+                    "A call authenticated by the console session cookie must send its X-CSRF-Token header.",
+                    "PERMISSION_DENIED",
+                    super::error::TOLLGATE_DOMAIN,
+                );
+                return Err(reply(StatusCode::FORBIDDEN, error_response(Value::Null, &error)));
+            }
+            Err(crate::auth::SessionError::Internal(e)) => {
+                tracing::error!(error = %e, "session lookup failed");
+                return Err(reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    error_response(Value::Null, &RpcError::internal()),
+                ));
+            }
+        }
+        #[cfg(feature = "a2a-conformance")]
+        if control.conformance_mode() {
+            return Ok(Some(super::conformance::sandbox_principal()));
+        }
+        return Ok(None);
     };
     let secret = value
         .to_str()

@@ -4,8 +4,10 @@
 //! The hold covers the worst case: every byte of the request body counted as an
 //! input token, plus the output-token cap (the request's own, or the gateway's
 //! default, which is then sent upstream), for the dearest candidate, or summed
-//! over the candidates when a stream may continue on them. So the cost can never
-//! exceed it.
+//! over the candidates when a stream may continue on them, plus the plan's
+//! gateway fee. So the cost can never exceed it. The fee is billed once per
+//! request that was metered (an upstream answered or spent tokens), on top of
+//! the provider's cost.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -40,6 +42,8 @@ pub struct Bill {
     time_to_first_chunk: Option<Duration>,
     /// The worst case held against a caller-side cap, settled with the bill.
     ceiling: Option<Box<dyn CeilingHold>>,
+    /// The plan's gateway fee, added to a metered request's cost.
+    fee: Nanos,
 }
 
 /// A cap on what a request may cost on top of the wallet: a hosted actor's
@@ -69,6 +73,9 @@ pub struct Demand<'a> {
     /// A stream that may continue on later candidates after content was sent.
     pub may_continue: bool,
     pub ceiling: Option<&'a dyn CostCeiling>,
+    /// The request as its workspace's plan admitted it (`None` with the
+    /// ledger off): its fee, and its count to give back if refused here.
+    pub admitted: Option<crate::billing::Admitted>,
 }
 
 impl Bill {
@@ -84,19 +91,22 @@ impl Bill {
         let input_bound = demand.body_bytes as u64 + TOKENS_PER_MESSAGE * demand.messages as u64;
         let per_candidate = candidates.iter().map(|route| {
             let input = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
-            route.price.cost(TokenCounts {
+            route.price.worst_case(TokenCounts {
                 input,
                 output: demand.max_output_tokens,
+                ..TokenCounts::default()
             })
         });
         // Failed starts cost nothing, so one paid attempt is the worst case,
         // unless a stream may continue on later candidates: then each candidate
         // can be paid once.
-        let worst_case = if demand.may_continue {
+        let provider_worst_case = if demand.may_continue {
             per_candidate.fold(Nanos::ZERO, |sum, cost| Nanos(sum.0.saturating_add(cost.0)))
         } else {
             per_candidate.max().unwrap_or(Nanos::ZERO)
         };
+        let fee = demand.admitted.as_ref().map_or(Nanos::ZERO, |a| a.plan.request_fee);
+        let worst_case = Nanos(provider_worst_case.0.saturating_add(fee.0));
         let primary = &candidates[0];
         let log = RequestLogRow {
             request_id: demand.request_id.to_string(),
@@ -114,6 +124,7 @@ impl Bill {
             reasoning_tokens: None,
             usage_source: "none",
             reserved: worst_case,
+            fee: Nanos::ZERO,
             snapshot_id: Some(snapshot_id),
             attempts: "[]".into(),
             attempt_count: 0,
@@ -134,11 +145,16 @@ impl Bill {
             trace_parent: crate::telemetry::current_context(),
             time_to_first_chunk: None,
             ceiling: None,
+            fee,
         };
+        let admitted = demand.admitted;
         if let Some(ceiling) = demand.ceiling {
             match ceiling.hold(worst_case) {
                 Ok(held) => bill.ceiling = Some(held),
                 Err(message) => {
+                    if let Some(admitted) = admitted {
+                        admitted.give_back();
+                    }
                     bill.log.reserved = Nanos::ZERO;
                     bill.close(None, &Trail::default(), "budget_exceeded", Some(402)).await;
                     return Err(ApiError::new(
@@ -173,14 +189,22 @@ impl Bill {
                 bill.log.reserved = Nanos::ZERO;
                 bill.close(None, &Trail::default(), "insufficient_balance", Some(402))
                     .await;
+                if let Some(admitted) = admitted {
+                    admitted.give_back();
+                }
                 Err(error)
             }
-            Err(ReserveError::Unavailable(reason)) => Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "ledger_unavailable",
-                format!("The wallet ledger is unavailable: {reason}"),
-            )),
+            Err(ReserveError::Unavailable(reason)) => {
+                if let Some(admitted) = admitted {
+                    admitted.give_back();
+                }
+                Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "api_error",
+                    "ledger_unavailable",
+                    format!("The wallet ledger is unavailable: {reason}"),
+                ))
+            }
         }
     }
 
@@ -226,17 +250,16 @@ impl Bill {
         };
         Metered {
             usage: Some(usage),
-            cost: route.price.cost(TokenCounts {
-                input: usage.input,
-                output: usage.output,
-            }),
+            cost: route.price.cost(token_counts(&usage)),
+            fee: Nanos::ZERO,
         }
     }
 
-    /// Posts the trail's total cost (never above the hold; a zero total voids
-    /// it) and writes the request log row naming `answered_by`. Returns what was
-    /// actually billed, which is what the answer must show. Only the first call
-    /// settles; later calls bill nothing.
+    /// Posts the trail's total cost plus the plan's fee when anything was
+    /// metered (never above the hold; a zero total voids it) and writes the
+    /// request log row naming `answered_by`. Returns what was actually billed,
+    /// which is what the answer must show. Only the first call settles; later
+    /// calls bill nothing.
     pub async fn close(
         &mut self,
         answered_by: Option<&ModelRoute>,
@@ -245,9 +268,15 @@ impl Bill {
         status: Option<u16>,
     ) -> Metered {
         let mut metered = trail.total();
+        if metered.usage.is_some() {
+            metered.fee = self.fee;
+            metered.cost = Nanos(metered.cost.0.saturating_add(self.fee.0));
+        }
         if let Some(hold) = &self.hold {
+            // The hold covers the fee, so only the provider's part can be cut.
             metered.cost = metered.cost.min(hold.amount);
         }
+        self.log.fee = metered.fee;
         let Some(ledger) = self.ledger.take() else {
             self.report(trail, outcome, status, metered.cost);
             if let Some(ceiling) = self.ceiling.take() {
@@ -266,7 +295,7 @@ impl Bill {
         self.log.output_tokens = usage.map(|u| u.output);
         self.log.cached_tokens = usage.and_then(|u| u.cache_read);
         self.log.reasoning_tokens = usage.and_then(|u| u.reasoning);
-        self.log.attempts = trail.to_json().to_string();
+        self.log.attempts = tollgate_ledger::compact_attempts(&trail.to_json());
         self.log.attempt_count = trail.0.len() as u32;
         self.log.duration_ms = self.started.elapsed().as_millis() as i64;
         let request_id = self.log.request_id.clone();
@@ -278,6 +307,7 @@ impl Bill {
                 Metered {
                     usage,
                     cost: Nanos::ZERO,
+                    fee: Nanos::ZERO,
                 }
             }
             Err(error) => {
@@ -285,6 +315,7 @@ impl Bill {
                 Metered {
                     usage,
                     cost: Nanos::ZERO,
+                    fee: Nanos::ZERO,
                 }
             }
         };
@@ -340,6 +371,17 @@ impl Bill {
     }
 }
 
+/// An adapter's usage as the counts each kind is billed for.
+pub fn token_counts(usage: &Usage) -> TokenCounts {
+    TokenCounts {
+        input: usage.input,
+        output: usage.output,
+        cache_read: usage.cache_read.unwrap_or(0),
+        cache_write: usage.cache_write.unwrap_or(0),
+        reasoning: usage.reasoning.unwrap_or(0),
+    }
+}
+
 /// A bill dropped unsettled (the caller went away while an upstream was still
 /// working) is settled in the background with a local estimate for the route
 /// it was waiting on, so the hold is not left to expire and the tokens the
@@ -363,6 +405,7 @@ impl Drop for Bill {
             trace_parent: self.trace_parent.clone(),
             time_to_first_chunk: self.time_to_first_chunk,
             ceiling: self.ceiling.take(),
+            fee: self.fee,
         };
         let in_flight = self.in_flight.take();
         runtime.spawn(async move {

@@ -39,10 +39,32 @@ pub async fn chat_completions(
     caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(&data, &request_id, None, &caller, body).await {
+    match handle(&data, &request_id, None, &caller, body, StreamFailure::Chunk).await {
         Ok(response) => response,
         Err(error) => error.with_request_id(&request_id.0).into_response(),
     }
+}
+
+/// How a streamed request whose every candidate failed before any content is
+/// answered: as a stream ending in one error chunk (chat completions), or as
+/// the error itself, so an ingress protocol can answer it with an HTTP status
+/// in its own error shape.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum StreamFailure {
+    Chunk,
+    Status,
+}
+
+/// A chat-completions body translated by an ingress protocol
+/// (`data_plane::ingress`), through the whole pipeline. Errors come back
+/// unrendered, for the protocol's own error shape.
+pub async fn translated(
+    data: &Arc<DataPlane>,
+    request_id: &RequestId,
+    caller: &Caller,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    handle(data, request_id, None, caller, Ok(body), StreamFailure::Status).await
 }
 
 /// What a chat completion inside another request carries: the request it
@@ -62,7 +84,16 @@ pub async fn nested(
     caller: Caller,
     body: Bytes,
 ) -> Response {
-    match handle(&data, &request_id, Some(&nested), &caller, Ok(body)).await {
+    match handle(
+        &data,
+        &request_id,
+        Some(&nested),
+        &caller,
+        Ok(body),
+        StreamFailure::Chunk,
+    )
+    .await
+    {
         Ok(response) => response,
         Err(error) => error.with_request_id(&request_id.0).into_response(),
     }
@@ -74,28 +105,54 @@ async fn handle(
     nested: Option<&Nested<'_>>,
     caller: &Caller,
     body: Result<Bytes, BytesRejection>,
+    stream_failure: StreamFailure,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::body_too_large(data.limits.max_body_bytes)
-        } else {
-            ApiError::invalid_request(format!("Could not read the request body: {rejection}"))
+    let parent = nested.map(|n| n.parent);
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            return Err(refused(data, request_id, parent, caller, None, body_error(data, &rejection)).await);
         }
-    })?;
+    };
     if data.limits.log_prompts {
         tracing::info!(body = %String::from_utf8_lossy(&body), "chat request body (telemetry.log_prompts is on)");
     }
-    let envelope = ChatEnvelope::parse(&body)?;
+    let envelope = match ChatEnvelope::parse(&body) {
+        Ok(envelope) => envelope,
+        Err(error) => return Err(refused(data, request_id, parent, caller, None, error).await),
+    };
     let routes = data.routes();
-    let candidates = resolve_candidates(&routes, &envelope, data.ledger.is_some())?;
+    let candidates = match resolve_candidates(&routes, &envelope, data.ledger.is_some()) {
+        Ok(candidates) => candidates,
+        Err(error) => return Err(refused(data, request_id, parent, caller, Some(&envelope.model), error).await),
+    };
 
     // Without a caller-set cap the gateway injects its own, so the cost cannot
     // outgrow the reservation.
     let default_cap = data.limits.default_max_output_tokens;
     let injected_cap = envelope.max_output_tokens.is_none().then_some(default_cap);
+    // The plan's monthly limit is checked before anything is reserved or sent
+    // upstream. With the ledger off requests are neither limited nor billed.
+    let admitted = match data.ledger.is_some() {
+        true => match data.billing.admit(&caller.0.workspace_id).await {
+            Ok(admitted) => Some(admitted),
+            Err(error) => {
+                return Err(refused(
+                    data,
+                    request_id,
+                    parent,
+                    caller,
+                    Some(&envelope.model),
+                    plan_error(error),
+                )
+                .await);
+            }
+        },
+        false => None,
+    };
     let demand = Demand {
         request_id: &request_id.0,
-        parent_request_id: nested.map(|n| n.parent),
+        parent_request_id: parent,
         requested_model: &envelope.model,
         streamed: envelope.stream,
         body_bytes: body.len(),
@@ -103,6 +160,7 @@ async fn handle(
         max_output_tokens: envelope.max_output_tokens.unwrap_or(u64::from(default_cap)),
         may_continue: envelope.stream && envelope.continuation && candidates.len() > 1,
         ceiling: nested.and_then(|n| n.ceiling),
+        admitted,
     };
     let mut bill = Bill::open(data.ledger.as_ref(), &caller.0, &candidates, routes.snapshot_id, demand).await?;
 
@@ -151,7 +209,7 @@ async fn handle(
             let billed = bill.close(None, &trail, error.code, status).await;
             // A stream whose upstreams all failed still answers as a stream,
             // ending in one error chunk.
-            if envelope.stream && upstream_failed {
+            if envelope.stream && upstream_failed && stream_failure == StreamFailure::Chunk {
                 let last = &trail.0.last().expect("a failed candidate is in the trail").route;
                 return Ok(stream::failed(
                     request_id,
@@ -164,6 +222,77 @@ async fn handle(
             }
             Err(error.with_attempts(trail.to_json()))
         }
+    }
+}
+
+/// Logs a request refused before anything was reserved (a body that could
+/// not be read or parsed, an unknown or unpriced model) and hands its error
+/// back: every authenticated request leaves a trace, refused or not. The row
+/// bills nothing, and no usage event is made of it (see metering's feed).
+pub async fn refused(
+    data: &DataPlane,
+    request_id: &RequestId,
+    parent: Option<&str>,
+    caller: &Caller,
+    model: Option<&str>,
+    error: ApiError,
+) -> ApiError {
+    if let Some(ledger) = data.ledger() {
+        let row = tollgate_ledger::RequestLogRow {
+            outcome: error.code.to_string(),
+            status: Some(error.status.as_u16()),
+            started_at_ms: tollgate_core::db::now_ms(),
+            parent_request_id: parent.map(str::to_string),
+            ..tollgate_ledger::RequestLogRow::unbilled(
+                tollgate_ledger::RequestKind::Chat,
+                request_id.0.to_string(),
+                caller.0.key_id.clone(),
+                caller.0.workspace_id.clone(),
+                model.unwrap_or_default().to_string(),
+            )
+        };
+        if let Err(failure) = ledger.log(row).await {
+            tracing::warn!(request_id = %request_id.0, %failure, "could not log a refused request");
+        }
+    }
+    error
+}
+
+/// A request the workspace's plan refuses: 429 `plan_limit_reached` past the
+/// monthly limit; a plan this gateway does not define is a configuration error.
+fn plan_error(error: crate::billing::BillingError) -> ApiError {
+    use crate::billing::BillingError;
+    match error {
+        BillingError::LimitReached { .. } => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "billing_error",
+            "plan_limit_reached",
+            error.to_string(),
+        ),
+        BillingError::UnknownPlan { .. } => {
+            tracing::error!(%error, "workspace on an undefined plan");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "api_error",
+                "unknown_plan",
+                error.to_string(),
+            )
+        }
+        BillingError::Database(_) | BillingError::Other(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "ledger_unavailable",
+            format!("The plan's request counter could not be read or written: {error}"),
+        ),
+    }
+}
+
+/// A request body that could not be read: too large, or cut off.
+pub fn body_error(data: &DataPlane, rejection: &BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::body_too_large(data.limits.max_body_bytes)
+    } else {
+        ApiError::invalid_request(format!("Could not read the request body: {rejection}"))
     }
 }
 

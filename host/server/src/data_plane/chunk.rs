@@ -7,7 +7,8 @@
 //! (`provider`, `service`, `usage.cost`) are replaced or removed. It is one
 //! borrowed parse; every value the adapter wrote is copied as written (a
 //! reparse would round numbers), and keys are compared unescaped, so
-//! `"c\u006fst"` is `cost` too.
+//! `"c\u006fst"` is `cost` too. A `created` of 0 or `null` (an adapter has no
+//! clock) is stamped with the host's time.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -29,6 +30,18 @@ pub enum ChunkError {
 /// Writes `data: {"provider":"<id>",<the chunk's other fields>}\n\n`. On an
 /// error nothing is written.
 pub fn write_chunk(frame: &mut BytesMut, provider: &str, chunk: &[u8]) -> Result<(), ChunkError> {
+    write_chunk_at(frame, provider, unix_now(), chunk)
+}
+
+/// Seconds since the Unix epoch: what `created` holds.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// [`write_chunk`], stamping `created` (when the adapter left it 0) with `now`.
+fn write_chunk_at(frame: &mut BytesMut, provider: &str, now: u64, chunk: &[u8]) -> Result<(), ChunkError> {
     let fields: Fields<'_> = serde_json::from_slice(chunk).map_err(|e| ChunkError::NotAnObject(e.to_string()))?;
     frame.put_slice(b"data: {\"provider\":");
     put_json_string(frame, provider);
@@ -43,6 +56,10 @@ pub fn write_chunk(frame: &mut BytesMut, provider: &str, chunk: &[u8]) -> Result
         let usage = (key == "usage")
             .then(|| serde_json::from_str::<Fields<'_>>(raw.get()).ok())
             .flatten();
+        if key == "created" && matches!(raw.get(), "0" | "null") {
+            frame.put_slice(now.to_string().as_bytes());
+            continue;
+        }
         match usage {
             Some(usage) => {
                 frame.put_u8(b'{');
@@ -192,6 +209,17 @@ mod tests {
         let mut frame = BytesMut::from(&b"kept"[..]);
         assert!(write_chunk(&mut frame, "acme", b"{\"a\":1").is_err());
         assert_eq!(&frame[..], b"kept", "a refused chunk writes nothing");
+    }
+
+    #[test]
+    fn an_unset_created_is_stamped() {
+        let mut frame = BytesMut::new();
+        write_chunk_at(&mut frame, "acme", 1_700_000_000, br#"{"created":0,"a":{"created":0}}"#).unwrap();
+        write_chunk_at(&mut frame, "acme", 1_700_000_000, br#"{"created":12}"#).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&frame).unwrap(),
+            "data: {\"provider\":\"acme\",\"created\":1700000000,\"a\":{\"created\":0}}\n\ndata: {\"provider\":\"acme\",\"created\":12}\n\n"
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! The OpenAI-compatible data plane: `/v1/chat/completions` and `/v1/models`.
+//! The OpenAI-compatible data plane: `/v1/chat/completions` and `/v1/models`,
+//! and the other client protocols on the same pipeline (`ingress`:
+//! `/v1/messages`, `/v1/responses`).
 //! Its handlers take [`DataPlane`], the state of this concern only: the route
-//! table, adapters, upstream client, breakers, the ledger and the limits.
+//! table, adapters, upstream client, breakers, the ledger, plans and the limits.
 
 mod attempts;
 mod billing;
@@ -8,6 +10,7 @@ mod chat;
 pub(crate) mod chunk;
 pub(crate) mod envelope;
 pub(crate) mod framing;
+mod ingress;
 mod models;
 mod provenance;
 pub mod sigv4;
@@ -60,6 +63,8 @@ pub struct DataPlane {
     health: Health,
     /// `None` when `ledger.enabled = false`.
     ledger: Option<Ledger>,
+    /// Plans: the monthly request limit and the gateway fee.
+    billing: Arc<crate::billing::Billing>,
     limits: DataLimits,
 }
 
@@ -70,6 +75,7 @@ impl DataPlane {
         upstream: Upstream,
         health: Health,
         ledger: Option<Ledger>,
+        billing: Arc<crate::billing::Billing>,
         limits: DataLimits,
     ) -> Self {
         Self {
@@ -78,6 +84,7 @@ impl DataPlane {
             upstream,
             health,
             ledger,
+            billing,
             limits,
         }
     }
@@ -114,4 +121,5 @@ pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
         .route("/v1/models", get(models::list_models))
         .route("/v1/models/{*id}", get(models::get_model))
+        .merge(ingress::routes())
 }

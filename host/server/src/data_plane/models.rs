@@ -19,16 +19,22 @@ use super::DataPlane;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::server::RequestId;
-use tollgate_routing::catalog::{CAPABILITIES, ModelRoute};
+use tollgate_core::money::Kind;
+use tollgate_routing::catalog::{CAPABILITIES, ModelRoute, PriceSource};
 use tollgate_routing::health::Health;
 
 /// Why `route` cannot serve requests now, if it cannot. `billing`: the wallet
 /// ledger is on, so an unpriced model is unavailable.
+/// Every reason that applies is given, so fixing one does not reveal another.
 fn unavailable_reason(route: &ModelRoute, health: &Health, billing: bool) -> Option<String> {
     let provider = &route.provider;
-    provider
+    let reasons: Vec<String> = provider
         .unavailable_reason()
-        .or_else(|| billing.then(|| route.unpriced_reason()).flatten())
+        .into_iter()
+        .chain(billing.then(|| route.unpriced_reason()).flatten())
+        .collect();
+    (!reasons.is_empty())
+        .then(|| reasons.join("; "))
         .or_else(|| {
             health
                 .is_open(&route.id)
@@ -56,15 +62,35 @@ fn entry(route: &ModelRoute, health: &Health, snapshot_id: i64, billing: bool) -
         "owned_by": provider.id,
         "name": format!("{}: {}", provider.name, route.upstream_model),
         "context_length": route.context_length,
-        "pricing": route.priced.then(|| json!({
-            "prompt": route.price.input.usd_per_token(),
-            "completion": route.price.output.usd_per_token(),
-            "input_per_mtok": route.price.input.usd_per_mtok(),
-            "output_per_mtok": route.price.output.usd_per_mtok(),
-            "currency": "USD",
-        })),
+        "pricing": route.priced.then(|| pricing(route)),
         "service": service,
     })
+}
+
+/// A model's prices: OpenRouter's per-token fields (`prompt`, `completion`,
+/// `input_cache_read`, `input_cache_write`, `internal_reasoning`, `request`),
+/// the same per million tokens, and where they came from.
+fn pricing(route: &ModelRoute) -> Value {
+    let price = &route.price;
+    let mut pricing = json!({
+        "prompt": price.input.usd_per_token(),
+        "completion": price.output.usd_per_token(),
+        "input_cache_read": price.of(Kind::CacheRead).usd_per_token(),
+        "input_cache_write": price.of(Kind::CacheWrite).usd_per_token(),
+        "internal_reasoning": price.of(Kind::Reasoning).usd_per_token(),
+        "request": price.per_request.usd_string(),
+        "input_per_mtok": price.input.usd_per_mtok(),
+        "output_per_mtok": price.output.usd_per_mtok(),
+        "cache_read_per_mtok": price.of(Kind::CacheRead).usd_per_mtok(),
+        "cache_write_per_mtok": price.of(Kind::CacheWrite).usd_per_mtok(),
+        "reasoning_per_mtok": price.of(Kind::Reasoning).usd_per_mtok(),
+        "currency": "USD",
+        "source": route.price_source.name(),
+    });
+    if let PriceSource::Table(key) = &route.price_source {
+        pricing["source_key"] = Value::String(key.clone());
+    }
+    pricing
 }
 
 /// The list's filters; an empty set means "no filter".

@@ -2,6 +2,7 @@
 //! `service` object (request id, route, attempts). Shared by the whole-body and
 //! the streamed paths so both report the same facts the same way.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use tollgate_core::money::Nanos;
+use tollgate_core::money::{Kind, Nanos, PicoPerToken};
 use tollgate_plugin_host::Usage;
 use tollgate_routing::catalog::ModelRoute;
 
@@ -17,13 +18,18 @@ use tollgate_routing::catalog::ModelRoute;
 #[derive(Clone, Copy, Debug)]
 pub struct Metered {
     pub usage: Option<Usage>,
+    /// Everything billed: the provider's part plus `fee`.
     pub cost: Nanos,
+    /// The plan's gateway fee within `cost` (set once, at settlement; an
+    /// attempt carries none).
+    pub fee: Nanos,
 }
 
 impl Metered {
     pub const NOTHING: Metered = Metered {
         usage: None,
         cost: Nanos::ZERO,
+        fee: Nanos::ZERO,
     };
 
     /// The sum of two attempts' usage and cost.
@@ -41,6 +47,7 @@ impl Metered {
         Metered {
             usage,
             cost: Nanos(self.cost.0 + other.cost.0),
+            fee: Nanos(self.fee.0 + other.fee.0),
         }
     }
 }
@@ -86,6 +93,41 @@ impl Trail {
             .fold(Metered::NOTHING, |total, attempt| total.plus(attempt.metered))
     }
 
+    /// What each token kind cost over all attempts: tokens and exact USD
+    /// (pico-USD precision, before the total is rounded up to whole nano-USD),
+    /// plus providers' per-request prices (`request`). Kinds no attempt used
+    /// are left out. `billed` adds `provider_usd` and `fee_usd` (the plan's
+    /// gateway fee), which sum exactly to the cost shown.
+    pub fn breakdown(&self, billed: Metered) -> Value {
+        let mut kinds: BTreeMap<Kind, (u64, u128)> = BTreeMap::new();
+        let mut fees = Nanos::ZERO;
+        for attempt in &self.0 {
+            let Some(usage) = attempt.metered.usage else { continue };
+            let price = &attempt.route.price;
+            for part in price.breakdown(super::billing::token_counts(&usage)) {
+                let entry = kinds.entry(part.kind).or_default();
+                entry.0 += part.tokens;
+                entry.1 = entry.1.saturating_add(part.pico);
+            }
+            fees = Nanos(fees.0.saturating_add(price.per_request.0));
+        }
+        let mut out = Map::new();
+        for (kind, (tokens, pico)) in kinds {
+            if tokens == 0 {
+                continue;
+            }
+            let usd = u64::try_from(pico).map_or_else(|_| "overflow".to_string(), |p| PicoPerToken(p).usd_per_token());
+            out.insert(kind.name().into(), json!({"tokens": tokens, "cost_usd": usd}));
+        }
+        if fees != Nanos::ZERO {
+            out.insert("request".into(), json!({"cost_usd": fees.usd_string()}));
+        }
+        let provider = Nanos(billed.cost.0 - billed.fee.0);
+        out.insert("provider_usd".into(), Value::String(provider.usd_string()));
+        out.insert("fee_usd".into(), Value::String(billed.fee.usd_string()));
+        Value::Object(out)
+    }
+
     pub fn to_json(&self) -> Value {
         Value::Array(
             self.0
@@ -100,6 +142,9 @@ impl Trail {
                         "latency_ms": attempt.latency.as_millis() as u64,
                         "input_tokens": attempt.metered.usage.map(|u| u.input),
                         "output_tokens": attempt.metered.usage.map(|u| u.output),
+                        "cache_read_tokens": attempt.metered.usage.and_then(|u| u.cache_read),
+                        "cache_write_tokens": attempt.metered.usage.and_then(|u| u.cache_write),
+                        "reasoning_tokens": attempt.metered.usage.and_then(|u| u.reasoning),
                         "cost_usd": attempt.metered.cost.usd_string(),
                     })
                 })
@@ -135,6 +180,21 @@ impl Provenance<'_> {
             shown.insert("prompt_tokens".into(), Value::from(billed.input));
             shown.insert("completion_tokens".into(), Value::from(billed.output));
             shown.insert("total_tokens".into(), Value::from(billed.input + billed.output));
+            // The kinds billed at prices of their own, in OpenAI's detail
+            // fields (`cache_write_tokens` is the gateway's own).
+            let details = [
+                ("prompt_tokens_details", "cached_tokens", billed.cache_read),
+                ("prompt_tokens_details", "cache_write_tokens", billed.cache_write),
+                ("completion_tokens_details", "reasoning_tokens", billed.reasoning),
+            ];
+            for (group, field, count) in details {
+                let Some(count) = count else { continue };
+                let group = shown.entry(group).or_insert_with(|| Value::Object(Map::new()));
+                if !group.is_object() {
+                    *group = Value::Object(Map::new());
+                }
+                group[field] = Value::from(count);
+            }
         }
         object.insert("provider".into(), Value::String(self.route.provider.id.clone()));
         let service = json!({
@@ -144,6 +204,7 @@ impl Provenance<'_> {
             "upstream_model": self.route.upstream_model,
             "cost_usd": self.metered.cost.usd_string(),
             "pricing_snapshot_id": self.snapshot_id,
+            "cost_breakdown": self.trail.breakdown(self.metered),
             "attempts": self.trail.to_json(),
         });
         object.insert("service".into(), service);

@@ -314,6 +314,9 @@ impl Pump {
                 return self.finish_error(error, Some(metered)).await;
             }
         };
+        if closing.get("created").is_none_or(|c| c.is_null() || c == 0) {
+            closing.insert("created".into(), Value::from(super::chunk::unix_now()));
+        }
         let rendered = self.settle(&mut closing, Some(metered), "success").await;
         write_data(&mut frame, &rendered);
         frame.put_slice(b"data: [DONE]\n\n");
@@ -377,10 +380,7 @@ impl Pump {
 }
 
 fn empty_chunk(request_id: &RequestId, route: &ModelRoute) -> Map<String, Value> {
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let created = super::chunk::unix_now();
     let mut chunk = Map::new();
     chunk.insert("id".into(), Value::String(request_id.0.to_string()));
     chunk.insert("object".into(), Value::String("chat.completion.chunk".into()));

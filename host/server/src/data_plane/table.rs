@@ -4,12 +4,14 @@
 //! install, and never touches the table itself.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use tollgate_core::db::Database;
 use tollgate_plugin_host::Adapters;
 use tollgate_routing::ProviderConfig;
 use tollgate_routing::catalog::Catalog;
+use tollgate_routing::prices::PriceTable;
 
 use super::Routes;
 
@@ -18,6 +20,9 @@ pub struct RouteTable {
     /// Where pricing snapshots are registered.
     database: Database,
     adapters: Arc<Adapters>,
+    /// `catalog.prices_file`, re-read on every rebuild; the built-in table
+    /// when unset.
+    prices_file: Option<PathBuf>,
 }
 
 impl RouteTable {
@@ -25,12 +30,14 @@ impl RouteTable {
         database: Database,
         adapters: Arc<Adapters>,
         providers: &BTreeMap<String, ProviderConfig>,
+        prices_file: Option<PathBuf>,
     ) -> anyhow::Result<Self> {
-        let routes = build_routes(&database, &adapters, providers).await?;
+        let routes = build_routes(&database, &adapters, providers, prices_file.as_deref()).await?;
         Ok(Self {
             current: RwLock::new(Arc::new(routes)),
             database,
             adapters,
+            prices_file,
         })
     }
 
@@ -43,7 +50,7 @@ impl RouteTable {
     /// freezes its prices as a pricing snapshot, whose id it returns.
     /// Requests already running keep the table they started with.
     pub async fn rebuild(&self, providers: &BTreeMap<String, ProviderConfig>) -> anyhow::Result<i64> {
-        let routes = build_routes(&self.database, &self.adapters, providers).await?;
+        let routes = build_routes(&self.database, &self.adapters, providers, self.prices_file.as_deref()).await?;
         let snapshot_id = routes.snapshot_id;
         *self.current.write().expect("routes lock poisoned") = Arc::new(routes);
         Ok(snapshot_id)
@@ -75,8 +82,13 @@ async fn build_routes(
     database: &Database,
     adapters: &Adapters,
     providers: &BTreeMap<String, ProviderConfig>,
+    prices_file: Option<&std::path::Path>,
 ) -> anyhow::Result<Routes> {
-    let catalog = Catalog::build(providers, &|name| std::env::var(name).ok())?;
+    let env = |name: &str| std::env::var(name).ok();
+    let catalog = match prices_file {
+        Some(path) => Catalog::build_priced(providers, &env, &PriceTable::load(path)?)?,
+        None => Catalog::build(providers, &env)?,
+    };
     for name in catalog.adapter_names() {
         anyhow::ensure!(
             adapters.get(name).is_some(),

@@ -1,7 +1,8 @@
 //! Logs, traces and metrics.
 //!
-//! - **Logs** go to stderr, as JSON lines when stderr is not a terminal (text
-//!   when it is; `TOLLGATE_LOG_FORMAT=json|text` overrides). Lines logged while
+//! - **Logs** go to stderr: compact, coloured text when stderr is a terminal,
+//!   JSON lines otherwise ([`LogFormat`]; `--log-format json|text` or
+//!   `TOLLGATE_LOG_FORMAT=json|text` overrides). Lines logged while
 //!   serving a request carry its `request_id` through the server span. `RUST_LOG`
 //!   selects levels (default `info`). Prompts are never logged unless
 //!   `telemetry.log_prompts` is on.
@@ -63,10 +64,36 @@ pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Text on a terminal, JSON otherwise (or as `TOLLGATE_LOG_FORMAT` says).
+    #[default]
+    Auto,
+    /// Compact human-readable lines (coloured on a terminal).
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+impl LogFormat {
+    /// Whether to write JSON: an explicit choice wins, then
+    /// `TOLLGATE_LOG_FORMAT`, then whether stderr is a terminal.
+    fn json(self, env: Option<&str>, terminal: bool) -> bool {
+        match (self, env) {
+            (LogFormat::Json, _) => true,
+            (LogFormat::Text, _) => false,
+            (LogFormat::Auto, Some("json")) => true,
+            (LogFormat::Auto, Some("text")) => false,
+            (LogFormat::Auto, _) => !terminal,
+        }
+    }
+}
+
 /// Sets up logging and, when configured, OTLP export. Call once, before the
 /// async runtime starts (the exporters' HTTP clients are blocking ones, run on
 /// their own threads).
-pub fn init() {
+pub fn init(format: LogFormat) {
     let tracer_provider = otlp_configured("TRACES").then(build_tracer_provider).flatten();
     let meter_provider = otlp_configured("METRICS").then(build_meter_provider).flatten();
     global::set_text_map_propagator(TraceContextPropagator::new());
@@ -84,11 +111,8 @@ pub fn init() {
     };
     // Exported spans are for the collector, not the log.
     let not_exported = || tracing_subscriber::filter::filter_fn(|meta| meta.target() != SPAN_TARGET);
-    let json = match std::env::var("TOLLGATE_LOG_FORMAT").as_deref() {
-        Ok("json") => true,
-        Ok("text") => false,
-        _ => !std::io::stderr().is_terminal(),
-    };
+    let terminal = std::io::stderr().is_terminal();
+    let json = format.json(std::env::var("TOLLGATE_LOG_FORMAT").ok().as_deref(), terminal);
     let log_layer = if json {
         tracing_subscriber::fmt::layer()
             .json()
@@ -99,7 +123,11 @@ pub fn init() {
             .with_filter(not_exported())
             .boxed()
     } else {
+        // Compact: level, target and message on one line, colours only
+        // where a terminal will show them.
         tracing_subscriber::fmt::layer()
+            .compact()
+            .with_ansi(terminal)
             .with_writer(std::io::stderr)
             .with_filter(filter())
             .with_filter(not_exported())
@@ -211,4 +239,22 @@ fn build_meter_provider() -> Option<SdkMeterProvider> {
             .with_resource(resource())
             .build(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogFormat;
+
+    #[test]
+    fn text_on_a_terminal_json_otherwise_unless_told() {
+        assert!(!LogFormat::Auto.json(None, true));
+        assert!(LogFormat::Auto.json(None, false));
+        assert!(LogFormat::Auto.json(Some("json"), true));
+        assert!(!LogFormat::Auto.json(Some("text"), false));
+        assert!(
+            LogFormat::Json.json(Some("text"), true),
+            "the flag wins over the variable"
+        );
+        assert!(!LogFormat::Text.json(None, false));
+    }
 }

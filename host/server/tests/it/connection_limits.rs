@@ -292,9 +292,12 @@ async fn past_max_in_flight_requests_get_503_at_once_and_admitted_ones_keep_thei
         p99 <= upstream * 2,
         "admitted p99 {p99:?} is over twice the upstream's {upstream:?}"
     );
+    // Shed at once, never queued behind an admitted request (which would
+    // take at least the upstream's latency); the margin below that is for a
+    // loaded test machine.
     assert!(
-        shed_max < Duration::from_millis(250),
-        "a shed request waited {shed_max:?}"
+        shed_max < upstream,
+        "a shed request waited {shed_max:?}, as long as the upstream ({upstream:?})"
     );
     gateway.assert_still_serving().await;
 }

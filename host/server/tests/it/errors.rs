@@ -156,3 +156,82 @@ models = [{{ id = "m", input_price_per_mtok = "1", output_price_per_mtok = "1" }
 
     gateway.assert_still_serving().await;
 }
+
+/// Every authenticated request leaves a trace: a refused one (bad body,
+/// unknown model, too large) has its request-log row, shown by `tollgate
+/// admin request`, and makes no usage event (nothing was metered).
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_requests_leave_a_trace_and_no_usage_event() {
+    let mock = start_mock(Default::default()).await;
+    let config = "[limits]\nmax_body_bytes = 65536\n[metering]\nlinger_ms = 5\n";
+    let gateway = Gateway::start(&standard_config(mock, config)).await;
+    let huge = "x".repeat(100_000);
+    let cases = [
+        (
+            "/v1/chat/completions",
+            "{\"model\":\"mock/small\"}".to_string(),
+            400,
+            "invalid_request",
+            "",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "nobody/nothing", "messages": [{"role": "user", "content": "x"}]}).to_string(),
+            404,
+            "model_not_found",
+            "nobody/nothing",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "mock/small", "messages": [{"role": "user", "content": huge}]}).to_string(),
+            413,
+            "request_too_large",
+            "",
+        ),
+        (
+            "/v1/messages",
+            "{\"model\":\"mock/small\"}".to_string(),
+            400,
+            "invalid_request",
+            "mock/small",
+        ),
+    ];
+    let mut refused = Vec::new();
+    for (path, body, status, code, model) in cases {
+        let response = gateway
+            .post(path)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{path} {code}");
+        let id = response.headers()["x-request-id"].to_str().unwrap().to_string();
+        let row: serde_json::Value = serde_json::from_str(&gateway.admin(&["request", &id])).unwrap();
+        assert_eq!(row["status"], status, "{row}");
+        assert!(row["outcome"].as_str().unwrap().starts_with(code), "{code}: {row}");
+        assert_eq!(row["model"], model, "{row}");
+        assert_eq!(row["cost_usd"], "0.000000000", "{row}");
+        assert_eq!(row["workspace_id"], gateway.workspace_id.as_str(), "{row}");
+        refused.push(id);
+    }
+    // The feed is in commit order: once a later request's event is out, the
+    // refused rows were passed over, not delayed.
+    let (status, headers, _) = gateway
+        .chat(json!({"model": "mock/small", "messages": [{"role": "user", "content": "hi"}]}))
+        .await;
+    assert_eq!(status, 200);
+    let answered = headers["x-request-id"].to_str().unwrap().to_string();
+    let events = gateway.dir.path().join("data/events/usage.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut text = String::new();
+    while std::time::Instant::now() < deadline && !text.contains(&answered) {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        text = std::fs::read_to_string(&events).unwrap_or_default();
+    }
+    assert!(text.contains(&answered), "the answered request's event arrived");
+    for id in &refused {
+        assert!(!text.contains(id.as_str()), "no usage event for refused {id}");
+    }
+    gateway.assert_still_serving().await;
+}

@@ -28,19 +28,30 @@ fn cost_of(body: &Value) -> i64 {
 }
 
 async fn no_overspend_one_gateway(postgres: bool) {
-    no_overspend(postgres, 1).await
+    no_overspend(postgres, 1, SMALL_WALLET).await
 }
+
+async fn no_overspend_one_gateway_with_leases(postgres: bool) {
+    no_overspend(postgres, 1, LEASED_WALLET).await
+}
+
+/// Each request holds ≈ 0.000089 USD and costs 0.000013 USD, so 0.003 USD
+/// cannot pay for all 300 (3.9 mUSD) and at most ~33 holds fit at once. It is
+/// reserved request by request (too small to lease).
+const SMALL_WALLET: (&str, u64, Option<u64>) = ("0.003", 20, None);
+/// Each request holds ≈ 0.00013 USD and costs ≈ 0.000064 USD, so 0.015 USD is
+/// leased at first (it holds more than 64 requests' worth), cannot pay for
+/// all 300 (19 mUSD), and is reserved directly once nearly empty.
+const LEASED_WALLET: (&str, u64, Option<u64>) = ("0.015", 40, Some(40));
 
 /// 300 concurrent requests against a wallet that cannot pay for all of them,
 /// spread over `processes` gateways sharing one database.
-async fn no_overspend(postgres: bool, processes: usize) {
+async fn no_overspend(postgres: bool, processes: usize, (credit, max_tokens, words): (&str, u64, Option<u64>)) {
     let Some((database_url, _schema)) = backend(postgres).await else {
         return;
     };
     let mock = start_mock(Default::default()).await;
-    // Each request holds ≈ 0.000089 USD and costs 0.000013 USD, so 0.003 USD
-    // cannot pay for all 300 (3.9 mUSD) and at most ~33 holds fit at once.
-    let first = Gateway::start_with(&format!("{database_url}{}", standard_config(mock, "")), "0.003").await;
+    let first = Gateway::start_with(&format!("{database_url}{}", standard_config(mock, "")), credit).await;
     let mut gateways = vec![first];
     for _ in 1..processes {
         let next = gateways[0].another().await;
@@ -54,8 +65,11 @@ async fn no_overspend(postgres: bool, processes: usize) {
         let request = gateway.post("/v1/chat/completions").json(&json!({
             "model": "mock/small",
             "messages": [{"role": "user", "content": "count me in please"}],
-            "max_tokens": 20,
-            "mock": {"latency_ms": 50},
+            "max_tokens": max_tokens,
+            "mock": match words {
+                Some(words) => json!({"latency_ms": 50, "words": words}),
+                None => json!({"latency_ms": 50}),
+            },
         }));
         tasks.push(tokio::spawn(async move {
             let response = request.send().await.unwrap();
@@ -343,6 +357,7 @@ macro_rules! on_both_backends {
 
 on_both_backends! {
     concurrent_requests_never_overspend => no_overspend_one_gateway;
+    concurrent_requests_never_overspend_with_leases => no_overspend_one_gateway_with_leases;
     prices_are_frozen_per_request => price_change_mid_flight;
     cut_and_abandoned_streams_are_settled => streams_are_settled;
     kill_9_leaves_no_pending_holds => survives_kill_9;
@@ -352,5 +367,10 @@ on_both_backends! {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_gateways_on_one_postgres_never_overspend() {
-    no_overspend(true, 2).await
+    no_overspend(true, 2, SMALL_WALLET).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_gateways_on_one_postgres_never_overspend_with_leases() {
+    no_overspend(true, 2, LEASED_WALLET).await
 }

@@ -5,20 +5,25 @@
 
 mod actors;
 mod actors_cli;
+mod billing;
 mod breakers;
 mod catalog;
 mod common;
 mod components;
 mod connection_limits;
+mod console;
 mod control_plane;
 mod data_plane;
 mod errors;
 mod fallback;
+mod ingress;
 mod keys_and_abuse;
 mod ledger;
 mod metering;
 mod metering_feed;
+mod metering_rotation;
 mod models;
 mod registry;
+mod retention;
 mod sandbox;
 mod tidy;

@@ -32,10 +32,12 @@ async fn insert_row(executor: impl Executor<'_, Database = sqlx::Any>, request_i
     sqlx::query(
         "INSERT INTO request_log (request_id, key_id, workspace_id, model, streamed, outcome, status, usage_source, \
          cost_nano, reserved_nano, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms) \
-         VALUES ($1, 'key_t', 'ws_t', 'mock/small', 0, 'success', $2, 'upstream', 7, 10, '[]', 1, 1, 1, 2)",
+         VALUES ($1, 'key_t', 'ws_t', 'mock/small', 0, 'success', $2, 'upstream', 7, 10, '[]', $3, 1, 1, 2)",
     )
     .bind(request_id)
     .bind(status)
+    // A 402 is a refusal: no provider was tried.
+    .bind(i64::from(status != 402))
     .execute(executor)
     .await
     .unwrap();

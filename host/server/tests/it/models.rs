@@ -9,6 +9,7 @@ use common::{Gateway, standard_config, start_mock};
 use serde_json::{Value, json};
 use tollgate_core::money::PicoPerToken;
 use tollgate_routing::catalog::builtin_entries;
+use tollgate_routing::prices::PriceTable;
 
 const FLAKY: &str = r#"
 [breaker]
@@ -71,12 +72,23 @@ async fn lists_every_catalog_model_with_catalog_prices_and_provider_details() {
             let id = format!("{}/{}", entry.id, model.id);
             let listed = by_id.get(&id).unwrap_or_else(|| panic!("{id} not listed"));
             let price = |text: &str| PicoPerToken::from_usd_per_mtok(text).unwrap().usd_per_mtok();
-            match (&model.input_price_per_mtok, &model.output_price_per_mtok) {
-                (Some(input), Some(output)) => {
+            // The sourced price table first, else the catalog entry's own price.
+            let table = PriceTable::builtin().get(&id);
+            let expected = match table {
+                Some(entry) => Some((&entry.input, &entry.output, "price_table")),
+                None => model
+                    .input_price_per_mtok
+                    .as_ref()
+                    .zip(model.output_price_per_mtok.as_ref())
+                    .map(|(input, output)| (input, output, "catalog")),
+            };
+            match expected {
+                Some((input, output, source)) => {
                     assert_eq!(listed["pricing"]["input_per_mtok"], price(input), "{id}");
                     assert_eq!(listed["pricing"]["output_per_mtok"], price(output), "{id}");
+                    assert_eq!(listed["pricing"]["source"], source, "{id}");
                 }
-                _ => {
+                None => {
                     // Unpriced: no price is shown and, with the wallet on, it cannot be served.
                     assert_eq!(listed["pricing"], Value::Null, "{id}");
                     assert_eq!(listed["service"]["available"], false, "{id}");
@@ -233,7 +245,7 @@ models = [{{ id = "small" }}, {{ id = "priced", upstream = "small", input_price_
         listed["service"]["unavailable_reason"]
             .as_str()
             .unwrap()
-            .contains("no price configured")
+            .contains("no price: the price table has no entry for it")
     );
 
     let before = common::mock_chat_requests(mock).await;

@@ -541,7 +541,7 @@ async fn hot_upgrade_under_load_fails_no_request() {
     );
 }
 
-struct Moto(Child);
+pub(crate) struct Moto(Child);
 
 impl Drop for Moto {
     fn drop(&mut self) {
@@ -552,7 +552,7 @@ impl Drop for Moto {
 
 /// A local S3-compatible server (moto) with a bucket, or None outside CI
 /// when moto is not installed.
-async fn start_moto() -> Option<(Moto, String)> {
+pub(crate) async fn start_moto() -> Option<(Moto, String)> {
     let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/venv/bin/moto_server");
     if !bin.is_file() {
         let hint = "moto_server is missing: pip install -r tests/python/requirements.txt into target/venv";

@@ -164,6 +164,8 @@ fn only_a_tables_owner_queries_it() {
             &["accounts", "users", "workspaces", "memberships", "api_keys"],
         ),
         ("auth/", &["api_keys", "memberships"]),
+        ("auth/sessions.rs", &["console_sessions"]),
+        ("auth/signin.rs", &["oidc_identities", "oidc_logins"]),
         ("control/tasks.rs", &["a2a_tasks"]),
         ("packages/namespaces.rs", &["namespaces"]),
         ("packages/installs.rs", &["registry_installs"]),
@@ -172,6 +174,7 @@ fn only_a_tables_owner_queries_it() {
             &["component_installs", "component_install_changes"],
         ),
         ("actors/store.rs", &["actors", "actor_deployments"]),
+        ("billing/quota.rs", &["plan_usage"]),
     ];
     let src = root().join("host/server/src");
     let mut files = Vec::new();

@@ -11,6 +11,9 @@
 #[path = "../procs.rs"]
 #[allow(dead_code)]
 mod procs;
+#[path = "../stack.rs"]
+#[allow(dead_code)]
+mod stack;
 #[path = "../stats.rs"]
 #[allow(dead_code)]
 mod stats;
@@ -57,7 +60,7 @@ steps:
 async fn main() -> Result<()> {
     let args = Args::parse();
     let client = reqwest::Client::builder().pool_max_idle_per_host(4).build()?;
-    let stack = procs::Stack::start(&args.tollgate_bin, &client, Duration::from_secs(120)).await?;
+    let stack = stack::Stack::start(&args.tollgate_bin, &client, Duration::from_secs(120)).await?;
     let result = async {
         deploy(&client, &stack).await?;
         let direct = Path::Direct(json!({
@@ -118,7 +121,7 @@ enum Path {
 
 impl Path {
     /// One call; answers its latency in ns after checking the answer.
-    async fn call(&self, client: &reqwest::Client, stack: &procs::Stack) -> Result<u64> {
+    async fn call(&self, client: &reqwest::Client, stack: &stack::Stack) -> Result<u64> {
         let (url, body) = match self {
             Path::Direct(body) => (format!("{}/v1/chat/completions", stack.gateway_url), body),
             Path::Actor(body) => (format!("{}/v1/actors/bench/echo", stack.gateway_url), body),
@@ -139,7 +142,7 @@ impl Path {
     }
 }
 
-async fn op(client: &reqwest::Client, stack: &procs::Stack, method: &str, params: Value) -> Result<Value> {
+async fn op(client: &reqwest::Client, stack: &stack::Stack, method: &str, params: Value) -> Result<Value> {
     let answer: Value = client
         .post(format!("{}/a2a", stack.gateway_url))
         .bearer_auth(&stack.api_key)
@@ -155,7 +158,7 @@ async fn op(client: &reqwest::Client, stack: &procs::Stack, method: &str, params
     Ok(answer["result"].clone())
 }
 
-async fn deploy(client: &reqwest::Client, stack: &procs::Stack) -> Result<()> {
+async fn deploy(client: &reqwest::Client, stack: &stack::Stack) -> Result<()> {
     op(client, stack, "namespaces/create", json!({"name": "bench"})).await?;
     let published = op(client, stack, "actors/publish", json!({"source": ACTOR})).await?;
     op(

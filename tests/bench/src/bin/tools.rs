@@ -13,6 +13,9 @@
 #[path = "../procs.rs"]
 #[allow(dead_code)]
 mod procs;
+#[path = "../stack.rs"]
+#[allow(dead_code)]
+mod stack;
 #[path = "../stats.rs"]
 #[allow(dead_code)]
 mod stats;
@@ -54,7 +57,7 @@ async fn main() -> Result<()> {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency)
         .build()?;
-    let stack = procs::Stack::start(&args.tollgate_bin, &client, Duration::from_secs(120)).await?;
+    let stack = stack::Stack::start(&args.tollgate_bin, &client, Duration::from_secs(120)).await?;
     let result = async {
         install_calculator(&client, &stack).await?;
         let sequential = mcp(&client, &stack, args.calls, 1).await?;
@@ -146,7 +149,7 @@ async fn in_process(calls: usize) -> Result<Run> {
     })
 }
 
-async fn install_calculator(client: &reqwest::Client, stack: &procs::Stack) -> Result<()> {
+async fn install_calculator(client: &reqwest::Client, stack: &stack::Stack) -> Result<()> {
     let answer: Value = client
         .post(format!("{}/a2a", stack.gateway_url))
         .bearer_auth(&stack.api_key)
@@ -162,7 +165,7 @@ async fn install_calculator(client: &reqwest::Client, stack: &procs::Stack) -> R
     Ok(())
 }
 
-async fn mcp(client: &reqwest::Client, stack: &procs::Stack, calls: usize, concurrency: usize) -> Result<Run> {
+async fn mcp(client: &reqwest::Client, stack: &stack::Stack, calls: usize, concurrency: usize) -> Result<Run> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "calculator__evaluate", "arguments": {"expression": EXPRESSION}}})
     .to_string();

@@ -39,6 +39,8 @@ pub struct Gateway {
     pub workspace_id: String,
     pub dir: Arc<tempfile::TempDir>,
     pub config_path: PathBuf,
+    /// Extra environment of the gateway process (and of `another()`).
+    env: Vec<(String, String)>,
     child: Child,
     pub http: reqwest::Client,
 }
@@ -112,6 +114,11 @@ impl Gateway {
     /// A gateway with a fresh data dir and an account holding `credit_usd`.
     /// `config_body` may set `database_url` to use another database.
     pub async fn start_with(config_body: &str, credit_usd: &str) -> Gateway {
+        Self::start_with_env(config_body, credit_usd, &[]).await
+    }
+
+    /// Like [`Gateway::start_with`], the gateway process with `env` added.
+    pub async fn start_with_env(config_body: &str, credit_usd: &str, env: &[(&str, &str)]) -> Gateway {
         let dir = Arc::new(tempfile::tempdir().unwrap());
         let config_path = dir.path().join("tollgate.toml");
         let config = format!(
@@ -130,6 +137,7 @@ impl Gateway {
             config_path,
             created["api_key"].as_str().unwrap().to_string(),
             created["workspace_id"].as_str().unwrap().to_string(),
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         )
         .await
     }
@@ -142,6 +150,7 @@ impl Gateway {
             self.config_path.clone(),
             self.api_key.clone(),
             self.workspace_id.clone(),
+            self.env.clone(),
         )
         .await
     }
@@ -151,12 +160,14 @@ impl Gateway {
         config_path: PathBuf,
         api_key: String,
         workspace_id: String,
+        env: Vec<(String, String)>,
     ) -> Gateway {
         let port = free_port();
         let child = Command::new(BIN)
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--config"])
             .arg(&config_path)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -167,6 +178,7 @@ impl Gateway {
             workspace_id,
             dir,
             config_path,
+            env,
             child,
             http: reqwest::Client::builder().pool_max_idle_per_host(512).build().unwrap(),
         };

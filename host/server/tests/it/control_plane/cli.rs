@@ -111,6 +111,17 @@ async fn the_cli_drives_the_control_plane_end_to_end() {
     assert_eq!(posted + cost, 1_000_000_000);
     let request_id = chat["service"]["request_id"].as_str().unwrap();
     assert_eq!(json(&["request", request_id])["request_id"], request_id);
+    // Plans: the list, the workspace's plan, the month; a priced plan needs an operator.
+    let plans = json(&["plan", "list"]);
+    assert!(
+        plans["plans"].as_array().unwrap().iter().any(|p| p["id"] == "team"),
+        "{plans}"
+    );
+    assert_eq!(json(&["plan", "show"])["plan"]["id"], "free");
+    assert_eq!(json(&["plan", "usage"])["monthly_requests"], 1000);
+    assert_eq!(json(&["plan", "change", "free"])["plan"]["id"], "free");
+    let (ok, _, err) = cli(&base, &["plan", "change", "team"]);
+    assert!(!ok && err.contains("FAILED_PRECONDITION"), "{err}");
     json(&["keys", "revoke", key_id]);
     assert_eq!(chat_with(&gateway, key["api_key"].as_str().unwrap()).await.0, 401);
     json(&["workspaces", "delete", research]);

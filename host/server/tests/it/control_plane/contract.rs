@@ -124,6 +124,12 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         ("keys.create", json!({"name": "ci"})),
         ("keys.list", json!({})),
         ("wallet.get", json!({})),
+        ("billing.plans.list", json!({})),
+        ("billing.plan.get", json!({})),
+        ("billing.plan.change", json!({"plan": "pro"})),
+        ("billing.plan.change", json!({"plan": "no-such-plan"})),
+        ("billing.plan.change", json!({"plan": "free"})),
+        ("billing.usage.month", json!({})),
         ("usage.list", json!({"limit": 10})),
         ("requests.get", json!({"request_id": request_id})),
         ("requests.get", json!({"request_id": "req_missing"})),
@@ -261,6 +267,26 @@ async fn contract(gateway: Gateway) {
     assert!(trace["attempts"].is_array(), "{trace}");
     assert_eq!(outcome("usage.list", 0)["ok"]["entries"].as_array().unwrap().len(), 1);
     assert_eq!(outcome("wallet.get", 0)["ok"]["plan"], "free");
+    let plans = outcome("billing.plans.list", 0)["ok"]["plans"].clone();
+    let ids: Vec<&str> = plans
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["business", "enterprise", "free", "pro", "team"]);
+    assert_eq!(outcome("billing.plan.get", 0)["ok"]["plan"]["monthly_requests"], 1000);
+    assert_eq!(
+        outcome("billing.plan.change", 0)["error"],
+        "FAILED_PRECONDITION",
+        "a paid plan needs a payment (or an operator)"
+    );
+    assert_eq!(outcome("billing.plan.change", 1)["error"], "INVALID_PARAMS");
+    assert_eq!(outcome("billing.plan.change", 2)["ok"]["plan"]["id"], "free");
+    let month = &outcome("billing.usage.month", 0)["ok"];
+    assert_eq!(month["requests"], 1, "{month}");
+    assert_eq!(month["remaining"], 999, "{month}");
+    assert_eq!(month["fee_usd"], "0.000000000", "{month}");
     assert_eq!(outcome("packages.get", 0)["ok"]["name"], "tollgate/openai-compatible");
     assert_eq!(outcome("packages.yank", 0)["error"], "NOT_FOUND");
     assert_eq!(

@@ -24,6 +24,10 @@ const MATRIX: &[(&str, [bool; 4])] = &[
     ("keys.list", [true, true, true, true]),
     ("keys.revoke", [true, true, true, false]),
     ("wallet.get", [true, true, true, true]),
+    ("billing.plan.get", [true, true, true, true]),
+    ("billing.usage.month", [true, true, true, true]),
+    // Only owners change the plan (billing.write).
+    ("billing.plan.change", [true, false, false, false]),
     ("usage.list", [true, true, true, true]),
     ("requests.get", [true, true, true, true]),
     ("installs.create", [true, true, true, false]),
@@ -46,6 +50,7 @@ fn matrix_params(op: &str, role: &str, workspace_id: &str) -> Value {
         "keys.create" => json!({"name": format!("by-{role}")}),
         "keys.revoke" => json!({"key_id": "key_missing"}),
         "requests.get" => json!({"request_id": "req_missing"}),
+        "billing.plan.change" => json!({"plan": "free"}),
         "installs.create" => json!({"package": "tollgate/calculator", "name": format!("calc-{role}")}),
         "installs.get" | "installs.update" | "installs.delete" => json!({"name": "missing"}),
         // ns-developer exists by now (namespaces.create ran for each role).

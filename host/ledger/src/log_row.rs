@@ -1,0 +1,267 @@
+//! The request log row: the auditable trace of one request, written in the
+//! same transaction as the money it moved (see `writer.rs`).
+
+use serde_json::{Map, Value};
+use sqlx::{Any, Transaction};
+
+use tollgate_core::money::Nanos;
+
+/// One row of the request log: the auditable trace of a request.
+#[derive(Debug, Clone)]
+pub struct RequestLogRow {
+    pub request_id: String,
+    pub key_id: String,
+    pub workspace_id: String,
+    pub model: String,
+    pub provider: Option<String>,
+    pub upstream_model: Option<String>,
+    pub streamed: bool,
+    pub outcome: String,
+    pub status: Option<u16>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    /// `upstream` when the provider reported usage, `estimated` when counted locally.
+    pub usage_source: &'static str,
+    pub reserved: Nanos,
+    /// The plan's gateway fee within the posted amount (never more than it).
+    pub fee: Nanos,
+    pub snapshot_id: Option<i64>,
+    /// The attempts, as [`compact_attempts`] stores them.
+    pub attempts: String,
+    /// How many upstream attempts `attempts` lists.
+    pub attempt_count: u32,
+    pub started_at_ms: i64,
+    pub duration_ms: i64,
+    /// What the row records: a chat request, a tool call, a skill run or an actor run.
+    pub kind: RequestKind,
+    /// The request this one ran inside (a skill's model or tool call).
+    pub parent_request_id: Option<String>,
+    /// An actor run's signed provenance trail, kept with its row.
+    pub provenance: Option<RunProvenance>,
+}
+
+impl RequestLogRow {
+    /// A row that bills nothing by itself (a tool call, a skill run, an
+    /// actor run: their model calls are rows of their own): no tokens, no
+    /// hold, no attempts. Callers fill in what they know with `..`.
+    pub fn unbilled(
+        kind: RequestKind,
+        request_id: String,
+        key_id: String,
+        workspace_id: String,
+        model: String,
+    ) -> Self {
+        Self {
+            request_id,
+            key_id,
+            workspace_id,
+            model,
+            provider: None,
+            upstream_model: None,
+            streamed: false,
+            outcome: String::new(),
+            status: None,
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            usage_source: "none",
+            reserved: Nanos::ZERO,
+            fee: Nanos::ZERO,
+            snapshot_id: None,
+            attempts: "[]".into(),
+            attempt_count: 0,
+            started_at_ms: 0,
+            duration_ms: 0,
+            kind,
+            parent_request_id: None,
+            provenance: None,
+        }
+    }
+}
+
+/// What an actor run's row carries besides the log: its run id, its trail
+/// (JSON) and the trail's signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunProvenance {
+    pub run_id: String,
+    pub trail: String,
+    pub signature: String,
+}
+
+/// What a request-log row records. Tool calls and skill runs are logged beside
+/// chat requests, with their own usage-event types; they post nothing
+/// themselves (a skill's model calls are chat requests of their own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RequestKind {
+    #[default]
+    Chat,
+    ToolCall,
+    SkillRun,
+    ActorRun,
+}
+
+impl RequestKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestKind::Chat => "chat",
+            RequestKind::ToolCall => "tool_call",
+            RequestKind::SkillRun => "skill_run",
+            RequestKind::ActorRun => "actor_run",
+        }
+    }
+}
+
+/// What settlement decided about a request, beside what the request reported.
+pub(crate) struct Settlement<'a> {
+    pub cost: Nanos,
+    pub outcome: &'a str,
+    pub settled_at_ms: i64,
+    pub source: &'a str,
+}
+
+pub(crate) async fn write_log(
+    tx: &mut Transaction<'static, Any>,
+    log: &RequestLogRow,
+    settlement: &Settlement<'_>,
+) -> sqlx::Result<()> {
+    let tokens = |v: Option<u64>| v.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    sqlx::query(
+        "INSERT INTO request_log (request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, \
+         status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
+         snapshot_id, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source, kind, \
+         parent_request_id, run_id, provenance, provenance_signature, fee_nano) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
+         $23, $24, $25, $26, $27, $28, $29) ON CONFLICT (request_id) DO NOTHING",
+    )
+    .bind(&log.request_id)
+    .bind(&log.key_id)
+    .bind(&log.workspace_id)
+    .bind(&log.model)
+    .bind(&log.provider)
+    .bind(&log.upstream_model)
+    .bind(i64::from(log.streamed))
+    .bind(settlement.outcome)
+    .bind(log.status.map(i64::from))
+    .bind(tokens(log.input_tokens))
+    .bind(tokens(log.output_tokens))
+    .bind(tokens(log.cached_tokens))
+    .bind(tokens(log.reasoning_tokens))
+    .bind(log.usage_source)
+    .bind(settlement.cost.0)
+    .bind(log.reserved.0)
+    .bind(log.snapshot_id)
+    .bind(&log.attempts)
+    .bind(i64::from(log.attempt_count))
+    .bind(log.started_at_ms)
+    .bind(log.duration_ms)
+    .bind(settlement.settled_at_ms)
+    .bind(settlement.source)
+    .bind(log.kind.as_str())
+    .bind(&log.parent_request_id)
+    .bind(log.provenance.as_ref().map(|p| p.run_id.as_str()))
+    .bind(log.provenance.as_ref().map(|p| p.trail.as_str()))
+    .bind(log.provenance.as_ref().map(|p| p.signature.as_str()))
+    // A settlement that posted less (an expired hold posts nothing) keeps
+    // the fee inside what was posted.
+    .bind(log.fee.0.min(settlement.cost.0).max(0))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The fields of one attempt as `service.attempts` shows it, in the order the
+/// log stores them: each attempt is kept as an array of its values (nulls
+/// included, cost in nano-USD), which is about a third the size of the
+/// object, the bulk of a row.
+const ATTEMPT_FIELDS: [&str; 12] = [
+    "provider",
+    "model",
+    "adapter",
+    "outcome",
+    "status",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+];
+const COST: usize = 11;
+
+/// `service.attempts` (an array of attempt objects) as the log stores it.
+pub fn compact_attempts(attempts: &Value) -> String {
+    let Value::Array(attempts) = attempts else {
+        return "[]".into();
+    };
+    let rows: Vec<Value> = attempts
+        .iter()
+        .map(|attempt| {
+            let values = ATTEMPT_FIELDS.iter().enumerate().map(|(index, field)| {
+                let value = attempt.get(*field).cloned().unwrap_or(Value::Null);
+                match (index, &value) {
+                    (COST, Value::String(usd)) => Nanos::from_usd(usd).map_or(value, |n| Value::from(n.0)),
+                    _ => value,
+                }
+            });
+            Value::Array(values.collect())
+        })
+        .collect();
+    Value::Array(rows).to_string()
+}
+
+/// The attempts of a stored row as `service.attempts` showed them. Rows
+/// written before the compact form kept the objects themselves.
+pub fn expand_attempts(stored: &str) -> Value {
+    let Ok(Value::Array(attempts)) = serde_json::from_str::<Value>(stored) else {
+        return Value::Null;
+    };
+    let expand = |attempt: Value| match attempt {
+        Value::Array(values) => {
+            let mut object = Map::new();
+            for (index, (field, value)) in ATTEMPT_FIELDS.iter().zip(values).enumerate() {
+                let value = match (index, value) {
+                    (COST, Value::Number(nanos)) => {
+                        Value::String(Nanos(nanos.as_i64().unwrap_or_default()).usd_string())
+                    }
+                    (_, value) => value,
+                };
+                object.insert((*field).into(), value);
+            }
+            Value::Object(object)
+        }
+        legacy => legacy,
+    };
+    Value::Array(attempts.into_iter().map(expand).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn attempts_round_trip_through_the_compact_form() {
+        let attempts = json!([
+            {"provider": "a", "model": "m-1", "adapter": "openai", "outcome": "upstream_error", "status": 503,
+             "latency_ms": 12, "input_tokens": null, "output_tokens": null, "cache_read_tokens": null,
+             "cache_write_tokens": null, "reasoning_tokens": null, "cost_usd": "0.000000000"},
+            {"provider": "b", "model": "m-2", "adapter": "anthropic", "outcome": "success", "status": 200,
+             "latency_ms": 80, "input_tokens": 10, "output_tokens": 20, "cache_read_tokens": 4,
+             "cache_write_tokens": 2, "reasoning_tokens": 1, "cost_usd": "0.000012345"}
+        ]);
+        let stored = compact_attempts(&attempts);
+        assert!(stored.len() * 2 < attempts.to_string().len(), "{stored}");
+        assert_eq!(expand_attempts(&stored), attempts);
+    }
+
+    #[test]
+    fn rows_written_before_the_compact_form_read_as_they_were() {
+        let legacy = json!([{"provider": "a", "outcome": "success", "cost_usd": "0.000000001"}]);
+        assert_eq!(expand_attempts(&legacy.to_string()), legacy);
+        assert_eq!(expand_attempts("[]"), json!([]));
+    }
+}

@@ -1,0 +1,241 @@
+//! A streamed Messages answer: the chat pipeline's chunks → Anthropic's SSE
+//! events (`message_start`, `content_block_start` / `_delta` / `_stop`,
+//! `message_delta`, `message_stop`, `error`). The closing chat chunk, which
+//! carries the billed usage and `service`, becomes the `message_delta`, with
+//! `usage.cost`, `provider` and `service` added.
+
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use super::super::{ChatEvent, Counts, billed_cost, first_choice, raw_with_cost, translate_stream, write_event};
+use super::{message_id, stop_reason, usage};
+use crate::server::RequestId;
+
+pub fn respond(chat: Response, request_id: &RequestId) -> Response {
+    let mut events = Events {
+        request_id: request_id.0.to_string(),
+        ..Events::default()
+    };
+    translate_stream(chat, move |event, out| events.on(event, out), request_id)
+}
+
+/// The block being streamed: text, or the tool call with this chat index.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    Tool(u64),
+}
+
+#[derive(Default)]
+struct Events {
+    request_id: String,
+    started: bool,
+    /// The open content block and its Anthropic index.
+    open: Option<(Open, usize)>,
+    next_index: usize,
+    finish: Option<String>,
+    ended: bool,
+}
+
+impl Events {
+    fn on(&mut self, event: ChatEvent, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        match event {
+            ChatEvent::Chunk(chunk) => self.chunk(chunk, out),
+            // A stream that ended without its closing chunk: close what is open.
+            ChatEvent::Done => {
+                self.close_block(out);
+                self.ended = true;
+            }
+        }
+    }
+
+    fn chunk(&mut self, chunk: Map<String, Value>, out: &mut Vec<u8>) {
+        if chunk.contains_key("error") {
+            return self.error(&chunk, out);
+        }
+        if !self.started {
+            self.start(&chunk, out);
+        }
+        if let Some(choice) = first_choice(&chunk) {
+            let delta = &choice["delta"];
+            if let Some(text) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                self.open_block(Open::Text, out, || json!({"type": "text", "text": ""}));
+                let index = self.index();
+                let event = json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}});
+                write_event(out, "content_block_delta", event.to_string().as_bytes());
+            }
+            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                let tool = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+                self.open_block(Open::Tool(tool), out, || {
+                    json!({"type": "tool_use", "id": call.get("id").cloned().unwrap_or(Value::Null),
+                           "name": call["function"].get("name").cloned().unwrap_or(Value::Null), "input": {}})
+                });
+                if let Some(fragment) = call["function"]["arguments"].as_str().filter(|a| !a.is_empty()) {
+                    let index = self.index();
+                    let event = json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": fragment}});
+                    write_event(out, "content_block_delta", event.to_string().as_bytes());
+                }
+            }
+            if let Some(finish) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish = Some(finish.to_string());
+            }
+        }
+        if chunk.contains_key("service") {
+            self.close(chunk, out);
+        }
+    }
+
+    fn start(&mut self, chunk: &Map<String, Value>, out: &mut Vec<u8>) {
+        self.started = true;
+        let id = message_id(chunk.get("id").and_then(Value::as_str), &self.request_id);
+        let event = json!({
+            "type": "message_start",
+            "message": {
+                "id": id, "type": "message", "role": "assistant", "content": [],
+                "model": chunk.get("model").cloned().unwrap_or(Value::Null),
+                "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "provider": chunk.get("provider").cloned().unwrap_or(Value::Null),
+            },
+        });
+        write_event(out, "message_start", event.to_string().as_bytes());
+    }
+
+    fn index(&self) -> usize {
+        self.open.map_or(0, |(_, index)| index)
+    }
+
+    /// Opens `kind` unless it is the block already open.
+    fn open_block(&mut self, kind: Open, out: &mut Vec<u8>, block: impl FnOnce() -> Value) {
+        if self.open.is_some_and(|(open, _)| open == kind) {
+            return;
+        }
+        self.close_block(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        self.open = Some((kind, index));
+        let event = json!({"type": "content_block_start", "index": index, "content_block": block()});
+        write_event(out, "content_block_start", event.to_string().as_bytes());
+    }
+
+    fn close_block(&mut self, out: &mut Vec<u8>) {
+        if let Some((_, index)) = self.open.take() {
+            let event = json!({"type": "content_block_stop", "index": index});
+            write_event(out, "content_block_stop", event.to_string().as_bytes());
+        }
+    }
+
+    /// The closing chunk: the billed usage, cost and provenance.
+    fn close(&mut self, mut chunk: Map<String, Value>, out: &mut Vec<u8>) {
+        self.close_block(out);
+        let counts = Counts::of(&chunk);
+        let cost = billed_cost(&chunk);
+        let mut delta = Map::new();
+        delta.insert("type".into(), json!("message_delta"));
+        delta.insert(
+            "delta".into(),
+            json!({"stop_reason": stop_reason(self.finish.as_deref()), "stop_sequence": null}),
+        );
+        delta.insert("usage".into(), Value::Object(usage(&counts)));
+        delta.insert("provider".into(), chunk.remove("provider").unwrap_or(Value::Null));
+        delta.insert("service".into(), chunk.remove("service").unwrap_or(Value::Null));
+        write_event(out, "message_delta", raw_with_cost(delta, cost).get().as_bytes());
+        write_event(out, "message_stop", br#"{"type":"message_stop"}"#);
+        self.ended = true;
+    }
+
+    /// The stream failed: Anthropic's `error` event, with the gateway's code
+    /// and `service` (what the failed attempts cost).
+    fn error(&mut self, chunk: &Map<String, Value>, out: &mut Vec<u8>) {
+        let error = &chunk["error"];
+        let kind = match error["type"].as_str() {
+            Some("rate_limit_error") => "rate_limit_error",
+            Some("invalid_request_error") => "invalid_request_error",
+            Some("timeout_error") => "timeout_error",
+            _ if error["code"] == "upstream_overloaded" => "overloaded_error",
+            _ => "api_error",
+        };
+        let event = json!({
+            "type": "error",
+            "error": {"type": kind, "message": error["message"], "code": error["code"]},
+            "service": chunk.get("service").cloned().unwrap_or(Value::Null),
+        });
+        write_event(out, "error", event.to_string().as_bytes());
+        self.ended = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(chunks: &[Value]) -> Vec<(String, Value)> {
+        let mut events = Events::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            events.on(ChatEvent::Chunk(chunk.as_object().unwrap().clone()), &mut out);
+        }
+        events.on(ChatEvent::Done, &mut out);
+        String::from_utf8(out)
+            .unwrap()
+            .split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let (name, data) = e.split_once('\n').unwrap();
+                let name = name.strip_prefix("event: ").unwrap().to_string();
+                (
+                    name,
+                    serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn text_then_tool_call_then_usage() {
+        let events = run(&[
+            json!({"id": "chatcmpl-1", "model": "m", "provider": "p", "choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+            json!({"choices": [{"delta": {"content": "Hi"}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "w", "arguments": ""}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]}),
+            json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}, "provider": "p",
+                   "service": {"request_id": "r", "cost_usd": "0.000000007"}}),
+        ]);
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(events[0].1["message"]["id"], "msg_1");
+        assert_eq!(events[4].1["content_block"]["name"], "w");
+        assert_eq!(events[4].1["index"], 1);
+        assert_eq!(events[7].1["delta"]["stop_reason"], "tool_use");
+        assert_eq!(events[7].1["usage"]["input_tokens"], 5);
+        assert_eq!(events[7].1["usage"]["cost"].as_f64(), Some(7e-9));
+    }
+
+    #[test]
+    fn a_failed_stream_ends_in_an_error_event() {
+        let events = run(&[
+            json!({"choices": [{"delta": {"content": "Hi"}}]}),
+            json!({"choices": [], "error": {"type": "rate_limit_error", "code": "upstream_rate_limited", "message": "slow"}}),
+        ]);
+        let last = events.last().unwrap();
+        assert_eq!(last.0, "error");
+        assert_eq!(last.1["error"]["type"], "rate_limit_error");
+    }
+}

@@ -1,0 +1,201 @@
+//! `POST /v1/responses`: OpenAI's Responses API, stateless (nothing is
+//! stored: `store` is always false and `previous_response_id` is refused),
+//! served by any provider through the chat pipeline (docs/ingress.md).
+//! `request` translates the request into a chat body, this module the whole
+//! answer, `stream` the streamed one. Errors keep the OpenAI shape the chat
+//! API uses.
+
+mod request;
+mod stream;
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use super::{ChatAnswer, Counts, first_choice, json_response, parse_object, render_with_cost, whole_answer};
+use crate::auth::Caller;
+use crate::data_plane::DataPlane;
+use crate::data_plane::chat;
+use crate::error::ApiError;
+use crate::server::RequestId;
+use request::to_chat;
+
+/// Request fields a response object repeats back.
+const ECHOED: [&str; 8] = [
+    "instructions",
+    "max_output_tokens",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "tool_choice",
+    "tools",
+    "text",
+];
+
+pub async fn create(
+    State(data): State<Arc<DataPlane>>,
+    request_id: RequestId,
+    caller: Result<Caller, ApiError>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let answer = async {
+        let caller = caller?;
+        let refuse = |error: ApiError| chat::refused(&data, &request_id, None, &caller, None, error);
+        let body = match body {
+            Ok(body) => body,
+            Err(rejection) => return Err(refuse(chat::body_error(&data, &rejection)).await),
+        };
+        let request = match parse_object(&body, "a Responses request") {
+            Ok(request) => request,
+            Err(error) => return Err(refuse(error).await),
+        };
+        let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let echo = Echo::of(&request);
+        let model = request.get("model").and_then(Value::as_str).map(str::to_string);
+        let chat_body = match to_chat(request) {
+            Ok(chat_body) => chat_body,
+            Err(error) => {
+                return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
+            }
+        };
+        let bytes = Bytes::from(serde_json::to_vec(&chat_body).expect("JSON values serialise"));
+        let response = chat::translated(&data, &request_id, &caller, bytes).await?;
+        if stream {
+            return Ok(stream::respond(response, echo, &request_id));
+        }
+        let answer = whole_answer(response).await?;
+        Ok(json_response(StatusCode::OK, from_chat(answer, &echo), &request_id))
+    }
+    .await;
+    answer.unwrap_or_else(|error: ApiError| error.with_request_id(&request_id.0).into_response())
+}
+
+/// What a response object repeats from its request.
+pub(super) struct Echo {
+    fields: Map<String, Value>,
+    pub created_at: u64,
+}
+
+impl Echo {
+    pub(super) fn of(request: &Map<String, Value>) -> Self {
+        let mut fields: Map<String, Value> = ECHOED
+            .iter()
+            .filter_map(|key| request.get(*key).map(|v| (key.to_string(), v.clone())))
+            .collect();
+        fields.entry("tools").or_insert_with(|| json!([]));
+        fields.entry("tool_choice").or_insert_with(|| json!("auto"));
+        fields.entry("parallel_tool_calls").or_insert(Value::Bool(true));
+        fields
+            .entry("text")
+            .or_insert_with(|| json!({"format": {"type": "text"}}));
+        let created_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Echo { fields, created_at }
+    }
+
+    /// A `response` object with this request's fields, before `usage`.
+    pub(super) fn response(&self, id: &str, model: &Value, status: &str, output: Vec<Value>) -> Map<String, Value> {
+        let mut object = Map::new();
+        object.insert("id".into(), Value::String(id.to_string()));
+        object.insert("object".into(), json!("response"));
+        object.insert("created_at".into(), Value::from(self.created_at));
+        object.insert("status".into(), Value::String(status.to_string()));
+        object.insert("error".into(), Value::Null);
+        object.insert(
+            "incomplete_details".into(),
+            match status {
+                "incomplete" => json!({"reason": "max_output_tokens"}),
+                _ => Value::Null,
+            },
+        );
+        object.insert("model".into(), model.clone());
+        object.insert("output".into(), Value::Array(output));
+        object.insert("store".into(), Value::Bool(false));
+        for (key, value) in &self.fields {
+            object.insert(key.clone(), value.clone());
+        }
+        object
+    }
+}
+
+/// `resp_…` from the gateway request id, so a response id names its log row.
+pub(super) fn response_id(request_id: &str) -> String {
+    format!("resp_{}", request_id.strip_prefix("req_").unwrap_or(request_id))
+}
+
+/// The Responses usage object from the billed counts.
+pub(super) fn usage(counts: &Counts) -> Map<String, Value> {
+    let usage = json!({
+        "input_tokens": counts.prompt,
+        "input_tokens_details": {"cached_tokens": counts.cache_read, "cache_write_tokens": counts.cache_write},
+        "output_tokens": counts.completion,
+        "output_tokens_details": {"reasoning_tokens": counts.reasoning},
+        "total_tokens": counts.prompt + counts.completion,
+    });
+    let Value::Object(usage) = usage else { unreachable!() };
+    usage
+}
+
+/// The status a chat finish reason gives a response.
+pub(super) fn status(finish: Option<&str>) -> &'static str {
+    match finish {
+        Some("length") => "incomplete",
+        _ => "completed",
+    }
+}
+
+pub(super) fn message_item(id: &str, text: &str, status: &str) -> Value {
+    json!({
+        "type": "message", "id": id, "status": status, "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+    })
+}
+
+pub(super) fn call_item(call_id: &str, name: &Value, arguments: &str, status: &str) -> Value {
+    json!({
+        "type": "function_call", "id": format!("fc_{call_id}"), "call_id": call_id,
+        "name": name, "arguments": arguments, "status": status,
+    })
+}
+
+/// A chat completion → a `response` object, with `provider`, `service` and
+/// `usage.cost`.
+fn from_chat(answer: ChatAnswer, echo: &Echo) -> Vec<u8> {
+    let ChatAnswer { mut object, cost } = answer;
+    let choice = first_choice(&object).cloned().unwrap_or(Value::Null);
+    let message = &choice["message"];
+    let request_id = object["service"]["request_id"].as_str().unwrap_or_default().to_string();
+    let id = response_id(&request_id);
+    let mut output = Vec::new();
+    if let Some(text) = message.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+        output.push(message_item(&format!("msg_{}", &id[5..]), text, "completed"));
+    }
+    if let Some(refusal) = message.get("refusal").and_then(Value::as_str) {
+        output.push(json!({
+            "type": "message", "id": format!("msg_{}", &id[5..]), "status": "completed", "role": "assistant",
+            "content": [{"type": "refusal", "refusal": refusal}],
+        }));
+    }
+    for call in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let call_id = call["id"].as_str().unwrap_or_default();
+        let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
+        output.push(call_item(call_id, &call["function"]["name"], arguments, "completed"));
+    }
+    let model = object.remove("model").unwrap_or(Value::Null);
+    let mut out = echo.response(&id, &model, status(choice["finish_reason"].as_str()), output);
+    out.insert("usage".into(), Value::Object(usage(&Counts::of(&object))));
+    out.insert("provider".into(), object.remove("provider").unwrap_or(Value::Null));
+    out.insert("service".into(), object.remove("service").unwrap_or(Value::Null));
+    render_with_cost(out, cost)
+}

@@ -1,0 +1,309 @@
+//! A streamed Responses answer: the chat pipeline's chunks → the Responses
+//! events (`response.created`, `response.in_progress`, `output_item.added`,
+//! `content_part.added`, `output_text.delta`, `function_call_arguments.delta`,
+//! their `.done` events, then `response.completed`, `response.incomplete` or
+//! `response.failed`), each with a `sequence_number`. The closing chat chunk
+//! becomes the final response object, with the billed `usage` (and `cost`),
+//! `provider` and `service`.
+
+use axum::response::Response;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::super::{ChatEvent, Counts, billed_cost, first_choice, raw_with_cost, translate_stream, write_event};
+use super::{Echo, call_item, message_item, response_id, status, usage};
+use crate::server::RequestId;
+
+pub fn respond(chat: Response, echo: Echo, request_id: &RequestId) -> Response {
+    let id = response_id(&request_id.0);
+    let mut events = Events {
+        message_id: format!("msg_{}", &id[5..]),
+        id,
+        echo,
+        model: Value::Null,
+        sequence: 0,
+        started: false,
+        items: Vec::new(),
+        finish: None,
+        ended: false,
+    };
+    translate_stream(chat, move |event, out| events.on(event, out), request_id)
+}
+
+/// An output item being streamed, in output order.
+enum Item {
+    Text(String),
+    Call {
+        chat_index: u64,
+        call_id: String,
+        name: Value,
+        arguments: String,
+    },
+}
+
+struct Events {
+    id: String,
+    message_id: String,
+    echo: Echo,
+    model: Value,
+    sequence: u64,
+    started: bool,
+    items: Vec<Item>,
+    finish: Option<String>,
+    ended: bool,
+}
+
+impl Events {
+    fn on(&mut self, event: ChatEvent, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        match event {
+            ChatEvent::Chunk(chunk) => self.chunk(chunk, out),
+            ChatEvent::Done => self.ended = true,
+        }
+    }
+
+    fn emit(&mut self, out: &mut Vec<u8>, kind: &str, mut event: Map<String, Value>) {
+        event.insert("type".into(), Value::String(kind.to_string()));
+        event.insert("sequence_number".into(), Value::from(self.sequence));
+        self.sequence += 1;
+        write_event(out, kind, Value::Object(event).to_string().as_bytes());
+    }
+
+    fn emit_json(&mut self, out: &mut Vec<u8>, kind: &str, event: Value) {
+        let Value::Object(event) = event else {
+            unreachable!("events are objects")
+        };
+        self.emit(out, kind, event);
+    }
+
+    fn chunk(&mut self, chunk: Map<String, Value>, out: &mut Vec<u8>) {
+        if !self.started {
+            self.started = true;
+            self.model = chunk.get("model").cloned().unwrap_or(Value::Null);
+            let response = self.echo.response(&self.id, &self.model, "in_progress", Vec::new());
+            self.emit_json(out, "response.created", json!({"response": response}));
+            let response = self.echo.response(&self.id, &self.model, "in_progress", Vec::new());
+            self.emit_json(out, "response.in_progress", json!({"response": response}));
+        }
+        if chunk.contains_key("error") {
+            return self.failed(chunk, out);
+        }
+        if let Some(choice) = first_choice(&chunk) {
+            let delta = &choice["delta"];
+            if let Some(text) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                self.text(text, out);
+            }
+            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                self.call(call, out);
+            }
+            if let Some(finish) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish = Some(finish.to_string());
+            }
+        }
+        if chunk.contains_key("service") {
+            self.complete(chunk, out);
+        }
+    }
+
+    fn text(&mut self, text: &str, out: &mut Vec<u8>) {
+        let output_index = self.items.len().saturating_sub(1);
+        if let Some(Item::Text(all)) = self.items.last_mut() {
+            all.push_str(text);
+        } else {
+            let output_index = self.items.len();
+            self.items.push(Item::Text(text.to_string()));
+            let item = json!({"type": "message", "id": self.message_id, "status": "in_progress", "role": "assistant", "content": []});
+            self.emit_json(
+                out,
+                "response.output_item.added",
+                json!({"output_index": output_index, "item": item}),
+            );
+            let part = json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
+            let added =
+                json!({"item_id": self.message_id, "output_index": output_index, "content_index": 0, "part": part});
+            self.emit_json(out, "response.content_part.added", added);
+            let event = json!({"item_id": self.message_id, "output_index": output_index, "content_index": 0, "delta": text, "logprobs": []});
+            return self.emit_json(out, "response.output_text.delta", event);
+        }
+        let event = json!({"item_id": self.message_id, "output_index": output_index, "content_index": 0, "delta": text, "logprobs": []});
+        self.emit_json(out, "response.output_text.delta", event);
+    }
+
+    fn call(&mut self, call: &Value, out: &mut Vec<u8>) {
+        let chat_index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let fragment = call["function"]["arguments"].as_str().unwrap_or_default();
+        let known = self
+            .items
+            .iter()
+            .position(|item| matches!(item, Item::Call { chat_index: i, .. } if *i == chat_index));
+        let output_index = match known {
+            Some(index) => index,
+            None => {
+                let call_id = call["id"].as_str().unwrap_or_default().to_string();
+                let name = call["function"].get("name").cloned().unwrap_or(Value::Null);
+                let item = call_item(&call_id, &name, "", "in_progress");
+                self.items.push(Item::Call {
+                    chat_index,
+                    call_id,
+                    name,
+                    arguments: String::new(),
+                });
+                let output_index = self.items.len() - 1;
+                self.emit_json(
+                    out,
+                    "response.output_item.added",
+                    json!({"output_index": output_index, "item": item}),
+                );
+                output_index
+            }
+        };
+        if fragment.is_empty() {
+            return;
+        }
+        let Item::Call { call_id, arguments, .. } = &mut self.items[output_index] else {
+            unreachable!("the index names a call")
+        };
+        arguments.push_str(fragment);
+        let event = json!({"item_id": format!("fc_{call_id}"), "output_index": output_index, "delta": fragment});
+        self.emit_json(out, "response.function_call_arguments.delta", event);
+    }
+
+    /// The `.done` events of every item, and the finished items.
+    fn finish_items(&mut self, out: &mut Vec<u8>) -> Vec<Value> {
+        let mut done = Vec::new();
+        let items = std::mem::take(&mut self.items);
+        for (output_index, item) in items.iter().enumerate() {
+            let finished = match item {
+                Item::Text(text) => {
+                    let id = self.message_id.clone();
+                    let event = json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": text, "logprobs": []});
+                    self.emit_json(out, "response.output_text.done", event);
+                    let part = json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []});
+                    let event = json!({"item_id": id, "output_index": output_index, "content_index": 0, "part": part});
+                    self.emit_json(out, "response.content_part.done", event);
+                    message_item(&id, text, "completed")
+                }
+                Item::Call {
+                    call_id,
+                    name,
+                    arguments,
+                    ..
+                } => {
+                    let event = json!({"item_id": format!("fc_{call_id}"), "output_index": output_index, "name": name, "arguments": arguments});
+                    self.emit_json(out, "response.function_call_arguments.done", event);
+                    call_item(call_id, name, arguments, "completed")
+                }
+            };
+            let event = json!({"output_index": output_index, "item": finished});
+            self.emit_json(out, "response.output_item.done", event);
+            done.push(finished);
+        }
+        done
+    }
+
+    /// The closing chunk: the final response with billed usage and provenance.
+    fn complete(&mut self, mut chunk: Map<String, Value>, out: &mut Vec<u8>) {
+        let cost = billed_cost(&chunk);
+        let output = self.finish_items(out);
+        let status = status(self.finish.as_deref());
+        let mut response = self.echo.response(&self.id, &self.model, status, output);
+        response.insert("usage".into(), Value::Object(usage(&Counts::of(&chunk))));
+        response.insert("provider".into(), chunk.remove("provider").unwrap_or(Value::Null));
+        response.insert("service".into(), chunk.remove("service").unwrap_or(Value::Null));
+        let rendered = raw_with_cost(response, cost);
+        let kind = if status == "incomplete" {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        self.emit_raw(out, kind, &rendered);
+        self.ended = true;
+    }
+
+    /// The stream failed: `response.failed`, with the gateway's error and
+    /// `service` (what the failed attempts cost).
+    fn failed(&mut self, mut chunk: Map<String, Value>, out: &mut Vec<u8>) {
+        let cost = billed_cost(&chunk);
+        let output = self.finish_items(out);
+        let mut response = self.echo.response(&self.id, &self.model, "failed", output);
+        let error = chunk.remove("error").unwrap_or(Value::Null);
+        response.insert(
+            "error".into(),
+            json!({"code": error["code"], "message": error["message"]}),
+        );
+        response.insert("usage".into(), Value::Object(usage(&Counts::of(&chunk))));
+        response.insert("provider".into(), chunk.remove("provider").unwrap_or(Value::Null));
+        response.insert("service".into(), chunk.remove("service").unwrap_or(Value::Null));
+        let rendered = raw_with_cost(response, cost);
+        self.emit_raw(out, "response.failed", &rendered);
+        self.ended = true;
+    }
+
+    /// An event holding an already rendered response (its exact cost).
+    fn emit_raw(&mut self, out: &mut Vec<u8>, kind: &str, response: &RawValue) {
+        #[derive(serde::Serialize)]
+        struct Event<'a> {
+            #[serde(rename = "type")]
+            kind: &'a str,
+            sequence_number: u64,
+            response: &'a RawValue,
+        }
+        let event = Event {
+            kind,
+            sequence_number: self.sequence,
+            response,
+        };
+        self.sequence += 1;
+        write_event(out, kind, &serde_json::to_vec(&event).expect("events serialise"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_and_call_then_completed() {
+        let echo = Echo::of(&Map::new());
+        let mut events = Events {
+            id: "resp_1".into(),
+            message_id: "msg_1".into(),
+            echo,
+            model: Value::Null,
+            sequence: 0,
+            started: false,
+            items: Vec::new(),
+            finish: None,
+            ended: false,
+        };
+        let mut out = Vec::new();
+        for chunk in [
+            json!({"model": "m", "choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+            json!({"choices": [{"delta": {"content": "a"}}]}),
+            json!({"choices": [{"delta": {"content": "b"}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "w", "arguments": "{\"x\""}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": ":1}"}}]}}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}, "service": {"cost_usd": "0.000000005"}}),
+        ] {
+            events.on(ChatEvent::Chunk(chunk.as_object().unwrap().clone()), &mut out);
+        }
+        let text = String::from_utf8(out).unwrap();
+        let kinds: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+        assert_eq!(kinds.first(), Some(&"response.created"));
+        assert_eq!(kinds.last(), Some(&"response.completed"));
+        assert_eq!(kinds.iter().filter(|k| **k == "response.output_text.delta").count(), 2);
+        let data = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .next_back()
+            .unwrap();
+        let last: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(last["response"]["output"][0]["content"][0]["text"], "ab");
+        assert_eq!(last["response"]["output"][1]["arguments"], "{\"x\":1}");
+        assert_eq!(last["response"]["usage"]["total_tokens"], 5);
+        assert_eq!(last["response"]["usage"]["cost"].as_f64(), Some(5e-9));
+        assert_eq!(last["sequence_number"].as_u64(), Some(kinds.len() as u64 - 1));
+    }
+}
