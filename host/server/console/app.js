@@ -116,8 +116,14 @@ async function start() {
   await route();
 }
 
+// Routes overlap: a workspace switch and a hash change can each start one
+// while an earlier one still loads its page module. Only the latest may
+// show, so each renders into its own view and a superseded one is dropped.
+let latestRoute = 0;
+
 async function route() {
   if (!state.session) return;
+  const generation = ++latestRoute;
   const [name, query] = location.hash.replace(/^#\/?/, '').split('?');
   const params = new URLSearchParams(query || '');
   for (const link of document.querySelectorAll('#nav a')) {
@@ -130,13 +136,17 @@ async function route() {
     return;
   }
   const load = pages[name] || pages.overview;
+  const view = h('div', { class: 'view' });
   try {
     const module = await load();
-    target.replaceChildren();
-    await module.render(target, params);
+    if (generation !== latestRoute) return;
+    target.replaceChildren(view);
+    await module.render(view, params);
   } catch (error) {
+    if (generation !== latestRoute) return;
     target.replaceChildren(page('Error', errorBox(error)));
   }
+  if (generation !== latestRoute) return;
   document.title = `${(document.getElementById('page-title') || {}).textContent || 'Console'} · Tollgate`;
 }
 
