@@ -234,7 +234,12 @@ impl Gateway {
             Nanos::from_usd(&config.control_plane.signup_credit_usd)
                 .map_err(|e| anyhow::anyhow!("control_plane.signup_credit_usd: {e}"))?,
         )?;
-        let auth = AuthState::new(keys, KeyRateLimiter::new(config.limits.key_requests_per_minute), signin);
+        let auth = AuthState::new(
+            keys,
+            KeyRateLimiter::new(config.limits.key_requests_per_minute),
+            signin,
+            ledger.clone().map(crate::auth::refusals::RefusalLog::new),
+        );
         Ok(Arc::new(Self {
             state: AppState {
                 data,

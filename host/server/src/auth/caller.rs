@@ -11,6 +11,7 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 
+use super::refusals::RefusalLog;
 use super::sessions::{SessionRefusal, Sessions};
 use super::{KeyResolver, Principal};
 use crate::error::ApiError;
@@ -23,6 +24,8 @@ pub struct AuthState {
     key_rates: KeyRateLimiter,
     /// Console sign-in: sessions, OIDC providers (`signin.rs`).
     pub(crate) signin: super::signin::SignIn,
+    /// Request-log rows for refused callers; `None` with the ledger off.
+    refusals: Option<RefusalLog>,
 }
 
 /// Why a request's session cookie was refused, as an HTTP error.
@@ -32,11 +35,17 @@ pub enum SessionError {
 }
 
 impl AuthState {
-    pub fn new(keys: KeyResolver, key_rates: KeyRateLimiter, signin: super::signin::SignIn) -> Self {
+    pub fn new(
+        keys: KeyResolver,
+        key_rates: KeyRateLimiter,
+        signin: super::signin::SignIn,
+        refusals: Option<RefusalLog>,
+    ) -> Self {
         Self {
             keys,
             key_rates,
             signin,
+            refusals,
         }
     }
 
@@ -75,17 +84,29 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        authenticate(parts, &Arc::<AuthState>::from_ref(state)).await
+        let auth = Arc::<AuthState>::from_ref(state);
+        match authenticate(parts, &auth).await {
+            Ok(caller) => Ok(caller),
+            Err((error, principal)) => {
+                if let Some(refusals) = &auth.refusals {
+                    refusals.record(&error, principal.as_deref()).await;
+                }
+                Err(error)
+            }
+        }
     }
 }
 
+/// Why [`authenticate`] refused, and whose key it was when the key is known.
+type Refusal = (ApiError, Option<Arc<Principal>>);
+
 /// Resolves the key, checks the role may infer, and counts the request against
 /// the key's rate (in memory; no I/O on a cached key).
-async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, ApiError> {
+async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Refusal> {
     let request_id = RequestId::from_request_parts(parts, &())
         .await
         .unwrap_or_else(|e| match e {});
-    let reject = |message: &str| ApiError::unauthorized(message).with_request_id(&request_id.0);
+    let reject = |message: &str| (ApiError::unauthorized(message).with_request_id(&request_id.0), None);
     // Anthropic's clients send the key in `x-api-key`; everyone else as a
     // bearer token; the console's browser sends its session cookie.
     let resolved = match (parts.headers.get(header::AUTHORIZATION), parts.headers.get("x-api-key")) {
@@ -116,31 +137,37 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Api
                 return Err(reject("The console session has expired or ended; sign in again."));
             }
             Err(SessionError::Refused(SessionRefusal::Csrf)) => {
-                return Err(ApiError::csrf_failed().with_request_id(&request_id.0));
+                return Err((ApiError::csrf_failed().with_request_id(&request_id.0), None));
             }
             Err(SessionError::Internal(e)) => Err(e),
         },
     };
     match resolved {
         // The same role table as the control plane: viewers may not call the data plane.
-        Ok(Some(principal)) if !principal.role.allows(super::permissions::Permission::Inference) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "permission_error",
-            "permission_denied",
-            format!(
-                "This key's role '{}' may not call the data plane.",
-                principal.role.as_str()
-            ),
-        )
-        .with_request_id(&request_id.0)),
+        Ok(Some(principal)) if !principal.role.allows(super::permissions::Permission::Inference) => {
+            let error = ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "permission_denied",
+                format!(
+                    "This key's role '{}' may not call the data plane.",
+                    principal.role.as_str()
+                ),
+            )
+            .with_request_id(&request_id.0);
+            Err((error, Some(principal)))
+        }
         Ok(Some(principal)) => match auth.key_rates.check(&principal) {
             Ok(()) => Ok(Caller(principal)),
-            Err(wait) => Err(rate_limited(&principal, auth, wait, &request_id)),
+            Err(wait) => Err((rate_limited(&principal, auth, wait, &request_id), Some(principal))),
         },
         Ok(None) => Err(reject("Invalid API key.")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
-            Err(ApiError::internal("Could not check the API key.").with_request_id(&request_id.0))
+            Err((
+                ApiError::internal("Could not check the API key.").with_request_id(&request_id.0),
+                None,
+            ))
         }
     }
 }

@@ -3,7 +3,8 @@
 //! cache first so the database stays off the hot path; [`KeyResolver`] says how
 //! that cache stays correct when several gateways share one database.
 //! `permissions` holds the role → permission table both planes check;
-//! `caller` holds auth's handler state and the data plane's `Caller` extractor.
+//! `caller` holds auth's handler state and the data plane's `Caller` extractor;
+//! `refusals` logs the requests it refuses.
 //! The console signs in through `signin` (routes under `/auth/`), with an API
 //! key or an OIDC provider (`oidc`), into a cookie session (`sessions`) that
 //! resolves to the same [`Principal`] a key would.
@@ -21,6 +22,7 @@ use sha2::{Digest, Sha256};
 mod caller;
 pub mod oidc;
 pub mod permissions;
+pub mod refusals;
 pub mod sessions;
 pub mod signin;
 

@@ -235,3 +235,67 @@ async fn refused_requests_leave_a_trace_and_no_usage_event() {
     }
     gateway.assert_still_serving().await;
 }
+
+/// Requests refused at authentication leave a row too: 429 over the key's rate
+/// in the key's workspace, 401 with no workspace. The rows are budgeted per
+/// caller (60 a minute), so a flood of bad keys is answered but not all logged.
+#[tokio::test]
+async fn refusals_at_authentication_leave_a_budgeted_trace() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "[limits]\nkey_requests_per_minute = 1\n")).await;
+    let body = json!({"model": "mock/small", "messages": [{"role": "user", "content": "hi"}]});
+    assert_eq!(gateway.chat(body.clone()).await.0, 200);
+    let (status, headers, _) = gateway.chat(body.clone()).await;
+    assert_eq!(status, 429);
+    let limited = headers["x-request-id"].to_str().unwrap();
+    let row = logged(&gateway, limited).expect("the rate-limited request is logged");
+    assert_eq!(row["status"], 429, "{row}");
+    assert_eq!(row["outcome"], "rate_limit_exceeded", "{row}");
+    assert_eq!(row["workspace_id"], gateway.workspace_id.as_str(), "{row}");
+    assert_eq!(row["cost_usd"], "0.000000000", "{row}");
+
+    let url = format!("{}/v1/chat/completions", gateway.url);
+    let unknown = format!("tg_live_{}", "A".repeat(40));
+    let mut ids = Vec::new();
+    for _ in 0..70 {
+        let response = gateway
+            .http
+            .post(&url)
+            .bearer_auth(&unknown)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401);
+        ids.push(response.headers()["x-request-id"].to_str().unwrap().to_string());
+    }
+    let row = logged(&gateway, &ids[0]).expect("the first unknown key's request is logged");
+    assert_eq!(row["status"], 401, "{row}");
+    assert_eq!(row["outcome"], "invalid_api_key", "{row}");
+    assert_eq!(row["workspace_id"], "", "{row}");
+    let count = ids.iter().filter(|id| logged(&gateway, id).is_some()).count();
+    // 60 at once, then one a second while the 70 were sent.
+    assert!((60..70).contains(&count), "{count} of 70 logged");
+    // The key itself is held to one request a minute: the health check says the
+    // gateway still serves.
+    let health = gateway
+        .http
+        .get(format!("{}/healthz", gateway.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+/// `tollgate admin request ID` as JSON, or `None` when no row has that id.
+fn logged(gateway: &Gateway, id: &str) -> Option<serde_json::Value> {
+    let output = std::process::Command::new(common::BIN)
+        .args(["admin", "request", id, "--config"])
+        .arg(&gateway.config_path)
+        .output()
+        .unwrap();
+    output
+        .status
+        .success()
+        .then(|| serde_json::from_slice(&output.stdout).unwrap())
+}
