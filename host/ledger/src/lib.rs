@@ -43,6 +43,10 @@ pub use sweeper::sweep;
 use tollgate_core::db::Database;
 use tollgate_core::money::Nanos;
 
+/// How many times a reserve asks the writer to grow the wallet's grant before
+/// it gives up with 503 `ledger_unavailable`.
+const GROW_ATTEMPTS: usize = 32;
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LedgerConfig {
@@ -187,8 +191,12 @@ impl Ledger {
     pub async fn reserve(&self, workspace_id: &str, amount: Nanos, snapshot_id: i64) -> Result<Hold, ReserveError> {
         // The writer holds the amount out of a fresh grant for the reserve
         // that asked; a retry is needed only when the grant could not grow
-        // enough for everyone asking at once.
-        for _ in 0..8 {
+        // enough for everyone asking at once, or when reserves on other
+        // threads took the room while the grant's commit was under way (seen
+        // with hundreds of reserves on one wallet on a loaded machine). Each
+        // try grows the grant again, and a wallet that runs dry ends the loop
+        // with `Insufficient`, so the bound only guards against starvation.
+        for _ in 0..GROW_ATTEMPTS {
             match self.book.try_hold(workspace_id, amount) {
                 Ok(needs_write) => {
                     if needs_write {

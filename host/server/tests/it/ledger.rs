@@ -240,9 +240,7 @@ async fn survives_kill_9(postgres: bool) {
             request.send().await.map(|r| r.status().as_u16())
         }));
     }
-    let mut pending = String::new();
     for _ in 0..100 {
-        pending = gateway.wallet()["pending_usd"].as_str().unwrap().to_string();
         if mock_chat_requests(mock).await == 100 {
             break;
         }
@@ -253,6 +251,17 @@ async fn survives_kill_9(postgres: bool) {
         100,
         "all 100 requests reached the upstream"
     );
+    // Holds live in the gateway's memory and reach the wallet's row with the
+    // writer's next commit, which is not waited on: poll while the requests
+    // are still upstream (they stay 10 s).
+    let mut pending = String::new();
+    for _ in 0..30 {
+        pending = gateway.wallet()["pending_usd"].as_str().unwrap().to_string();
+        if nanos(&pending) != 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_ne!(nanos(&pending), 0, "holds are pending while requests are in flight");
 
     gateway.kill();
