@@ -40,6 +40,26 @@ pub fn routes() -> Router<crate::app::AppState> {
         .route("/v1/responses", post(responses::create))
 }
 
+/// The request body as a JSON object. A body that could not be read or is
+/// not an object is refused, with its request-log row, as the chat path
+/// refuses one.
+async fn read_object(
+    data: &crate::data_plane::DataPlane,
+    request_id: &RequestId,
+    caller: &crate::auth::Caller,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    what: &str,
+) -> Result<Map<String, Value>, ApiError> {
+    let parsed = match body {
+        Ok(body) => parse_object(&body, what),
+        Err(rejection) => Err(crate::data_plane::chat::body_error(data, &rejection)),
+    };
+    match parsed {
+        Ok(object) => Ok(object),
+        Err(error) => Err(crate::data_plane::chat::refused(data, request_id, None, caller, None, error).await),
+    }
+}
+
 /// The request body as a JSON object, or a 400 naming the protocol.
 fn parse_object(body: &[u8], what: &str) -> Result<Map<String, Value>, ApiError> {
     match serde_json::from_slice::<Value>(body) {

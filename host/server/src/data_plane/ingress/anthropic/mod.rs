@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::{ChatAnswer, Counts, first_choice, json_response, parse_object, render_with_cost, whole_answer};
+use super::{ChatAnswer, Counts, first_choice, json_response, read_object, render_with_cost, whole_answer};
 use crate::auth::Caller;
 use crate::data_plane::DataPlane;
 use crate::data_plane::chat;
@@ -31,15 +31,7 @@ pub async fn messages(
 ) -> Response {
     let answer = async {
         let caller = caller?;
-        let refuse = |error: ApiError| chat::refused(&data, &request_id, None, &caller, None, error);
-        let body = match body {
-            Ok(body) => body,
-            Err(rejection) => return Err(refuse(chat::body_error(&data, &rejection)).await),
-        };
-        let request = match parse_object(&body, "a Messages request") {
-            Ok(request) => request,
-            Err(error) => return Err(refuse(error).await),
-        };
+        let request = read_object(&data, &request_id, &caller, body, "a Messages request").await?;
         let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let model = request.get("model").and_then(Value::as_str).map(str::to_string);
         let chat_body = match to_chat(request) {
