@@ -40,6 +40,9 @@ pub struct RequestLogRow {
     pub parent_request_id: Option<String>,
     /// An actor run's signed provenance trail, kept with its row.
     pub provenance: Option<RunProvenance>,
+    /// What a row that is not a request carries for its event, as a JSON
+    /// object: a budget alert's budget, period, threshold, limit and spend.
+    pub detail: Option<String>,
 }
 
 impl RequestLogRow {
@@ -78,6 +81,7 @@ impl RequestLogRow {
             kind,
             parent_request_id: None,
             provenance: None,
+            detail: None,
         }
     }
 }
@@ -93,7 +97,10 @@ pub struct RunProvenance {
 
 /// What a request-log row records. Tool calls and skill runs are logged beside
 /// chat requests, with their own usage-event types; they post nothing
-/// themselves (a skill's model calls are chat requests of their own).
+/// themselves (a skill's model calls are chat requests of their own). A
+/// budget alert is no request at all: a spend-control threshold crossed, kept
+/// as a row (with a deterministic id) so that it is written once and
+/// delivered by the metering feed like every event.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RequestKind {
     #[default]
@@ -101,6 +108,7 @@ pub enum RequestKind {
     ToolCall,
     SkillRun,
     ActorRun,
+    BudgetAlert,
 }
 
 impl RequestKind {
@@ -110,6 +118,7 @@ impl RequestKind {
             RequestKind::ToolCall => "tool_call",
             RequestKind::SkillRun => "skill_run",
             RequestKind::ActorRun => "actor_run",
+            RequestKind::BudgetAlert => "budget_alert",
         }
     }
 }
@@ -132,9 +141,9 @@ pub(crate) async fn write_log(
         "INSERT INTO request_log (request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, \
          status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
          snapshot_id, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source, kind, \
-         parent_request_id, run_id, provenance, provenance_signature, fee_nano) \
+         parent_request_id, run_id, provenance, provenance_signature, fee_nano, detail) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-         $23, $24, $25, $26, $27, $28, $29) ON CONFLICT (request_id) DO NOTHING",
+         $23, $24, $25, $26, $27, $28, $29, $30) ON CONFLICT (request_id) DO NOTHING",
     )
     .bind(&log.request_id)
     .bind(&log.key_id)
@@ -167,6 +176,7 @@ pub(crate) async fn write_log(
     // A settlement that posted less (an expired hold posts nothing) keeps
     // the fee inside what was posted.
     .bind(log.fee.0.min(settlement.cost.0).max(0))
+    .bind(&log.detail)
     .execute(&mut **tx)
     .await?;
     Ok(())

@@ -16,10 +16,17 @@ pub const SKILL_RUN_EVENT_TYPE: &str = "dev.tollgate.skill.run.v1";
 /// A hosted actor's run (request-log kind `actor_run`): its model and tool
 /// calls are events of their own, linked by `parent_request_id`.
 pub const ACTOR_RUN_EVENT_TYPE: &str = "dev.tollgate.actor.run.v1";
+/// A spend-control budget crossed one of its alert thresholds (request-log
+/// kind `budget_alert`, one row per budget, period and threshold).
+pub const BUDGET_THRESHOLD_EVENT_TYPE: &str = "dev.tollgate.budget.threshold.v1";
 /// Where the gateway serves the data schema.
 pub const SCHEMA_PATH: &str = "/schemas/usage.v1.json";
 /// The JSON Schema of the event's `data`.
 pub const SCHEMA: &str = include_str!("../../../docs/schemas/usage.v1.json");
+/// Where the gateway serves the budget threshold event's data schema.
+pub const BUDGET_SCHEMA_PATH: &str = "/schemas/budget-threshold.v1.json";
+/// The JSON Schema of the budget threshold event's `data`.
+pub const BUDGET_SCHEMA: &str = include_str!("../../../docs/schemas/budget-threshold.v1.json");
 
 /// The event's `data`.
 #[derive(Serialize)]
@@ -72,6 +79,9 @@ pub struct Identity {
 /// redelivery, by any gateway, is the same event; its cost is what the ledger
 /// posted, so Σ event costs = Σ ledger posts.
 pub fn structured_json(identity: &Identity, request: &SettledRequest) -> anyhow::Result<String> {
+    if request.kind == "budget_alert" {
+        return budget_threshold_json(identity, request);
+    }
     let count = |v: Option<i64>| v.map(|n| u64::try_from(n).unwrap_or(0));
     let cost = Nanos(request.cost_nano);
     let data = UsageData {
@@ -126,6 +136,32 @@ pub fn structured_json(identity: &Identity, request: &SettledRequest) -> anyhow:
     Ok(serde_json::to_string(&event)?)
 }
 
+/// A budget alert's event: its data is the row's `detail` (the budget, the
+/// period, the threshold, the limit and the spend when it was crossed), with
+/// the row's workspace and key beside it; its schema is
+/// `docs/schemas/budget-threshold.v1.json`.
+fn budget_threshold_json(identity: &Identity, request: &SettledRequest) -> anyhow::Result<String> {
+    let detail = request
+        .detail
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("budget alert {} has no detail", request.request_id))?;
+    let mut data: serde_json::Map<String, serde_json::Value> = serde_json::from_str(detail)?;
+    data.insert("workspace_id".into(), request.workspace_id.clone().into());
+    let key_id = (!request.key_id.is_empty()).then(|| request.key_id.clone());
+    data.insert("key_id".into(), key_id.into());
+    let dataschema = identity.dataschema.replace(SCHEMA_PATH, BUDGET_SCHEMA_PATH);
+    let time = chrono::DateTime::from_timestamp_millis(request.settled_at_ms).unwrap_or_default();
+    let event = EventBuilderV10::new()
+        .id(request.request_id.as_str())
+        .source(request.source.as_deref().unwrap_or(&identity.source))
+        .ty(BUDGET_THRESHOLD_EVENT_TYPE)
+        .subject(request.workspace_id.as_str())
+        .time(time)
+        .data_with_schema("application/json", dataschema, serde_json::Value::Object(data))
+        .build()?;
+    Ok(serde_json::to_string(&event)?)
+}
+
 /// A complete settled request, to check at startup that this gateway's
 /// identity makes valid events.
 pub(super) fn probe() -> SettledRequest {
@@ -155,6 +191,7 @@ pub(super) fn probe() -> SettledRequest {
         kind: "chat".into(),
         parent_request_id: None,
         fee_nano: 0,
+        detail: None,
     }
 }
 
@@ -190,6 +227,47 @@ mod tests {
             kind: "chat".into(),
             parent_request_id: None,
             fee_nano: 1_000,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn a_budget_alert_is_a_threshold_event_built_from_its_detail() {
+        let identity = Identity {
+            source: "urn:tollgate:instance:test".into(),
+            dataschema: "http://gw/schemas/usage.v1.json".into(),
+        };
+        let alert = SettledRequest {
+            request_id: "budget_bud_1_2026-11-15_80".into(),
+            kind: "budget_alert".into(),
+            key_id: "key_7".into(),
+            cost_nano: 0,
+            fee_nano: 0,
+            detail: Some(
+                r#"{"budget_id":"bud_1","scope":"key","period":"daily","period_start":"2026-11-15T00:00:00Z","period_end":"2026-11-16T00:00:00Z","threshold_percent":80,"threshold_usd":"0.8","limit_usd":"1","spent_usd":"0.81","currency":"USD"}"#
+                    .into(),
+            ),
+            ..row()
+        };
+        let event: Value = serde_json::from_str(&structured_json(&identity, &alert).unwrap()).unwrap();
+        assert_eq!(event["type"], BUDGET_THRESHOLD_EVENT_TYPE);
+        assert_eq!(event["id"], "budget_bud_1_2026-11-15_80");
+        assert_eq!(event["dataschema"], "http://gw/schemas/budget-threshold.v1.json");
+        let data = &event["data"];
+        assert_eq!(data["workspace_id"], "ws_1");
+        assert_eq!(data["key_id"], "key_7");
+        assert_eq!(data["threshold_percent"], 80);
+        assert_eq!(data["spent_usd"], "0.81");
+        assert!(data.get("cost").is_none(), "not a usage event: {data}");
+        let workspace = SettledRequest {
+            key_id: String::new(),
+            ..alert
+        };
+        let event: Value = serde_json::from_str(&structured_json(&identity, &workspace).unwrap()).unwrap();
+        assert_eq!(event["data"]["key_id"], Value::Null);
+        let schema: Value = serde_json::from_str(BUDGET_SCHEMA).unwrap();
+        for field in schema["required"].as_array().unwrap() {
+            assert!(data.get(field.as_str().unwrap()).is_some(), "{field} is in the event");
         }
     }
 

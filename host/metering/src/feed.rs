@@ -54,12 +54,15 @@ pub struct SettledRequest {
     pub settled_at_ms: i64,
     /// The serving gateway's CloudEvents `source`; `None` on rows older than it.
     pub source: Option<String>,
-    /// `chat`, `tool_call` or `skill_run`: which event type the row becomes.
+    /// `chat`, `tool_call`, `skill_run`, `actor_run` or `budget_alert`: which
+    /// event type the row becomes.
     pub kind: String,
     /// The request this one ran inside (a skill's model and tool calls).
     pub parent_request_id: Option<String>,
     /// The plan's gateway fee within `cost_nano`.
     pub fee_nano: i64,
+    /// A budget alert's data (a JSON object); `None` on request rows.
+    pub detail: Option<String>,
 }
 
 impl SettledRequest {
@@ -85,12 +88,12 @@ pub struct Backlog {
 // (xid, seq) index.
 const READ_SQLITE: &str = "SELECT xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, \
      streamed, outcome, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, \
-     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id, fee_nano FROM request_log \
+     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id, fee_nano, detail FROM request_log \
      WHERE xid = $1 AND seq > $2 AND xid < $3 \
      AND NOT (kind = 'chat' AND attempt_count = 0 AND COALESCE(status, 0) >= 400) ORDER BY seq LIMIT $4";
 const READ_POSTGRES: &str = "SELECT xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, \
      streamed, outcome, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, \
-     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id, fee_nano FROM request_log \
+     snapshot_id, attempt_count, duration_ms, settled_at_ms, source, kind, parent_request_id, fee_nano, detail FROM request_log \
      WHERE (xid, seq) > ($1, $2) AND xid < $3 \
      AND NOT (kind = 'chat' AND attempt_count = 0 AND COALESCE(status, 0) >= 400) ORDER BY xid, seq LIMIT $4";
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 pub use config::{HttpMode, MeteringConfig, SinkConfig};
-pub use event::{EVENT_TYPE, SCHEMA, SCHEMA_PATH};
+pub use event::{BUDGET_SCHEMA, BUDGET_SCHEMA_PATH, BUDGET_THRESHOLD_EVENT_TYPE, EVENT_TYPE, SCHEMA, SCHEMA_PATH};
 pub use feed::{Backlog, Position, SettledRequest, backlog, delivered_everywhere, read as read_feed};
 
 use tollgate_core::db::{Database, now_ms};

@@ -186,6 +186,9 @@ impl Gateway {
         let billing = Arc::new(Billing::new(&config.billing, accounts.clone(), database.clone())?);
         billing.check_plans_in_use().await?;
         billing.return_idle_slices();
+        if let Some(ledger) = &ledger {
+            billing.budgets().start(ledger.clone());
+        }
         let data = DataPlane::new(
             routes,
             adapters,

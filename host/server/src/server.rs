@@ -49,6 +49,7 @@ pub fn router(gateway: &Gateway) -> Router {
             get(move |request_id: RequestId| health::readyz(readiness.clone(), request_id)),
         )
         .route(tollgate_metering::SCHEMA_PATH, get(usage_schema))
+        .route(tollgate_metering::BUDGET_SCHEMA_PATH, get(budget_schema))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -65,6 +66,15 @@ async fn usage_schema() -> Response {
     (
         [(header::CONTENT_TYPE, "application/schema+json")],
         tollgate_metering::SCHEMA,
+    )
+        .into_response()
+}
+
+/// The JSON Schema that budget threshold events name as their `dataschema`.
+async fn budget_schema() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/schema+json")],
+        tollgate_metering::BUDGET_SCHEMA,
     )
         .into_response()
 }

@@ -30,6 +30,8 @@ pub enum Permission {
     BillingRead,
     /// Change the workspace's plan (owners only).
     BillingWrite,
+    /// Set and remove spend-control budgets (owners and admins).
+    BudgetWrite,
     UsageRead,
     /// List and show the workspace's tool-server and skill installs.
     InstallRead,
@@ -42,7 +44,7 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Permission; 17] = [
+    pub const ALL: [Permission; 18] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -55,6 +57,7 @@ impl Permission {
         Permission::KeyWrite,
         Permission::BillingRead,
         Permission::BillingWrite,
+        Permission::BudgetWrite,
         Permission::UsageRead,
         Permission::InstallRead,
         Permission::InstallWrite,
@@ -76,6 +79,7 @@ impl Permission {
             Permission::KeyWrite => "key.write",
             Permission::BillingRead => "billing.read",
             Permission::BillingWrite => "billing.write",
+            Permission::BudgetWrite => "budget.write",
             Permission::UsageRead => "usage.read",
             Permission::InstallRead => "install.read",
             Permission::InstallWrite => "install.write",
@@ -158,6 +162,8 @@ mod tests {
         assert!(!Role::Admin.allows(Permission::WorkspaceDelete));
         assert!(!Role::Admin.allows(Permission::BillingWrite));
         assert!(Role::Owner.allows(Permission::BillingWrite));
+        assert!(Role::Admin.allows(Permission::BudgetWrite));
+        assert!(!Role::Developer.allows(Permission::BudgetWrite));
         assert!(Role::Developer.allows(Permission::KeyWrite));
         assert!(!Role::Developer.allows(Permission::MemberWrite));
     }

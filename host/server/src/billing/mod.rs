@@ -8,8 +8,10 @@
 //! A workspace's plan is cached for [`PLAN_TTL`], so an unlimited plan costs
 //! a request no I/O; a limited one is admitted from this gateway's slice of
 //! the month's requests, and costs a conditional upsert only when the slice
-//! runs out (`quota.rs`).
+//! runs out (`quota.rs`). Spend controls (budgets) are held at reservation
+//! through [`Admitted::hold_budgets`] (`budgets.rs`).
 
+pub mod budgets;
 pub mod plans;
 pub mod quota;
 
@@ -23,6 +25,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::accounts::Accounts;
+use budgets::{Budget, BudgetError, BudgetHold, Budgets};
 use plans::{Plan, PlanConfig, Plans};
 use quota::{Clock, FileClock, Quota, SystemClock};
 use tollgate_core::db::Database;
@@ -70,9 +73,17 @@ pub struct Admitted {
     pub plan: Arc<Plan>,
     /// Where it was counted, when the plan has a monthly limit.
     counted: Option<(Quota, String, String)>,
+    /// The budgets that apply to it (its workspace's and its key's).
+    budgets: Vec<Arc<Budget>>,
+    spend: Budgets,
 }
 
 impl Admitted {
+    /// Holds the request's worst case against its budgets (none: no I/O).
+    pub async fn hold_budgets(&self, worst_case: tollgate_core::money::Nanos) -> Result<BudgetHold, BudgetError> {
+        self.spend.hold(&self.budgets, worst_case).await
+    }
+
     /// Uncounts the request: it was refused after all (the wallet was short).
     pub fn give_back(self) {
         if let Some((quota, workspace_id, period)) = self.counted {
@@ -109,6 +120,7 @@ pub struct Billing {
     database: Database,
     clock: Arc<dyn Clock>,
     cache: Mutex<HashMap<String, (Arc<Plan>, Instant)>>,
+    budgets: Budgets,
 }
 
 impl Billing {
@@ -121,6 +133,7 @@ impl Billing {
             plans: Plans::build(&config.plans)?,
             accounts,
             quota: Quota::new(database.clone()),
+            budgets: Budgets::new(database.clone(), clock.clone()),
             database,
             clock,
             cache: Mutex::new(HashMap::new()),
@@ -140,6 +153,11 @@ impl Billing {
 
     pub fn plans(&self) -> &Plans {
         &self.plans
+    }
+
+    /// Spend controls.
+    pub fn budgets(&self) -> &Budgets {
+        &self.budgets
     }
 
     fn unknown(&self, workspace_id: &str, plan: &str) -> BillingError {
@@ -170,12 +188,20 @@ impl Billing {
         Ok(plan)
     }
 
-    /// Admits one model request of the workspace under its plan, counting it
-    /// when the plan limits requests per month.
-    pub async fn admit(&self, workspace_id: &str) -> Result<Admitted, BillingError> {
+    /// Admits one model request of the workspace's key `key_id` under its
+    /// plan, counting it when the plan limits requests per month, with the
+    /// budgets that apply to it.
+    pub async fn admit(&self, workspace_id: &str, key_id: &str) -> Result<Admitted, BillingError> {
         let plan = self.plan_of(workspace_id).await?;
+        let budgets = self.budgets.applying(workspace_id, key_id).await?;
+        let spend = self.budgets.clone();
         let Some(limit) = plan.monthly_requests else {
-            return Ok(Admitted { plan, counted: None });
+            return Ok(Admitted {
+                plan,
+                counted: None,
+                budgets,
+                spend,
+            });
         };
         let month = quota::period(self.clock.now());
         if !self.quota.take(workspace_id, &month, limit).await? {
@@ -188,6 +214,8 @@ impl Billing {
         Ok(Admitted {
             plan,
             counted: Some((self.quota.clone(), workspace_id.to_string(), month)),
+            budgets,
+            spend,
         })
     }
 
@@ -205,9 +233,12 @@ impl Billing {
         });
     }
 
-    /// Hands back every unused slice: call it once requests have drained.
+    /// Hands back every unused slice (of the month's requests and of
+    /// budgets) and records the budgets' settled spend: call it once
+    /// requests have drained.
     pub async fn release_slices(&self) {
         self.quota.return_slices(None).await;
+        self.budgets.shutdown().await;
     }
 
     /// Puts the workspace on `plan_id` (which must be defined).

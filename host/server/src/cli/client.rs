@@ -1,5 +1,5 @@
 //! The control-plane client: `tollgate signup`, `workspaces …`, `keys …`,
-//! `members …`, `namespaces …`, `wallet`, `plan …`, `usage`, `request ID`, and the
+//! `members …`, `namespaces …`, `wallet`, `plan …`, `budget …`, `usage`, `request ID`, and the
 //! tool-server and skill installs (`install`, `upgrade`, `uninstall`, `installs`). Each command is
 //! one JSON-RPC call of an extension method on `POST /a2a`, so the CLI has
 //! exactly the permissions of its key. The server URL and key come from flags,
@@ -86,6 +86,13 @@ pub enum ClientCommand {
         connection: Connection,
         #[command(subcommand)]
         command: PlanCommand,
+    },
+    /// Spend controls: the workspace's and its keys' budgets (docs/billing.md).
+    Budget {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: BudgetCommand,
     },
     /// The request log, newest first.
     Usage {
@@ -231,6 +238,57 @@ pub enum PlanCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum BudgetCommand {
+    /// The workspace's budget and its keys' budgets, with this period's spend.
+    Show,
+    /// Create or replace a budget (owners and admins; needs a plan with spend
+    /// controls). Requests whose worst case does not fit get 402 `budget_exceeded`.
+    Set {
+        #[command(flatten)]
+        target: BudgetTarget,
+        /// The UTC calendar day or month.
+        #[arg(long, value_parser = ["daily", "monthly"])]
+        period: String,
+        /// The limit per period in USD, e.g. 25 or 0.5.
+        #[arg(long)]
+        limit_usd: String,
+        /// Refuse any request whose worst case costs more than this (USD).
+        #[arg(long)]
+        max_request_usd: Option<String>,
+        /// Percent of the limit at which an alert event is sent, once per period
+        /// (default 50,80,100; "" for none).
+        #[arg(long, value_name = "PERCENTS")]
+        alerts: Option<String>,
+    },
+    /// Remove a budget.
+    Remove {
+        #[command(flatten)]
+        target: BudgetTarget,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct BudgetTarget {
+    /// `workspace` (the workspace's own budget) or `key` (with --key).
+    #[arg(long, value_parser = ["workspace", "key"])]
+    scope: String,
+    /// The key id, for --scope key.
+    #[arg(long = "key", value_name = "KEY_ID")]
+    key_id: Option<String>,
+}
+
+/// `50,80,100` as percents; an empty text is none.
+fn alert_list(text: &str) -> Value {
+    let percents: Vec<Value> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<u32>().map_or_else(|_| json!(p), |n| json!(n)))
+        .collect();
+    Value::Array(percents)
+}
+
+#[derive(Subcommand, Debug)]
 pub enum MembersCommand {
     List,
     /// Add a signed-up user by e-mail.
@@ -260,6 +318,7 @@ impl ClientCommand {
             | C::Members { connection, .. }
             | C::Wallet { connection }
             | C::Plan { connection, .. }
+            | C::Budget { connection, .. }
             | C::Usage { connection, .. }
             | C::Request { connection, .. }
             | C::Install { connection, .. }
@@ -351,6 +410,25 @@ impl ClientCommand {
                 PlanCommand::Show => ("billing.plan.get", json!({})),
                 PlanCommand::Change { plan } => ("billing.plan.change", json!({"plan": plan})),
                 PlanCommand::Usage => ("billing.usage.month", json!({})),
+            },
+            C::Budget { command, .. } => match command {
+                BudgetCommand::Show => ("billing.limits.get", json!({})),
+                BudgetCommand::Set {
+                    target,
+                    period,
+                    limit_usd,
+                    max_request_usd,
+                    alerts,
+                } => (
+                    "billing.limits.set",
+                    json!({"scope": target.scope, "key_id": target.key_id, "period": period,
+                           "limit_usd": limit_usd, "max_request_usd": max_request_usd,
+                           "alert_thresholds": alerts.as_deref().map(alert_list)}),
+                ),
+                BudgetCommand::Remove { target } => (
+                    "billing.limits.set",
+                    json!({"scope": target.scope, "key_id": target.key_id, "remove": true}),
+                ),
             },
             C::Usage {
                 since_ms,

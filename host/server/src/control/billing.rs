@@ -73,7 +73,8 @@ pub struct UsageEntry {
     pub cost_usd: String,
     pub started_at_ms: i64,
     pub duration_ms: i64,
-    /// `chat`, `tool_call` or `skill_run`.
+    /// `chat`, `tool_call`, `skill_run`, `actor_run` or `budget_alert` (a
+    /// spend-control threshold crossed; docs/billing.md).
     pub kind: String,
     /// The request this one ran inside (a skill's model and tool calls).
     #[serde(skip_serializing_if = "Option::is_none")]

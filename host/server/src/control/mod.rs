@@ -6,6 +6,7 @@
 //! See docs/control-plane.md.
 
 pub mod billing;
+pub mod budgets;
 pub mod card;
 #[cfg(feature = "a2a-conformance")]
 pub mod conformance;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::ControlPlane;
 use super::error::OpError;
-use super::{billing, members, workspaces};
+use super::{billing, budgets, members, workspaces};
 use crate::accounts::Accounts;
 use crate::actors::ops as act;
 use crate::auth::Principal;
@@ -191,6 +191,10 @@ pub fn ops() -> &'static [Op] {
                 billing::change_plan, billing::ChangeParams => billing::WorkspacePlan),
             op!("billing.usage.month", Workspace(UsageRead), "This calendar month's (UTC) model requests and spend against the plan's limit.",
                 billing::usage_month, workspaces::Target => crate::billing::MonthUsage),
+            op!("billing.limits.get", Workspace(BillingRead), "Show the workspace's budget and its keys' budgets (spend controls), with this period's spend, holds and what is left.",
+                budgets::get, workspaces::Target => budgets::Limits),
+            op!("billing.limits.set", Workspace(BudgetWrite), "Create, replace or remove the workspace's or a key's budget: a daily or monthly USD limit, a cap per request, alert thresholds (owners and admins; setting needs a plan with spend controls).",
+                budgets::set, budgets::SetParams => budgets::Limits),
             op!("usage.list", Workspace(UsageRead), "List the request log, newest first, filtered by time and key.",
                 billing::usage, billing::UsageParams => billing::UsagePage),
             op!("requests.get", Workspace(UsageRead), "Show one request's full trace, including attempts.",

@@ -7,7 +7,9 @@
 //! over the candidates when a stream may continue on them, plus the plan's
 //! gateway fee. So the cost can never exceed it. The fee is billed once per
 //! request that was metered (an upstream answered or spent tokens), on top of
-//! the provider's cost.
+//! the provider's cost. The same worst case is held against the request's
+//! spend-control budgets (`crate::billing::budgets`) before the wallet, and
+//! settled with what was billed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -44,6 +46,8 @@ pub struct Bill {
     ceiling: Option<Box<dyn CeilingHold>>,
     /// The plan's gateway fee, added to a metered request's cost.
     fee: Nanos,
+    /// The worst case held against the request's budgets, settled with the bill.
+    budgets: Option<crate::billing::budgets::BudgetHold>,
 }
 
 /// A cap on what a request may cost on top of the wallet: a hosted actor's
@@ -133,6 +137,7 @@ impl Bill {
             kind: RequestKind::Chat,
             parent_request_id: demand.parent_request_id.map(str::to_string),
             provenance: None,
+            detail: None,
         };
         let mut bill = Bill {
             ledger: ledger.cloned(),
@@ -146,6 +151,7 @@ impl Bill {
             time_to_first_chunk: None,
             ceiling: None,
             fee,
+            budgets: None,
         };
         let admitted = demand.admitted;
         if let Some(ceiling) = demand.ceiling {
@@ -162,6 +168,41 @@ impl Bill {
                         "billing_error",
                         "budget_exceeded",
                         message,
+                    ));
+                }
+            }
+        }
+        // The request's budgets hold the worst case before the wallet does.
+        let budgeted = match &admitted {
+            Some(asked) => Some(asked.hold_budgets(worst_case).await),
+            None => None,
+        };
+        if let Some(budgeted) = budgeted {
+            match budgeted {
+                Ok(held) => bill.budgets = Some(held),
+                Err(crate::billing::budgets::BudgetError::Exceeded(message)) => {
+                    if let Some(admitted) = admitted {
+                        admitted.give_back();
+                    }
+                    bill.log.reserved = Nanos::ZERO;
+                    bill.close(None, &Trail::default(), "budget_exceeded", Some(402)).await;
+                    return Err(ApiError::new(
+                        StatusCode::PAYMENT_REQUIRED,
+                        "billing_error",
+                        "budget_exceeded",
+                        message,
+                    ));
+                }
+                Err(crate::billing::budgets::BudgetError::Database(error)) => {
+                    if let Some(admitted) = admitted {
+                        admitted.give_back();
+                    }
+                    tracing::error!(%error, "could not hold a request against its budgets");
+                    return Err(ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "api_error",
+                        "ledger_unavailable",
+                        "The spend-control budgets are unavailable; try again shortly.",
                     ));
                 }
             }
@@ -197,6 +238,9 @@ impl Bill {
             Err(ReserveError::Unavailable(reason)) => {
                 if let Some(admitted) = admitted {
                     admitted.give_back();
+                }
+                if let Some(budgets) = bill.budgets.take() {
+                    budgets.settle(Nanos::ZERO);
                 }
                 Err(ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -282,6 +326,9 @@ impl Bill {
             if let Some(ceiling) = self.ceiling.take() {
                 ceiling.settle(metered.cost);
             }
+            if let Some(budgets) = self.budgets.take() {
+                budgets.settle(metered.cost);
+            }
             return metered;
         };
         let usage = metered.usage;
@@ -322,6 +369,9 @@ impl Bill {
         self.report(trail, outcome, status, billed.cost);
         if let Some(ceiling) = self.ceiling.take() {
             ceiling.settle(billed.cost);
+        }
+        if let Some(budgets) = self.budgets.take() {
+            budgets.settle(billed.cost);
         }
         billed
     }
@@ -406,6 +456,7 @@ impl Drop for Bill {
             time_to_first_chunk: self.time_to_first_chunk,
             ceiling: self.ceiling.take(),
             fee: self.fee,
+            budgets: self.budgets.take(),
         };
         let in_flight = self.in_flight.take();
         runtime.spawn(async move {

@@ -134,7 +134,7 @@ async fn handle(
     // The plan's monthly limit is checked before anything is reserved or sent
     // upstream. With the ledger off requests are neither limited nor billed.
     let admitted = match data.ledger.is_some() {
-        true => match data.billing.admit(&caller.0.workspace_id).await {
+        true => match data.billing.admit(&caller.0.workspace_id, &caller.0.key_id).await {
             Ok(admitted) => Some(admitted),
             Err(error) => {
                 return Err(refused(

@@ -7,6 +7,7 @@ mod actors;
 mod actors_cli;
 mod billing;
 mod breakers;
+mod budgets;
 mod catalog;
 mod common;
 mod components;

@@ -28,6 +28,9 @@ const MATRIX: &[(&str, [bool; 4])] = &[
     ("billing.usage.month", [true, true, true, true]),
     // Only owners change the plan (billing.write).
     ("billing.plan.change", [true, false, false, false]),
+    ("billing.limits.get", [true, true, true, true]),
+    // Owners and admins set and remove budgets (budget.write).
+    ("billing.limits.set", [true, true, false, false]),
     ("usage.list", [true, true, true, true]),
     ("requests.get", [true, true, true, true]),
     ("installs.create", [true, true, true, false]),
@@ -51,6 +54,7 @@ fn matrix_params(op: &str, role: &str, workspace_id: &str) -> Value {
         "keys.revoke" => json!({"key_id": "key_missing"}),
         "requests.get" => json!({"request_id": "req_missing"}),
         "billing.plan.change" => json!({"plan": "free"}),
+        "billing.limits.set" => json!({"scope": "key", "key_id": "key_missing", "remove": true}),
         "installs.create" => json!({"package": "tollgate/calculator", "name": format!("calc-{role}")}),
         "installs.get" | "installs.update" | "installs.delete" => json!({"name": "missing"}),
         // ns-developer exists by now (namespaces.create ran for each role).
