@@ -175,6 +175,7 @@ fn only_a_tables_owner_queries_it() {
         ),
         ("actors/store.rs", &["actors", "actor_deployments"]),
         ("billing/quota.rs", &["plan_usage"]),
+        ("billing/budgets.rs", &["budgets", "budget_usage"]),
     ];
     let src = root().join("host/server/src");
     let mut files = Vec::new();

@@ -130,6 +130,12 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         ("billing.plan.change", json!({"plan": "no-such-plan"})),
         ("billing.plan.change", json!({"plan": "free"})),
         ("billing.usage.month", json!({})),
+        ("billing.limits.get", json!({})),
+        (
+            "billing.limits.set",
+            json!({"scope": "workspace", "period": "daily", "limit_usd": "1"}),
+        ),
+        ("billing.limits.set", json!({"scope": "key", "remove": true})),
         ("usage.list", json!({"limit": 10})),
         ("requests.get", json!({"request_id": request_id})),
         ("requests.get", json!({"request_id": "req_missing"})),
@@ -287,6 +293,18 @@ async fn contract(gateway: Gateway) {
     assert_eq!(month["requests"], 1, "{month}");
     assert_eq!(month["remaining"], 999, "{month}");
     assert_eq!(month["fee_usd"], "0.000000000", "{month}");
+    let limits = &outcome("billing.limits.get", 0)["ok"];
+    assert_eq!(
+        (&limits["spend_controls"], &limits["workspace"], &limits["keys"]),
+        (&json!(false), &Value::Null, &json!([])),
+        "{limits}"
+    );
+    assert_eq!(
+        outcome("billing.limits.set", 0)["error"],
+        "FAILED_PRECONDITION",
+        "Free has no spend controls"
+    );
+    assert_eq!(outcome("billing.limits.set", 1)["error"], "INVALID_PARAMS");
     assert_eq!(outcome("packages.get", 0)["ok"]["name"], "tollgate/openai-compatible");
     assert_eq!(outcome("packages.yank", 0)["error"], "NOT_FOUND");
     assert_eq!(
