@@ -9,7 +9,8 @@
 //! nano-USD of a budget's period with one conditional upsert
 //! (`claimed + x ≤ limit`), never a read followed by a write, so gateways
 //! sharing a database can never together claim past the limit. Far from the
-//! limit a gateway claims a slice (a 64th of what is left) and holds
+//! limit a gateway claims a slice (a 64th of what is left, at most 64
+//! requests' worth) and holds
 //! requests' worst cases out of it in memory; near it, it claims exactly what
 //! each request needs. At settlement the part of the hold that was not billed
 //! goes back into the slice, and a slice unused for [`IDLE`] goes back to the
@@ -37,8 +38,10 @@ use tollgate_core::db::{Database, new_id, now_ms};
 use tollgate_core::money::Nanos;
 use tollgate_ledger::{Ledger, RequestKind, RequestLogRow};
 
-/// A slice is at most this fraction of what is left of a budget's period.
+/// A slice is at most this fraction of what is left of a budget's period...
 const HEADROOM: i64 = 64;
+/// ...and at most this many times the worst case of the request claiming it.
+const SLICE_REQUESTS: i64 = 64;
 /// An unused slice goes back after this long without a request.
 pub const IDLE: Duration = Duration::from_secs(2);
 /// How often settled spend is added to `spent_nano` (and thresholds checked).
@@ -141,9 +144,13 @@ pub fn threshold(limit: Nanos, percent: u32) -> Nanos {
     Nanos(i64::try_from((scaled + 99) / 100).unwrap_or(i64::MAX))
 }
 
-/// How much to claim at once, given what the period had claimed when last seen.
-fn slice_size(limit: Nanos, seen: i64) -> i64 {
-    (limit.0.saturating_sub(seen) / HEADROOM).max(0)
+/// How much to claim at once for a request of `amount`, given what the
+/// period had claimed when last seen; the claim is never less than what the
+/// request needs.
+fn slice_size(limit: Nanos, seen: i64, amount: i64) -> i64 {
+    (limit.0.saturating_sub(seen) / HEADROOM)
+        .min(amount.saturating_mul(SLICE_REQUESTS))
+        .max(0)
 }
 
 /// Checks and normalises alert thresholds: 1 to 100 percent, at most
@@ -200,13 +207,18 @@ impl Slice {
     }
 }
 
-/// (budget id, period key).
-type Key = (String, String);
+/// (budget id, period key, the limit its slice was claimed under): a budget
+/// whose limit changes starts a new slice, claimed against the new limit,
+/// while the old one drains and goes back.
+type Key = (String, String, i64);
+
+/// A workspace's budgets, and when they were read.
+type Cached = (Arc<Vec<Arc<Budget>>>, Instant);
 
 struct Inner {
     database: Database,
     clock: Arc<dyn Clock>,
-    cache: Mutex<HashMap<String, (Arc<Vec<Arc<Budget>>>, Instant)>>,
+    cache: Mutex<HashMap<String, Cached>>,
     slices: Mutex<HashMap<Key, Slice>>,
     /// Settled spend not yet added to `spent_nano`.
     pending: Mutex<HashMap<Key, (Arc<Budget>, i64)>>,
@@ -236,11 +248,11 @@ impl BudgetHold {
     fn release(&mut self, billed: i64) {
         for (budget, period, amount) in self.held.drain(..) {
             let billed = billed.min(amount);
-            self.budgets.give_back(&budget.id, &period, amount - billed);
+            self.budgets.give_back(&budget, &period, amount - billed);
             if billed > 0 {
                 let mut pending = self.budgets.0.pending.lock().expect("budget spend poisoned");
                 let entry = pending
-                    .entry((budget.id.clone(), period))
+                    .entry((budget.id.clone(), period, budget.limit.0))
                     .or_insert_with(|| (budget.clone(), 0));
                 entry.0 = budget;
                 entry.1 = entry.1.saturating_add(billed);
@@ -399,7 +411,7 @@ impl Budgets {
         if amount <= 0 {
             return Ok(true);
         }
-        let key = (budget.id.clone(), period.to_string());
+        let key = (budget.id.clone(), period.to_string(), budget.limit.0);
         let claiming = {
             let mut slices = self.slices();
             let slice = slices.entry(key.clone()).or_insert_with(Slice::new);
@@ -420,7 +432,7 @@ impl Budgets {
                 (slice.left, slice.seen)
             };
             let need = amount - left;
-            let size = need.max(slice_size(budget.limit, seen));
+            let size = need.max(slice_size(budget.limit, seen, amount));
             let mut claimed = self
                 .claim(&budget.id, period, size, budget.limit)
                 .await?
@@ -467,13 +479,13 @@ impl Budgets {
         .await
     }
 
-    fn give_back(&self, budget_id: &str, period: &str, amount: i64) {
+    fn give_back(&self, budget: &Budget, period: &str, amount: i64) {
         if amount <= 0 {
             return;
         }
         let mut slices = self.slices();
         let slice = slices
-            .entry((budget_id.to_string(), period.to_string()))
+            .entry((budget.id.clone(), period.to_string(), budget.limit.0))
             .or_insert_with(Slice::new);
         slice.left += amount;
     }
@@ -487,15 +499,22 @@ impl Budgets {
                 .fetch_optional(&self.0.database.pool)
                 .await?;
         let (claimed, spent) = row.unwrap_or_default();
-        let key = (budget.id.clone(), period.to_string());
-        let unflushed = self
+        let ours = |(id, p, _): &Key| *id == budget.id && p == period;
+        let unflushed: i64 = self
             .0
             .pending
             .lock()
             .expect("budget spend poisoned")
-            .get(&key)
-            .map_or(0, |(_, n)| *n);
-        let unused = self.slices().get(&key).map_or(0, |s| s.left);
+            .iter()
+            .filter(|(key, _)| ours(key))
+            .map(|(_, (_, n))| *n)
+            .sum();
+        let unused: i64 = self
+            .slices()
+            .iter()
+            .filter(|(key, _)| ours(key))
+            .map(|(_, s)| s.left)
+            .sum();
         let spent = spent.saturating_add(unflushed);
         Ok(PeriodUsage {
             spent: Nanos(spent),
@@ -603,7 +622,7 @@ impl Budgets {
             let mut pending = self.0.pending.lock().expect("budget spend poisoned");
             pending.drain().collect()
         };
-        for ((budget_id, period), (budget, amount)) in pending {
+        for ((budget_id, period, limit), (budget, amount)) in pending {
             let spent: sqlx::Result<Option<i64>> = {
                 let _turn = self.0.database.write_turn().await;
                 sqlx::query_scalar(
@@ -623,7 +642,7 @@ impl Budgets {
                 Err(error) => {
                     tracing::warn!(%error, %budget_id, "could not add settled spend to a budget; retrying");
                     let mut pending = self.0.pending.lock().expect("budget spend poisoned");
-                    let entry = pending.entry((budget_id, period)).or_insert_with(|| (budget, 0));
+                    let entry = pending.entry((budget_id, period, limit)).or_insert_with(|| (budget, 0));
                     entry.1 = entry.1.saturating_add(amount);
                 }
             }
@@ -672,7 +691,7 @@ impl Budgets {
                 .filter(|(_, left)| *left > 0)
                 .collect()
         };
-        for ((budget_id, period), left) in returned {
+        for ((budget_id, period, _), left) in returned {
             let _turn = self.0.database.write_turn().await;
             let done = sqlx::query(
                 "UPDATE budget_usage SET claimed_nano = claimed_nano - $3 \
@@ -791,9 +810,11 @@ mod tests {
     #[test]
     fn slices_shrink_to_exact_claims_near_the_limit() {
         let limit = Nanos::from_usd("64").unwrap();
-        assert_eq!(slice_size(limit, 0), 1_000_000_000);
-        assert_eq!(slice_size(limit, limit.0 - 63), 0);
-        assert_eq!(slice_size(limit, limit.0 + 5), 0);
+        let request = Nanos::from_usd("1").unwrap().0;
+        assert_eq!(slice_size(limit, 0, request), 1_000_000_000, "a 64th of what is left");
+        assert_eq!(slice_size(limit, 0, 1_000), 64_000, "64 requests' worth");
+        assert_eq!(slice_size(limit, limit.0 - 63, request), 0);
+        assert_eq!(slice_size(limit, limit.0 + 5, request), 0);
     }
 
     struct Fixed(Mutex<DateTime<Utc>>);
@@ -871,6 +892,45 @@ mod tests {
         assert!(budgets.hold(&applying, Nanos::from_usd("1").unwrap()).await.is_ok());
         budgets.return_slices(None).await;
         assert!(claimed(&database).await <= Nanos::from_usd("2").unwrap().0);
+    }
+
+    #[tokio::test]
+    async fn a_lowered_limit_is_not_passed_with_a_slice_claimed_under_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = database(&dir).await;
+        let clock: Arc<dyn Clock> = Arc::new(Fixed(Mutex::new(at("2026-11-15T12:00:00Z"))));
+        let budgets = Budgets::new(database.clone(), clock);
+        let usd = |s: &str| Nanos::from_usd(s).unwrap();
+        budgets.set("ws", spec("1")).await.unwrap();
+        let applying = budgets.applying("ws", "key_a").await.unwrap();
+        // Far from the limit: a slice (a 64th of 1 USD) is claimed.
+        budgets
+            .hold(&applying, usd("0.001"))
+            .await
+            .unwrap()
+            .settle(usd("0.001"));
+        assert_eq!(claimed(&database).await, usd("1").0 / 64);
+        let lowered = budgets.set("ws", spec("0.005")).await.unwrap();
+        assert_eq!(lowered.id, applying[0].id, "a replaced budget keeps its id");
+        let applying = budgets.applying("ws", "key_a").await.unwrap();
+        assert_eq!(applying[0].limit, usd("0.005"));
+        assert!(
+            budgets.hold(&applying, usd("0.004")).await.is_err(),
+            "what the old slice holds unused counts until it goes back"
+        );
+        budgets.return_slices(None).await;
+        budgets
+            .hold(&applying, usd("0.004"))
+            .await
+            .unwrap()
+            .settle(usd("0.004"));
+        assert!(
+            budgets.hold(&applying, Nanos(1)).await.is_err(),
+            "0.001 + 0.004 is the new limit"
+        );
+        budgets.flush().await;
+        let usage = budgets.usage(&applying[0], "2026-11-15").await.unwrap();
+        assert_eq!((usage.spent, usage.held), (usd("0.005"), Nanos::ZERO));
     }
 
     #[tokio::test]
