@@ -226,6 +226,8 @@ async fn a_key_daily_budget_refuses_with_402_before_any_upstream_call_alerts_onc
     .await
     .unwrap();
     assert_eq!(removed["keys"], json!([]), "{removed}");
+    // The alert rows move no money: the journal still verifies.
+    assert!(gateway.admin(&["ledger-verify"]).contains("verified"));
 }
 
 #[tokio::test]
