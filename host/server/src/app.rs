@@ -39,6 +39,13 @@ pub struct AppState {
     packages: Arc<Packages>,
     components: Arc<Components>,
     actors: Arc<Actors>,
+    billing: Arc<Billing>,
+}
+
+impl FromRef<AppState> for Arc<Billing> {
+    fn from_ref(state: &AppState) -> Self {
+        state.billing.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<Actors> {
@@ -248,6 +255,7 @@ impl Gateway {
                 packages,
                 components,
                 actors,
+                billing: billing.clone(),
             },
             admission: Arc::new(crate::server::Admission::new(&config.server)),
             readiness,

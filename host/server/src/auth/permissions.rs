@@ -30,6 +30,9 @@ pub enum Permission {
     BillingRead,
     /// Change the workspace's plan (owners only).
     BillingWrite,
+    /// Top up the workspace's wallet through the payment processor (owners
+    /// and admins).
+    PaymentWrite,
     UsageRead,
     /// List and show the workspace's tool-server and skill installs.
     InstallRead,
@@ -42,7 +45,7 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Permission; 17] = [
+    pub const ALL: [Permission; 18] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -55,6 +58,7 @@ impl Permission {
         Permission::KeyWrite,
         Permission::BillingRead,
         Permission::BillingWrite,
+        Permission::PaymentWrite,
         Permission::UsageRead,
         Permission::InstallRead,
         Permission::InstallWrite,
@@ -76,6 +80,7 @@ impl Permission {
             Permission::KeyWrite => "key.write",
             Permission::BillingRead => "billing.read",
             Permission::BillingWrite => "billing.write",
+            Permission::PaymentWrite => "payment.write",
             Permission::UsageRead => "usage.read",
             Permission::InstallRead => "install.read",
             Permission::InstallWrite => "install.write",

@@ -10,6 +10,7 @@
 //! the month's requests, and costs a conditional upsert only when the slice
 //! runs out (`quota.rs`).
 
+pub mod payments;
 pub mod plans;
 pub mod quota;
 
@@ -43,6 +44,11 @@ pub struct BillingConfig {
     /// every request to choose the month. Never set it in production.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test_clock_file: Option<PathBuf>,
+    /// Stripe Checkout for top-ups and paid plans; off until its
+    /// `secret_key` is set.
+    pub stripe: payments::StripeConfig,
+    /// Bounds on one wallet top-up.
+    pub topups: payments::TopupConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +115,7 @@ pub struct Billing {
     database: Database,
     clock: Arc<dyn Clock>,
     cache: Mutex<HashMap<String, (Arc<Plan>, Instant)>>,
+    payments: Option<payments::Payments>,
 }
 
 impl Billing {
@@ -121,6 +128,7 @@ impl Billing {
             plans: Plans::build(&config.plans)?,
             accounts,
             quota: Quota::new(database.clone()),
+            payments: payments::Payments::new(&config.stripe, &config.topups, database.clone())?,
             database,
             clock,
             cache: Mutex::new(HashMap::new()),
@@ -140,6 +148,16 @@ impl Billing {
 
     pub fn plans(&self) -> &Plans {
         &self.plans
+    }
+
+    /// Payments, when a processor is configured.
+    pub fn payments(&self) -> Option<&payments::Payments> {
+        self.payments.as_ref()
+    }
+
+    /// Drops the cached plan of a workspace whose plan changed here.
+    pub fn forget_plan(&self, workspace_id: &str) {
+        self.cache.lock().expect("plan cache poisoned").remove(workspace_id);
     }
 
     fn unknown(&self, workspace_id: &str, plan: &str) -> BillingError {
@@ -218,7 +236,7 @@ impl Billing {
         if !self.accounts.set_plan(workspace_id, plan_id).await? {
             return Err(anyhow::anyhow!("no workspace '{workspace_id}'").into());
         }
-        self.cache.lock().expect("plan cache poisoned").remove(workspace_id);
+        self.forget_plan(workspace_id);
         Ok(plan)
     }
 
