@@ -165,11 +165,21 @@ fn line_item(item: &Value, at: &str) -> Result<LineItem, ParamError> {
     check_keys(item, &["price_data", "quantity"], &[], at)?;
     let price = match item.get("price_data") {
         Some(Value::Object(price)) => price,
-        Some(_) => return Err(ParamError::new(format!("Invalid object: {at}[price_data]"), format!("{at}[price_data]"))),
+        Some(_) => {
+            return Err(ParamError::new(
+                format!("Invalid object: {at}[price_data]"),
+                format!("{at}[price_data]"),
+            ));
+        }
         None => return Err(ParamError::missing(&format!("{at}[price_data]"))),
     };
     let at_price = format!("{at}[price_data]");
-    check_keys(price, &["currency", "unit_amount", "product_data", "recurring"], &["tax_behavior"], &at_price)?;
+    check_keys(
+        price,
+        &["currency", "unit_amount", "product_data", "recurring"],
+        &["tax_behavior"],
+        &at_price,
+    )?;
     let currency = string(price, "currency", &at_price)?.to_ascii_lowercase();
     if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Err(ParamError::new(
@@ -214,7 +224,11 @@ fn line_item(item: &Value, at: &str) -> Result<LineItem, ParamError> {
 fn check_keys(map: &Map<String, Value>, known: &[&str], ignored: &[&str], at: &str) -> Result<(), ParamError> {
     for key in map.keys() {
         if !known.contains(&key.as_str()) && !ignored.contains(&key.as_str()) {
-            let name = if at.is_empty() { key.clone() } else { format!("{at}[{key}]") };
+            let name = if at.is_empty() {
+                key.clone()
+            } else {
+                format!("{at}[{key}]")
+            };
             return Err(ParamError::unknown(&name));
         }
     }
@@ -224,7 +238,10 @@ fn check_keys(map: &Map<String, Value>, known: &[&str], ignored: &[&str], at: &s
 fn string(map: &Map<String, Value>, key: &str, at: &str) -> Result<String, ParamError> {
     match map.get(key) {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(_) => Err(ParamError::new(format!("Invalid string: {at}[{key}]"), format!("{at}[{key}]"))),
+        Some(_) => Err(ParamError::new(
+            format!("Invalid string: {at}[{key}]"),
+            format!("{at}[{key}]"),
+        )),
         None => Err(ParamError::missing(&format!("{at}[{key}]"))),
     }
 }

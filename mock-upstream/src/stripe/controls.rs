@@ -23,10 +23,17 @@ fn yes() -> bool {
 }
 
 /// A body that is empty or `{}` takes every default.
-fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Response> {
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
-    serde_json::from_slice(bytes)
-        .map_err(|e| errors::control(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, String> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON body: {e}"))
+}
+
+fn bad_body(message: String) -> Response {
+    errors::control(StatusCode::BAD_REQUEST, message)
 }
 
 #[derive(Deserialize)]
@@ -66,7 +73,7 @@ struct NewEndpoint {
 pub(crate) async fn add_endpoint(State(app): State<Shared>, bytes: Bytes) -> Response {
     let new: NewEndpoint = match body(&bytes) {
         Ok(new) => new,
-        Err(refused) => return refused,
+        Err(message) => return bad_body(message),
     };
     let mut secrets: Vec<String> = new.secret.into_iter().collect();
     for extra in new.secrets {
@@ -75,12 +82,12 @@ pub(crate) async fn add_endpoint(State(app): State<Shared>, bytes: Bytes) -> Res
         }
     }
     if secrets.is_empty() {
-        return errors::control(StatusCode::BAD_REQUEST, "give a \"secret\" (whsec_…) to sign deliveries with");
+        return errors::control(
+            StatusCode::BAD_REQUEST,
+            "give a \"secret\" (whsec_…) to sign deliveries with",
+        );
     }
-    let endpoint = Endpoint {
-        url: new.url,
-        secrets,
-    };
+    let endpoint = Endpoint { url: new.url, secrets };
     let answer = endpoint_json(&endpoint, &random_id("we_", 24));
     app.stripe.lock().endpoints.push(endpoint);
     Json(answer).into_response()
@@ -119,7 +126,7 @@ fn paid() -> String {
 pub(crate) async fn complete(State(app): State<Shared>, Path(id): Path<String>, bytes: Bytes) -> Response {
     match body::<Complete>(&bytes) {
         Ok(c) => run(&app, c.deliver, |store| lifecycle::complete(store, &id, &c.outcome)).await,
-        Err(refused) => refused,
+        Err(message) => bad_body(message),
     }
 }
 
@@ -134,7 +141,7 @@ struct Settle {
 pub(crate) async fn settle(State(app): State<Shared>, Path(id): Path<String>, bytes: Bytes) -> Response {
     match body::<Settle>(&bytes) {
         Ok(s) => run(&app, s.deliver, |store| lifecycle::settle(store, &id, s.succeeded)).await,
-        Err(refused) => refused,
+        Err(message) => bad_body(message),
     }
 }
 
@@ -149,7 +156,7 @@ struct Refund {
 pub(crate) async fn refund(State(app): State<Shared>, Path(pi): Path<String>, bytes: Bytes) -> Response {
     match body::<Refund>(&bytes) {
         Ok(r) => run(&app, r.deliver, |store| lifecycle::refund(store, &pi, r.amount)).await,
-        Err(refused) => refused,
+        Err(message) => bad_body(message),
     }
 }
 
@@ -157,7 +164,7 @@ pub(crate) async fn refund(State(app): State<Shared>, Path(pi): Path<String>, by
 pub(crate) async fn dispute(State(app): State<Shared>, Path(pi): Path<String>, bytes: Bytes) -> Response {
     match body::<Deliver>(&bytes) {
         Ok(d) => run(&app, d.deliver, |store| lifecycle::dispute(store, &pi)).await,
-        Err(refused) => refused,
+        Err(message) => bad_body(message),
     }
 }
 
@@ -165,7 +172,7 @@ pub(crate) async fn dispute(State(app): State<Shared>, Path(pi): Path<String>, b
 pub(crate) async fn renew(State(app): State<Shared>, Path(id): Path<String>, bytes: Bytes) -> Response {
     match body::<Deliver>(&bytes) {
         Ok(d) => run(&app, d.deliver, |store| lifecycle::renew(store, &id)).await,
-        Err(refused) => refused,
+        Err(message) => bad_body(message),
     }
 }
 
@@ -181,7 +188,7 @@ struct Cancel {
 pub(crate) async fn cancel(State(app): State<Shared>, Path(id): Path<String>, bytes: Bytes) -> Response {
     match body::<Cancel>(&bytes) {
         Ok(c) => run(&app, c.deliver, |store| lifecycle::cancel(store, &id, c.at_period_end)).await,
-        Err(refused) => refused,
+        Err(message) => bad_body(message),
     }
 }
 
@@ -189,7 +196,7 @@ pub(crate) async fn cancel(State(app): State<Shared>, Path(id): Path<String>, by
 pub(crate) async fn end_period(State(app): State<Shared>, Path(id): Path<String>, bytes: Bytes) -> Response {
     match body::<Deliver>(&bytes) {
         Ok(d) => run(&app, d.deliver, |store| lifecycle::end_period(store, &id)).await,
-        Err(refused) => refused,
+        Err(message) => bad_body(message),
     }
 }
 

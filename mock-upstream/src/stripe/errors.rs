@@ -86,7 +86,14 @@ pub(crate) fn unauthorized(presented: Option<&str>) -> Response {
 
 /// Stripe shows keys as `sk_test_****abcd`.
 fn redact(key: &str) -> String {
-    let tail: String = key.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: String = key
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     format!("{}****{tail}", key.chars().take(8).collect::<String>())
 }
 

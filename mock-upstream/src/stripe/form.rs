@@ -76,11 +76,18 @@ fn arrays(value: Value, at: &str) -> Result<Value, String> {
     let Value::Object(map) = value else {
         return Ok(value);
     };
-    let numeric = !map.is_empty() && map.keys().all(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
+    let numeric = !map.is_empty()
+        && map
+            .keys()
+            .all(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
     if !numeric {
         let mut out = Map::new();
         for (key, child) in map {
-            let here = if at.is_empty() { key.clone() } else { format!("{at}[{key}]") };
+            let here = if at.is_empty() {
+                key.clone()
+            } else {
+                format!("{at}[{key}]")
+            };
             out.insert(key, arrays(child, &here)?);
         }
         return Ok(Value::Object(out));
@@ -91,8 +98,14 @@ fn arrays(value: Value, at: &str) -> Result<Value, String> {
         indexed.push((index, arrays(child, &format!("{at}[{key}]"))?));
     }
     indexed.sort_by_key(|(index, _)| *index);
-    if indexed.iter().enumerate().any(|(expected, (index, _))| expected != *index) {
-        return Err(format!("Invalid array: the indices of {at} must run from 0 without gaps"));
+    if indexed
+        .iter()
+        .enumerate()
+        .any(|(expected, (index, _))| expected != *index)
+    {
+        return Err(format!(
+            "Invalid array: the indices of {at} must run from 0 without gaps"
+        ));
     }
     Ok(Value::Array(indexed.into_iter().map(|(_, v)| v).collect()))
 }
@@ -133,7 +146,10 @@ mod tests {
     #[test]
     fn indices_are_ordered_numerically_and_need_no_gaps() {
         let decoded = decode(b"a[10]=k&a[2]=c&a[0]=a&a[1]=b&a[3]=d&a[4]=e&a[5]=f&a[6]=g&a[7]=h&a[8]=i&a[9]=j").unwrap();
-        assert_eq!(decoded["a"], json!(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]));
+        assert_eq!(
+            decoded["a"],
+            json!(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"])
+        );
         assert!(decode(b"a[0]=x&a[2]=y").unwrap_err().contains("without gaps"));
     }
 
@@ -148,7 +164,10 @@ mod tests {
     #[test]
     fn repeated_keys() {
         let decoded = decode(b"mode=payment&mode=subscription&expand[]=a&expand[]=b").unwrap();
-        assert_eq!(decoded["mode"], "subscription", "a repeated scalar keeps its last value");
+        assert_eq!(
+            decoded["mode"], "subscription",
+            "a repeated scalar keeps its last value"
+        );
         assert_eq!(decoded["expand"], json!(["a", "b"]), "[] appends");
     }
 

@@ -33,8 +33,13 @@ fn not_found(kind: &str, id: &str) -> Refused {
 /// The customer finishes Checkout: `paid`, or `async_pending` (a bank
 /// debit that settles later; payment mode only).
 pub(crate) fn complete(store: &mut Store, id: &str, outcome: &str) -> Result<Outcome, Refused> {
-    let i = store.session_index(id).ok_or_else(|| not_found("checkout.session", id))?;
-    let status = store.sessions[i].object["status"].as_str().unwrap_or_default().to_owned();
+    let i = store
+        .session_index(id)
+        .ok_or_else(|| not_found("checkout.session", id))?;
+    let status = store.sessions[i].object["status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     if status != "open" {
         return refuse(format!("Checkout Session {id} is already {status}"));
     }
@@ -54,7 +59,9 @@ pub(crate) fn complete(store: &mut Store, id: &str, outcome: &str) -> Result<Out
     if draft.mode == "payment" {
         let payment_intent = random_id("pi_", 24);
         let charge_status = if pending { "pending" } else { "succeeded" };
-        store.charges.push(objects::charge(&payment_intent, amount, &currency, charge_status, now));
+        store
+            .charges
+            .push(objects::charge(&payment_intent, amount, &currency, charge_status, now));
         object["payment_status"] = if pending { "unpaid" } else { "paid" }.into();
         object["payment_intent"] = payment_intent.into();
         store.sessions[i].object = object.clone();
@@ -70,7 +77,12 @@ pub(crate) fn complete(store: &mut Store, id: &str, outcome: &str) -> Result<Out
         return refuse("async_pending is only modelled for mode=payment sessions");
     }
     let customer = draft.customer.clone().unwrap_or_else(|| random_id("cus_", 14));
-    let recurring: Vec<_> = draft.items.iter().filter(|item| item.interval.is_some()).cloned().collect();
+    let recurring: Vec<_> = draft
+        .items
+        .iter()
+        .filter(|item| item.interval.is_some())
+        .cloned()
+        .collect();
     let mut subscription = objects::subscription(&customer, &recurring, &draft.subscription_metadata, now);
     // The first invoice also carries any one-time items of the session.
     let invoice = bill(store, &mut subscription, amount, "subscription_create", now);
@@ -93,7 +105,9 @@ pub(crate) fn complete(store: &mut Store, id: &str, outcome: &str) -> Result<Out
 
 /// The bank settles (or rejects) an `async_pending` payment.
 pub(crate) fn settle(store: &mut Store, id: &str, succeeded: bool) -> Result<Outcome, Refused> {
-    let i = store.session_index(id).ok_or_else(|| not_found("checkout.session", id))?;
+    let i = store
+        .session_index(id)
+        .ok_or_else(|| not_found("checkout.session", id))?;
     if !store.sessions[i].async_pending {
         return refuse(format!(
             "Checkout Session {id} has no pending async payment (complete it with outcome async_pending first)"
@@ -132,7 +146,10 @@ pub(crate) fn refund(store: &mut Store, payment_intent: &str, amount: Option<i64
         .ok_or_else(|| not_found("payment_intent", payment_intent))?;
     let charge = &mut store.charges[c];
     if charge["status"] != "succeeded" {
-        return refuse(format!("Charge {} has not succeeded: it cannot be refunded", id(charge)));
+        return refuse(format!(
+            "Charge {} has not succeeded: it cannot be refunded",
+            id(charge)
+        ));
     }
     let total = charge["amount"].as_i64().unwrap_or(0);
     let refunded = charge["amount_refunded"].as_i64().unwrap_or(0);
@@ -176,7 +193,9 @@ pub(crate) fn dispute(store: &mut Store, payment_intent: &str) -> Result<Outcome
 }
 
 fn live_subscription(store: &Store, id: &str) -> Result<usize, Refused> {
-    let s = store.subscription_index(id).ok_or_else(|| not_found("subscription", id))?;
+    let s = store
+        .subscription_index(id)
+        .ok_or_else(|| not_found("subscription", id))?;
     if store.subscriptions[s]["status"] == "canceled" {
         return refuse(format!("Subscription {id} is canceled"));
     }

@@ -13,7 +13,11 @@ pub(crate) const PERIOD_SECS: i64 = 30 * 86_400;
 
 /// `prefix` + `len` random alphanumerics, as Stripe's ids look.
 pub(crate) fn random_id(prefix: &str, len: usize) -> String {
-    let tail: String = rand::rng().sample_iter(Alphanumeric).take(len).map(char::from).collect();
+    let tail: String = rand::rng()
+        .sample_iter(Alphanumeric)
+        .take(len)
+        .map(char::from)
+        .collect();
     format!("{prefix}{tail}")
 }
 

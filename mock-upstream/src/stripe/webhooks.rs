@@ -56,7 +56,10 @@ pub(crate) async fn deliver(http: &reqwest::Client, endpoints: &[Endpoint], even
             let sent = http
                 .post(&endpoint.url)
                 .header("content-type", "application/json; charset=utf-8")
-                .header("stripe-signature", signature_header(&endpoint.secrets, timestamp, &payload))
+                .header(
+                    "stripe-signature",
+                    signature_header(&endpoint.secrets, timestamp, &payload),
+                )
                 .body(payload.clone())
                 .send()
                 .await;

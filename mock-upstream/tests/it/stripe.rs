@@ -31,12 +31,14 @@ pub(crate) async fn receiver() -> (String, Inbox) {
     let app = axum::Router::new()
         .route(
             "/v1/billing/stripe/webhook",
-            routing::post(|State(inbox): State<Inbox>, headers: HeaderMap, body: Bytes| async move {
-                assert_eq!(headers["content-type"], "application/json; charset=utf-8");
-                let signature = headers["stripe-signature"].to_str().unwrap().to_owned();
-                inbox.lock().unwrap().push((signature, body));
-                "ok"
-            }),
+            routing::post(
+                |State(inbox): State<Inbox>, headers: HeaderMap, body: Bytes| async move {
+                    assert_eq!(headers["content-type"], "application/json; charset=utf-8");
+                    let signature = headers["stripe-signature"].to_str().unwrap().to_owned();
+                    inbox.lock().unwrap().push((signature, body));
+                    "ok"
+                },
+            ),
         )
         .with_state(inbox.clone());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -107,7 +109,10 @@ async fn payment_session_with_idempotency_and_a_signed_webhook() {
     assert_eq!(session["metadata"], json!({"workspace_id": "ws_1"}));
     assert_eq!(session["client_reference_id"], "ws_1");
     assert_eq!(session["url"], format!("{}/checkout/pay/{id}", base));
-    assert_eq!(session["expires_at"].as_i64().unwrap(), session["created"].as_i64().unwrap() + 86_400);
+    assert_eq!(
+        session["expires_at"].as_i64().unwrap(),
+        session["created"].as_i64().unwrap() + 86_400
+    );
     assert!(session["payment_intent"].is_null() && session["subscription"].is_null());
 
     // The same key and body: the stored answer, byte for byte.
@@ -148,10 +153,18 @@ async fn payment_session_with_idempotency_and_a_signed_webhook() {
     let (url, inbox) = receiver().await;
     let endpoint = json!({"url": url, "secret": "whsec_old", "secrets": ["whsec_new"]});
     post(&http, format!("{base}/__stripe/webhook_endpoints"), endpoint).await;
-    let done = post(&http, format!("{base}/__stripe/checkout/sessions/{id}/complete"), json!({})).await;
+    let done = post(
+        &http,
+        format!("{base}/__stripe/checkout/sessions/{id}/complete"),
+        json!({}),
+    )
+    .await;
     assert_eq!(done["session"]["status"], "complete");
     assert_eq!(done["session"]["payment_status"], "paid");
-    assert_eq!(done["deliveries"], json!([{"event_id": done["events"][0]["id"], "url": url, "status": 200}]));
+    assert_eq!(
+        done["deliveries"],
+        json!([{"event_id": done["events"][0]["id"], "url": url, "status": 200}])
+    );
     let (signature, payload) = inbox.lock().unwrap()[0].clone();
     assert_eq!(signature.matches("v1=").count(), 2);
     verify(&signature, &payload, "whsec_new");
@@ -170,7 +183,13 @@ async fn payment_session_with_idempotency_and_a_signed_webhook() {
     assert_eq!(again.status(), 400, "a session completes once");
 
     // Partial refunds accumulate up to the amount.
-    let refund = |amount: i64| post(&http, format!("{base}/__stripe/charges/{pi}/refund"), json!({"amount": amount}));
+    let refund = |amount: i64| {
+        post(
+            &http,
+            format!("{base}/__stripe/charges/{pi}/refund"),
+            json!({"amount": amount}),
+        )
+    };
     let partial = refund(500).await;
     assert_eq!(partial["charge"]["amount_refunded"], 500);
     assert_eq!(partial["charge"]["refunded"], false);
@@ -192,9 +211,24 @@ async fn payment_session_with_idempotency_and_a_signed_webhook() {
     assert_eq!(by_intent["data"][0]["id"], id);
 
     // Everything, oldest first, and readable through the API.
-    let events: Value = http.get(format!("{base}/__stripe/events")).send().await.unwrap().json().await.unwrap();
-    let kinds: Vec<&str> = events.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["checkout.session.completed", "charge.refunded", "charge.refunded"]);
+    let events: Value = http
+        .get(format!("{base}/__stripe/events"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["checkout.session.completed", "charge.refunded", "charge.refunded"]
+    );
     let fetched: Value = http
         .get(format!("{base}/v1/events/{}", events[0]["id"].as_str().unwrap()))
         .header("authorization", KEY)
@@ -207,7 +241,14 @@ async fn payment_session_with_idempotency_and_a_signed_webhook() {
     assert_eq!(fetched, events[0]);
 
     // The recorder saw the key the client sent.
-    let recorded: Value = http.get(format!("{base}/__mock/requests")).send().await.unwrap().json().await.unwrap();
+    let recorded: Value = http
+        .get(format!("{base}/__mock/requests"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(recorded[0]["path"], "/v1/checkout/sessions");
     assert_eq!(recorded[0]["headers"]["idempotency-key"], "key-1");
 }
@@ -216,7 +257,12 @@ async fn payment_session_with_idempotency_and_a_signed_webhook() {
 async fn errors_are_shaped_as_stripe_shapes_them() {
     let base = start().await;
     let http = reqwest::Client::new();
-    let anonymous = http.post(format!("{base}/v1/checkout/sessions")).body("mode=payment").send().await.unwrap();
+    let anonymous = http
+        .post(format!("{base}/v1/checkout/sessions"))
+        .body("mode=payment")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(anonymous.status(), 401);
     let error: Value = anonymous.json().await.unwrap();
     assert_eq!(error["error"]["type"], "invalid_request_error");

@@ -12,7 +12,12 @@ const SUBSCRIPTION_FORM: &str = "mode=subscription&success_url=http%3A%2F%2Fapp%
     &line_items[0][quantity]=1";
 
 fn kinds(events: &Value) -> Vec<&str> {
-    events.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect()
+    events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect()
 }
 
 #[tokio::test]
@@ -27,17 +32,35 @@ async fn subscription_created_completed_paid_renewed_and_cancelled() {
     )
     .await;
 
-    let session: Value = create(&http, &base, SUBSCRIPTION_FORM.to_owned(), None).await.json().await.unwrap();
+    let session: Value = create(&http, &base, SUBSCRIPTION_FORM.to_owned(), None)
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(session["mode"], "subscription");
     assert_eq!(session["amount_total"], 2500);
     let id = session["id"].as_str().unwrap();
 
-    let done = post(&http, format!("{base}/__stripe/checkout/sessions/{id}/complete"), json!({"outcome": "paid"})).await;
+    let done = post(
+        &http,
+        format!("{base}/__stripe/checkout/sessions/{id}/complete"),
+        json!({"outcome": "paid"}),
+    )
+    .await;
     assert_eq!(
         kinds(&done["events"]),
-        ["customer.subscription.created", "checkout.session.completed", "invoice.paid"]
+        [
+            "customer.subscription.created",
+            "checkout.session.completed",
+            "invoice.paid"
+        ]
     );
-    let statuses: Vec<&Value> = done["deliveries"].as_array().unwrap().iter().map(|d| &d["status"]).collect();
+    let statuses: Vec<&Value> = done["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["status"])
+        .collect();
     assert_eq!(statuses, [200, 200, 200]);
     // Delivered in the order emitted, each verifiable.
     let delivered: Vec<Value> = inbox
@@ -61,18 +84,35 @@ async fn subscription_created_completed_paid_renewed_and_cancelled() {
     assert_eq!(subscription["status"], "active");
     assert_eq!(subscription["metadata"], json!({"plan": "pro"}));
     assert_eq!(subscription["items"]["data"][0]["price"]["unit_amount"], 2500);
-    assert_eq!(subscription["items"]["data"][0]["price"]["recurring"]["interval"], "month");
+    assert_eq!(
+        subscription["items"]["data"][0]["price"]["recurring"]["interval"],
+        "month"
+    );
     let start_at = subscription["current_period_start"].as_i64().unwrap();
-    assert_eq!(subscription["current_period_end"].as_i64().unwrap(), start_at + 30 * 86_400);
+    assert_eq!(
+        subscription["current_period_end"].as_i64().unwrap(),
+        start_at + 30 * 86_400
+    );
     assert_eq!(subscription["latest_invoice"], invoice["id"]);
     assert_eq!(invoice["subscription"], sub_id);
     assert_eq!(invoice["status"], "paid");
     assert_eq!(invoice["amount_paid"], 2500);
     assert_eq!(invoice["subscription_details"]["metadata"], json!({"plan": "pro"}));
-    assert_eq!(invoice["lines"]["data"][0]["period"]["end"], subscription["current_period_end"]);
+    assert_eq!(
+        invoice["lines"]["data"][0]["period"]["end"],
+        subscription["current_period_end"]
+    );
 
-    let renewed = post(&http, format!("{base}/__stripe/subscriptions/{sub_id}/renew"), json!({})).await;
-    assert_eq!(kinds(&renewed["events"]), ["invoice.paid", "customer.subscription.updated"]);
+    let renewed = post(
+        &http,
+        format!("{base}/__stripe/subscriptions/{sub_id}/renew"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        kinds(&renewed["events"]),
+        ["invoice.paid", "customer.subscription.updated"]
+    );
     assert_eq!(
         renewed["subscription"]["current_period_start"],
         subscription["current_period_end"]
@@ -85,7 +125,12 @@ async fn subscription_created_completed_paid_renewed_and_cancelled() {
     assert_eq!(cancelled["subscription"]["cancel_at_period_end"], true);
     assert_eq!(cancelled["deliveries"], json!([]));
 
-    let ended = post(&http, format!("{base}/__stripe/subscriptions/{sub_id}/end_period"), json!({})).await;
+    let ended = post(
+        &http,
+        format!("{base}/__stripe/subscriptions/{sub_id}/end_period"),
+        json!({}),
+    )
+    .await;
     assert_eq!(kinds(&ended["events"]), ["customer.subscription.deleted"]);
     assert_eq!(ended["subscription"]["status"], "canceled");
 
@@ -96,7 +141,14 @@ async fn subscription_created_completed_paid_renewed_and_cancelled() {
     let (signature, payload) = inbox.lock().unwrap().last().unwrap().clone();
     assert_eq!(verify(&signature, &payload, "whsec_sub")["id"], skipped);
 
-    let all: Value = http.get(format!("{base}/__stripe/events")).send().await.unwrap().json().await.unwrap();
+    let all: Value = http
+        .get(format!("{base}/__stripe/events"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(
         kinds(&all),
         [
@@ -135,7 +187,12 @@ async fn async_payment_settles_later() {
         .unwrap();
     assert_eq!(refund.status(), 400, "a pending charge cannot be refunded");
 
-    let settled = post(&http, format!("{base}/__stripe/checkout/sessions/{id}/async"), json!({"succeeded": true})).await;
+    let settled = post(
+        &http,
+        format!("{base}/__stripe/checkout/sessions/{id}/async"),
+        json!({"succeeded": true}),
+    )
+    .await;
     assert_eq!(kinds(&settled["events"]), ["checkout.session.async_payment_succeeded"]);
     assert_eq!(settled["session"]["payment_status"], "paid");
 
