@@ -157,22 +157,18 @@ impl Gateway {
             metering.start(&database).await?;
             crate::telemetry::watch_outbox_backlog(metering.backlog_gauge());
         }
-        let ledger = config
-            .ledger
-            .enabled
-            .then(|| {
-                Ledger::start(
-                    database.clone(),
-                    &config.ledger,
-                    tollgate_metering::instance_source(&config.metering),
-                    metering.as_ref().map(Metering::notifier),
-                )
-            })
-            .transpose()?;
-        if ledger.is_some() {
-            let archive = config.retention.open_archive(&config.data_dir)?;
-            crate::retention::start(database.clone(), archive, config.retention.clone());
-        }
+        // The writer runs whether or not the wallet is on: every request
+        // leaves a request-log row (spec §1.11); with the wallet off, rows
+        // bill nothing.
+        let request_log = Ledger::start(
+            database.clone(),
+            &config.ledger,
+            tollgate_metering::instance_source(&config.metering),
+            metering.as_ref().map(Metering::notifier),
+        )?;
+        let ledger = config.ledger.enabled.then(|| request_log.clone());
+        let archive = config.retention.open_archive(&config.data_dir)?;
+        crate::retention::start(database.clone(), archive, config.retention.clone());
         let packages = Arc::new(Packages::new(
             registry,
             installs,
@@ -198,7 +194,10 @@ impl Gateway {
             adapters,
             Upstream::new(&config.timeouts)?,
             Health::new(config.breaker.clone()),
-            ledger.clone(),
+            crate::data_plane::Books {
+                request_log: request_log.clone(),
+                wallet: ledger.clone(),
+            },
             billing.clone(),
             DataLimits {
                 max_body_bytes: config.limits.max_body_bytes,
@@ -245,7 +244,7 @@ impl Gateway {
             keys,
             KeyRateLimiter::new(config.limits.key_requests_per_minute),
             signin,
-            ledger.clone().map(crate::auth::refusals::RefusalLog::new),
+            Some(crate::auth::refusals::RefusalLog::new(request_log.clone())),
         );
         Ok(Arc::new(Self {
             state: AppState {
