@@ -91,7 +91,8 @@ pub struct Gateway {
     pub(crate) database: Database,
     /// `None` when metering (or the ledger it rides on) is off.
     pub(crate) metering: Option<Metering>,
-    /// `None` when the ledger is off; its grants go back at shutdown.
+    /// The ledger's writer (also the request log's when the wallet is off):
+    /// its grants go back, and its last rows commit, at shutdown.
     pub(crate) ledger: Option<Ledger>,
     /// Plans; unused slices of the month's requests go back at shutdown.
     pub(crate) billing: Arc<Billing>,
@@ -261,7 +262,7 @@ impl Gateway {
             config,
             database,
             metering,
-            ledger,
+            ledger: Some(request_log),
             billing,
         }))
     }
