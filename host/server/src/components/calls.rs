@@ -189,8 +189,7 @@ impl Logged<'_> {
     pub async fn record(self, components: &Components, failure: Option<&CallError>, started: (i64, Instant)) {
         let request_id = self.request_id.to_string();
         let row = self.row(failure, started);
-        if let Err(error) = components.data.request_log().settle(None, Nanos::ZERO, row).await
-        {
+        if let Err(error) = components.data.request_log().settle(None, Nanos::ZERO, row).await {
             tracing::warn!(%request_id, %error, "could not log a component call");
         }
     }

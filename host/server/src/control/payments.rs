@@ -77,13 +77,14 @@ pub struct CheckoutList {
     pub checkouts: Vec<CheckoutShown>,
 }
 
-/// The workspace's top-ups and plan checkouts, newest first.
+/// The workspace's top-ups and plan checkouts, newest first (also on a
+/// gateway without a processor: they are in the database).
 pub async fn topup_list(ctx: &Ctx, params: ListParams) -> Result<CheckoutList, OpError> {
     let limit = params.limit.unwrap_or(50);
     if limit == 0 || limit > 500 {
         return Err(OpError::InvalidParams("limit must be 1 to 500".into()));
     }
     Ok(CheckoutList {
-        checkouts: payments(ctx)?.list(&ctx.scope().workspace_id, limit).await?,
+        checkouts: crate::billing::payments::list(ctx.ledger_views(), &ctx.scope().workspace_id, limit).await?,
     })
 }

@@ -309,10 +309,22 @@ async fn with_the_ledger_disabled_every_request_still_leaves_a_row() {
     let gateway = Gateway::start(&standard_config(mock, "[ledger]\nenabled = false\n")).await;
     let posted = gateway.wallet()["posted_usd"].clone();
     let cases = [
-        (json!({"model": "mock/small", "messages": [{"role": "user", "content": "hi"}]}), 200, "success"),
-        (json!({"model": "nobody/nothing", "messages": [{"role": "user", "content": "x"}]}), 404, "model_not_found"),
+        (
+            json!({"model": "mock/small", "messages": [{"role": "user", "content": "hi"}]}),
+            200,
+            "success",
+        ),
+        (
+            json!({"model": "nobody/nothing", "messages": [{"role": "user", "content": "x"}]}),
+            404,
+            "model_not_found",
+        ),
         (json!({"model": "mock/small"}), 400, "invalid_request"),
-        (json!({"model": "bad/trap", "messages": [{"role": "user", "content": "x"}]}), 502, "adapter_failed"),
+        (
+            json!({"model": "bad/trap", "messages": [{"role": "user", "content": "x"}]}),
+            502,
+            "adapter_failed",
+        ),
     ];
     for (body, status, outcome) in cases {
         let (got, headers, answer) = gateway.chat(body.clone()).await;
@@ -323,8 +335,14 @@ async fn with_the_ledger_disabled_every_request_still_leaves_a_row() {
         if status != 502 {
             assert_eq!(row["status"], status, "{row}");
         }
-        assert!(row["outcome"].as_str().unwrap().starts_with(outcome), "{outcome}: {row}");
-        assert_eq!(row["cost_usd"], "0.000000000", "nothing is billed with the wallet off: {row}");
+        assert!(
+            row["outcome"].as_str().unwrap().starts_with(outcome),
+            "{outcome}: {row}"
+        );
+        assert_eq!(
+            row["cost_usd"], "0.000000000",
+            "nothing is billed with the wallet off: {row}"
+        );
         assert_eq!(row["reserved_usd"], "0.000000000", "nor reserved: {row}");
     }
     assert_eq!(gateway.wallet()["posted_usd"], posted);

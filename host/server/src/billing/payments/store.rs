@@ -341,27 +341,3 @@ pub async fn subscription_status(tx: &mut Tx, subscription_id: &str) -> sqlx::Re
         .fetch_optional(&mut **tx)
         .await
 }
-
-/// Puts the workspace on `plan` in the caller's transaction; with `only_from`,
-/// only while it is on that plan (an ended subscription downgrades only the
-/// plan it paid for, not one an operator set since).
-pub async fn set_plan(tx: &mut Tx, workspace_id: &str, plan: &str, only_from: Option<&str>) -> sqlx::Result<bool> {
-    let done = match only_from {
-        None => {
-            sqlx::query("UPDATE workspaces SET plan = $2 WHERE id = $1 AND deleted_at IS NULL")
-                .bind(workspace_id)
-                .bind(plan)
-                .execute(&mut **tx)
-                .await?
-        }
-        Some(from) => {
-            sqlx::query("UPDATE workspaces SET plan = $2 WHERE id = $1 AND deleted_at IS NULL AND plan = $3")
-                .bind(workspace_id)
-                .bind(plan)
-                .bind(from)
-                .execute(&mut **tx)
-                .await?
-        }
-    };
-    Ok(done.rows_affected() == 1)
-}
