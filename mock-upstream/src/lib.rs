@@ -24,6 +24,10 @@
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
 //!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
 //!   `DELETE /__mock/requests` clears them
+//! - Stripe, for a gateway's billing: `POST /v1/checkout/sessions` and the
+//!   other Checkout Session and Event routes, with `/__stripe/…` controls
+//!   that pay, refund, dispute and renew and deliver signed webhooks (see
+//!   `stripe`)
 //! - `GET /__mock/stats`: `{"chat_requests": n}`, all chat requests since start
 //! - `GET /healthz`: 200
 //!
@@ -93,6 +97,7 @@ mod neutral;
 mod openai;
 mod recorder;
 mod sse;
+mod stripe;
 mod text;
 
 use std::sync::Arc;
@@ -126,6 +131,8 @@ pub(crate) struct AppState {
     /// Chat requests received, for tests that reconcile upstream calls.
     chat_requests: AtomicU64,
     pub(crate) recorder: Recorder,
+    /// The fake Stripe's sessions, events and endpoints.
+    pub(crate) stripe: stripe::Stripe,
 }
 
 impl AppState {
@@ -136,6 +143,7 @@ impl AppState {
             counter: AtomicU64::new(0),
             chat_requests: AtomicU64::new(0),
             recorder: Recorder::default(),
+            stripe: stripe::Stripe::default(),
         }
     }
 
@@ -191,6 +199,7 @@ pub fn router(opts: MockOptions) -> Router {
         .merge(anthropic::routes())
         .merge(cohere::routes())
         .merge(bedrock::routes())
+        .merge(stripe::routes())
         .route("/v1/models", get(openai::models))
         .route("/models", get(openai::models))
         .route("/__mock/requests", get(recorder::list).delete(recorder::clear))

@@ -16,6 +16,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("TOLLGATE_BIN", str(ROOT / "target" / "debug" / "tollgate"))
 # The fake provider is a program of its own, built beside the gateway.
+# The fake Stripe in mock-upstream accepts any `sk_` key; the webhook secrets
+# are the gateway's (the current one and one still accepted mid-rotation).
+STRIPE_SECRET_KEY = "sk_test_tollgate"
+STRIPE_WEBHOOK_SECRET = "whsec_tollgate_current"
+STRIPE_OLD_WEBHOOK_SECRET = "whsec_tollgate_previous"
 MOCK_BIN = os.environ.get("TOLLGATE_MOCK_BIN", str(Path(BIN).with_name("tollgate-mock-upstream")))
 
 
@@ -111,6 +116,13 @@ models = [
 ]
 [billing.plans.metered]
 request_fee_usd = "0.001"
+[billing.plans.starter]
+monthly_requests = 2
+[billing.stripe]
+api_base = "{self.mock_url}"
+secret_key = "{STRIPE_SECRET_KEY}"
+webhook_secret = "{STRIPE_WEBHOOK_SECRET}"
+previous_webhook_secrets = ["{STRIPE_OLD_WEBHOOK_SECRET}"]
 [providers.primary]
 base_url = "{self.mock_url}/v1"
 api_key = "sk-primary"

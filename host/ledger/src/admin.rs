@@ -49,11 +49,23 @@ pub async fn wallet(database: &Database, workspace_id: &str) -> anyhow::Result<W
 /// Adds `amount` to the wallet, journaled. Creates the wallet if the workspace
 /// has none.
 pub async fn credit(database: &Database, workspace_id: &str, amount: Nanos) -> anyhow::Result<()> {
-    anyhow::ensure!(amount.0 > 0, "a credit must be positive");
     let mut tx = database.begin_write().await?;
+    credit_in(&mut tx, workspace_id, amount).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// [`credit`] inside the caller's transaction, so that whatever decided the
+/// credit (a payment's webhook, say) commits or rolls back with it.
+pub async fn credit_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    workspace_id: &str,
+    amount: Nanos,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(amount.0 > 0, "a credit must be positive");
     let exists: Option<String> = sqlx::query_scalar("SELECT id FROM workspaces WHERE id = $1")
         .bind(workspace_id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
     anyhow::ensure!(exists.is_some(), "no workspace '{workspace_id}'");
     sqlx::query(
@@ -62,10 +74,29 @@ pub async fn credit(database: &Database, workspace_id: &str, amount: Nanos) -> a
     )
     .bind(workspace_id)
     .bind(amount.0)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
-    journal_credit(&mut tx, workspace_id, amount).await?;
-    tx.commit().await?;
+    journal_credit(tx, workspace_id, amount).await?;
+    Ok(())
+}
+
+/// Takes `amount` back out of the wallet, journaled as a `debit`, inside the
+/// caller's transaction: money that left for good (a refunded payment). The
+/// balance may go below zero when the money was already spent; requests are
+/// then refused until it is topped up again.
+pub async fn debit_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    workspace_id: &str,
+    amount: Nanos,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(amount.0 > 0, "a debit must be positive");
+    let done = sqlx::query("UPDATE wallets SET balance_nano = balance_nano - $2 WHERE workspace_id = $1")
+        .bind(workspace_id)
+        .bind(amount.0)
+        .execute(&mut **tx)
+        .await?;
+    anyhow::ensure!(done.rows_affected() == 1, "no wallet for workspace '{workspace_id}'");
+    journal(tx, &new_id("db"), workspace_id, "debit", amount, now_ms()).await?;
     Ok(())
 }
 
@@ -102,15 +133,17 @@ pub async fn verify(database: &Database) -> anyhow::Result<Vec<String>> {
     // One statement: every figure comes from the same snapshot, so a gateway
     // committing meanwhile cannot show up as drift; the journal is read in
     // one pass, grouped by wallet.
-    type Row = (String, i64, i64, i64, i64, i64);
+    type Row = (String, i64, i64, i64, i64, i64, i64);
     let wallets: Vec<Row> = sqlx::query_as(
         "SELECT w.workspace_id, w.balance_nano, w.reserved_nano, \
          CAST(COALESCE(j.credits, 0) AS BIGINT), CAST(COALESCE(j.posts, 0) AS BIGINT), \
+         CAST(COALESCE(j.debits, 0) AS BIGINT), \
          CAST(COALESCE(h.granted, 0) AS BIGINT) \
          FROM wallets w \
          LEFT JOIN (SELECT workspace_id, \
              SUM(CASE WHEN kind = 'credit' THEN amount_nano ELSE 0 END) AS credits, \
-             SUM(CASE WHEN kind = 'post' THEN amount_nano ELSE 0 END) AS posts \
+             SUM(CASE WHEN kind = 'post' THEN amount_nano ELSE 0 END) AS posts, \
+             SUM(CASE WHEN kind = 'debit' THEN amount_nano ELSE 0 END) AS debits \
              FROM ledger_entries GROUP BY workspace_id) j ON j.workspace_id = w.workspace_id \
          LEFT JOIN (SELECT workspace_id, SUM(granted_nano) AS granted FROM wallet_holds GROUP BY workspace_id) h \
              ON h.workspace_id = w.workspace_id \
@@ -119,10 +152,10 @@ pub async fn verify(database: &Database) -> anyhow::Result<Vec<String>> {
     .fetch_all(&database.pool)
     .await?;
     let mut drift = Vec::new();
-    for (workspace_id, balance, reserved, credits, posts, granted) in wallets {
-        if balance != credits - posts {
+    for (workspace_id, balance, reserved, credits, posts, debits, granted) in wallets {
+        if balance != credits - posts - debits {
             drift.push(format!(
-                "{workspace_id}: balance {balance} ≠ credits {credits} − posts {posts}"
+                "{workspace_id}: balance {balance} ≠ credits {credits} − posts {posts} − debits {debits}"
             ));
         }
         if reserved != granted {
@@ -130,10 +163,12 @@ pub async fn verify(database: &Database) -> anyhow::Result<Vec<String>> {
                 "{workspace_id}: reserved {reserved} ≠ grants held by gateways {granted}"
             ));
         }
-        if balance - reserved < 0 {
+        // Spending never passes what was credited; a debit (a refund of money
+        // already spent) may, so it is left out of this check.
+        if balance + debits - reserved < 0 {
             drift.push(format!(
-                "{workspace_id}: available balance is negative ({})",
-                balance - reserved
+                "{workspace_id}: spent past its credits: available balance without debits is {}",
+                balance + debits - reserved
             ));
         }
     }

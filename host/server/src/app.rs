@@ -39,6 +39,13 @@ pub struct AppState {
     packages: Arc<Packages>,
     components: Arc<Components>,
     actors: Arc<Actors>,
+    billing: Arc<Billing>,
+}
+
+impl FromRef<AppState> for Arc<Billing> {
+    fn from_ref(state: &AppState) -> Self {
+        state.billing.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<Actors> {
@@ -84,7 +91,8 @@ pub struct Gateway {
     pub(crate) database: Database,
     /// `None` when metering (or the ledger it rides on) is off.
     pub(crate) metering: Option<Metering>,
-    /// `None` when the ledger is off; its grants go back at shutdown.
+    /// The ledger's writer (also the request log's when the wallet is off):
+    /// its grants go back, and its last rows commit, at shutdown.
     pub(crate) ledger: Option<Ledger>,
     /// Plans; unused slices of the month's requests go back at shutdown.
     pub(crate) billing: Arc<Billing>,
@@ -150,22 +158,18 @@ impl Gateway {
             metering.start(&database).await?;
             crate::telemetry::watch_outbox_backlog(metering.backlog_gauge());
         }
-        let ledger = config
-            .ledger
-            .enabled
-            .then(|| {
-                Ledger::start(
-                    database.clone(),
-                    &config.ledger,
-                    tollgate_metering::instance_source(&config.metering),
-                    metering.as_ref().map(Metering::notifier),
-                )
-            })
-            .transpose()?;
-        if ledger.is_some() {
-            let archive = config.retention.open_archive(&config.data_dir)?;
-            crate::retention::start(database.clone(), archive, config.retention.clone());
-        }
+        // The writer runs whether or not the wallet is on: every request
+        // leaves a request-log row (spec §1.11); with the wallet off, rows
+        // bill nothing.
+        let request_log = Ledger::start(
+            database.clone(),
+            &config.ledger,
+            tollgate_metering::instance_source(&config.metering),
+            metering.as_ref().map(Metering::notifier),
+        )?;
+        let ledger = config.ledger.enabled.then(|| request_log.clone());
+        let archive = config.retention.open_archive(&config.data_dir)?;
+        crate::retention::start(database.clone(), archive, config.retention.clone());
         let packages = Arc::new(Packages::new(
             registry,
             installs,
@@ -194,7 +198,10 @@ impl Gateway {
             adapters,
             Upstream::new(&config.timeouts)?,
             Health::new(config.breaker.clone()),
-            ledger.clone(),
+            crate::data_plane::Books {
+                request_log: request_log.clone(),
+                wallet: ledger.clone(),
+            },
             billing.clone(),
             DataLimits {
                 max_body_bytes: config.limits.max_body_bytes,
@@ -241,7 +248,7 @@ impl Gateway {
             keys,
             KeyRateLimiter::new(config.limits.key_requests_per_minute),
             signin,
-            ledger.clone().map(crate::auth::refusals::RefusalLog::new),
+            Some(crate::auth::refusals::RefusalLog::new(request_log.clone())),
         );
         Ok(Arc::new(Self {
             state: AppState {
@@ -251,13 +258,14 @@ impl Gateway {
                 packages,
                 components,
                 actors,
+                billing: billing.clone(),
             },
             admission: Arc::new(crate::server::Admission::new(&config.server)),
             readiness,
             config,
             database,
             metering,
-            ledger,
+            ledger: Some(request_log),
             billing,
         }))
     }

@@ -84,6 +84,24 @@ enum AdminCommand {
     /// Plans (docs/billing.md).
     #[command(subcommand)]
     Plan(AdminPlanCommand),
+    /// Payments (docs/billing.md, "Payments").
+    #[command(subcommand)]
+    Payments(AdminPaymentsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum AdminPaymentsCommand {
+    /// Lift the hold a disputed payment put on a workspace's top-ups.
+    Release(WorkspaceArgs),
+}
+
+#[derive(Args, Debug)]
+struct WorkspaceArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Workspace id.
+    #[arg(long)]
+    workspace: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -300,6 +318,15 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let billing = crate::billing::Billing::new(&config.billing, accounts, database)?;
             let plan = billing.set_plan(&args.workspace, &args.plan).await?;
             println!("workspace {} is on plan '{}'", args.workspace, plan.id);
+            Ok(())
+        }
+        Command::Admin(AdminCommand::Payments(AdminPaymentsCommand::Release(args))) => {
+            let database = open_database(&args.config).await?;
+            if crate::billing::payments::release_hold(&database, &args.workspace).await? {
+                println!("top-ups of workspace {} are no longer held", args.workspace);
+            } else {
+                println!("workspace {} had no hold on its top-ups", args.workspace);
+            }
             Ok(())
         }
         Command::Client(command) => client::run(command).await,

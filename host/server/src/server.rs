@@ -43,6 +43,7 @@ pub fn router(gateway: &Gateway) -> Router {
         .merge(crate::actors::http::routes())
         .merge(crate::auth::signin::routes())
         .merge(crate::console::routes())
+        .merge(crate::billing::payments::http::routes())
         .route(health::HEALTHZ, get(health::healthz))
         .route(
             health::READYZ,

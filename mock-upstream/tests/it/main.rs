@@ -7,3 +7,5 @@ mod bedrock;
 mod cohere;
 mod gemini;
 mod mock_upstream;
+mod stripe;
+mod stripe_subscriptions;

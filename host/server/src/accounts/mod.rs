@@ -14,7 +14,7 @@ mod workspaces;
 
 pub use keys::{KeyInfo, MintedKey};
 pub use members::Member;
-pub use workspaces::{Workspace, lock_workspace};
+pub use workspaces::{Workspace, lock_workspace, set_plan_in};
 
 use serde::Serialize;
 

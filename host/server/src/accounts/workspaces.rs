@@ -164,3 +164,33 @@ impl Accounts {
         Ok(())
     }
 }
+
+/// Puts the workspace on `plan` inside the caller's transaction (a payment's
+/// webhook, which must change the plan together with what it records); with
+/// `only_from`, only while the workspace is on that plan, so an ended
+/// subscription downgrades only the plan it paid for.
+pub async fn set_plan_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    workspace_id: &str,
+    plan: &str,
+    only_from: Option<&str>,
+) -> sqlx::Result<bool> {
+    let done = match only_from {
+        None => {
+            sqlx::query("UPDATE workspaces SET plan = $2 WHERE id = $1 AND deleted_at IS NULL")
+                .bind(workspace_id)
+                .bind(plan)
+                .execute(&mut **tx)
+                .await?
+        }
+        Some(from) => {
+            sqlx::query("UPDATE workspaces SET plan = $2 WHERE id = $1 AND deleted_at IS NULL AND plan = $3")
+                .bind(workspace_id)
+                .bind(plan)
+                .bind(from)
+                .execute(&mut **tx)
+                .await?
+        }
+    };
+    Ok(done.rows_affected() == 1)
+}

@@ -321,11 +321,8 @@ impl Actors {
     /// writes. It posts nothing (the run's model calls are rows of their
     /// own, already settled), so the caller need not wait for its commit;
     /// until the row is in, this gateway answers `runs.get` from memory.
-    /// Without the ledger there is no request log, and runs are not kept.
     fn record_run(self: &Arc<Self>, run: RunRecord, row: RequestLogRow) {
-        let Some(ledger) = self.data.ledger().cloned() else {
-            return;
-        };
+        let ledger = self.data.request_log().clone();
         let run_id = run.run_id.clone();
         self.pending_runs
             .lock()

@@ -32,6 +32,9 @@ pub enum Permission {
     BillingWrite,
     /// Set and remove spend-control budgets (owners and admins).
     BudgetWrite,
+    /// Top up the workspace's wallet through the payment processor (owners
+    /// and admins).
+    PaymentWrite,
     UsageRead,
     /// List and show the workspace's tool-server and skill installs.
     InstallRead,
@@ -44,7 +47,7 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Permission; 18] = [
+    pub const ALL: [Permission; 19] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -58,6 +61,7 @@ impl Permission {
         Permission::BillingRead,
         Permission::BillingWrite,
         Permission::BudgetWrite,
+        Permission::PaymentWrite,
         Permission::UsageRead,
         Permission::InstallRead,
         Permission::InstallWrite,
@@ -80,6 +84,7 @@ impl Permission {
             Permission::BillingRead => "billing.read",
             Permission::BillingWrite => "billing.write",
             Permission::BudgetWrite => "budget.write",
+            Permission::PaymentWrite => "payment.write",
             Permission::UsageRead => "usage.read",
             Permission::InstallRead => "install.read",
             Permission::InstallWrite => "install.write",

@@ -12,6 +12,7 @@
 //! through [`Admitted::hold_budgets`] (`budgets.rs`).
 
 pub mod budgets;
+pub mod payments;
 pub mod plans;
 pub mod quota;
 
@@ -46,6 +47,11 @@ pub struct BillingConfig {
     /// every request to choose the month. Never set it in production.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test_clock_file: Option<PathBuf>,
+    /// Stripe Checkout for top-ups and paid plans; off until its
+    /// `secret_key` is set.
+    pub stripe: payments::StripeConfig,
+    /// Bounds on one wallet top-up.
+    pub topups: payments::TopupConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +127,7 @@ pub struct Billing {
     clock: Arc<dyn Clock>,
     cache: Mutex<HashMap<String, (Arc<Plan>, Instant)>>,
     budgets: Budgets,
+    payments: Option<payments::Payments>,
 }
 
 impl Billing {
@@ -134,6 +141,7 @@ impl Billing {
             accounts,
             quota: Quota::new(database.clone()),
             budgets: Budgets::new(database.clone(), clock.clone()),
+            payments: payments::Payments::new(&config.stripe, &config.topups, database.clone())?,
             database,
             clock,
             cache: Mutex::new(HashMap::new()),
@@ -158,6 +166,16 @@ impl Billing {
     /// Spend controls.
     pub fn budgets(&self) -> &Budgets {
         &self.budgets
+    }
+
+    /// Payments, when a processor is configured.
+    pub fn payments(&self) -> Option<&payments::Payments> {
+        self.payments.as_ref()
+    }
+
+    /// Drops the cached plan of a workspace whose plan changed here.
+    pub fn forget_plan(&self, workspace_id: &str) {
+        self.cache.lock().expect("plan cache poisoned").remove(workspace_id);
     }
 
     fn unknown(&self, workspace_id: &str, plan: &str) -> BillingError {
@@ -249,7 +267,7 @@ impl Billing {
         if !self.accounts.set_plan(workspace_id, plan_id).await? {
             return Err(anyhow::anyhow!("no workspace '{workspace_id}'").into());
         }
-        self.cache.lock().expect("plan cache poisoned").remove(workspace_id);
+        self.forget_plan(workspace_id);
         Ok(plan)
     }
 

@@ -75,10 +75,13 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: MembersCommand,
     },
-    /// The workspace's wallet balances.
+    /// The workspace's wallet balances; `topup` pays in through the
+    /// gateway's payment processor.
     Wallet {
         #[command(flatten)]
         connection: Connection,
+        #[command(subcommand)]
+        command: Option<WalletCommand>,
     },
     /// Plans: what each allows, the workspace's plan, this month's usage against it.
     Plan {
@@ -225,13 +228,29 @@ pub enum KeysCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum WalletCommand {
+    /// Open a hosted checkout that credits the wallet once paid (owners and
+    /// admins); prints its `checkout_url`.
+    Topup {
+        /// Amount in USD, whole cents (e.g. 25 or 12.50).
+        #[arg(long, value_name = "N")]
+        usd: String,
+    },
+    /// The workspace's top-ups and plan checkouts, newest first.
+    Topups {
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum PlanCommand {
     /// Every plan: monthly requests, endpoints, seats, fee per request, price.
     List,
     /// The workspace's plan.
     Show,
-    /// Move the workspace to a plan without a monthly price (owners only;
-    /// paid plans: an operator's `tollgate admin plan set`).
+    /// Move the workspace to a plan (owners only). A priced plan prints a
+    /// subscription `checkout_url`; the plan applies once it is paid.
     Change { plan: String },
     /// This calendar month's (UTC) requests and spend against the plan.
     Usage,
@@ -316,7 +335,7 @@ impl ClientCommand {
             | C::Namespaces { connection, .. }
             | C::Keys { connection, .. }
             | C::Members { connection, .. }
-            | C::Wallet { connection }
+            | C::Wallet { connection, .. }
             | C::Plan { connection, .. }
             | C::Budget { connection, .. }
             | C::Usage { connection, .. }
@@ -404,7 +423,15 @@ impl ClientCommand {
                 command: MembersCommand::Remove { user_id },
                 ..
             } => ("members.remove", json!({"user_id": user_id})),
-            C::Wallet { .. } => ("wallet.get", json!({})),
+            C::Wallet { command: None, .. } => ("wallet.get", json!({})),
+            C::Wallet {
+                command: Some(WalletCommand::Topup { usd }),
+                ..
+            } => ("billing.topups.create", json!({"amount_usd": usd})),
+            C::Wallet {
+                command: Some(WalletCommand::Topups { limit }),
+                ..
+            } => ("billing.topups.list", json!({"limit": limit})),
             C::Plan { command, .. } => match command {
                 PlanCommand::List => ("billing.plans.list", json!({})),
                 PlanCommand::Show => ("billing.plan.get", json!({})),

@@ -188,18 +188,15 @@ impl Logged<'_> {
     /// Writes the row and waits for its commit.
     pub async fn record(self, components: &Components, failure: Option<&CallError>, started: (i64, Instant)) {
         let request_id = self.request_id.to_string();
-        if let (Some(ledger), row) = (components.data.ledger(), self.row(failure, started))
-            && let Err(error) = ledger.settle(None, Nanos::ZERO, row).await
-        {
+        let row = self.row(failure, started);
+        if let Err(error) = components.data.request_log().settle(None, Nanos::ZERO, row).await {
             tracing::warn!(%request_id, %error, "could not log a component call");
         }
     }
 
     /// Hands the row to the ledger writer without waiting for its commit.
     pub fn record_in_background(self, components: &Components, failure: Option<&CallError>, started: (i64, Instant)) {
-        let Some(ledger) = components.data.ledger().cloned() else {
-            return;
-        };
+        let ledger = components.data.request_log().clone();
         let row = self.row(failure, started);
         tokio::spawn(async move {
             let request_id = row.request_id.clone();

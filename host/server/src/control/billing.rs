@@ -182,7 +182,13 @@ pub async fn plans(ctx: &Ctx, _params: NoParams) -> Result<PlanList, OpError> {
 #[derive(Serialize, JsonSchema)]
 pub struct WorkspacePlan {
     pub workspace_id: String,
+    /// The plan the workspace is on now.
     pub plan: crate::billing::plans::PlanShown,
+    /// A change to a priced plan: the hosted checkout to pay for it at
+    /// (`checkout_url`). The plan applies once the processor says the
+    /// subscription is active.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<crate::billing::payments::CheckoutShown>,
 }
 
 pub async fn plan(ctx: &Ctx, _params: Target) -> Result<WorkspacePlan, OpError> {
@@ -191,6 +197,7 @@ pub async fn plan(ctx: &Ctx, _params: Target) -> Result<WorkspacePlan, OpError> 
     Ok(WorkspacePlan {
         workspace_id: workspace_id.clone(),
         plan: plan.shown(),
+        checkout: None,
     })
 }
 
@@ -203,9 +210,9 @@ pub struct ChangeParams {
     pub plan: String,
 }
 
-/// Moves the workspace to a plan with no monthly price. Paid plans need a
-/// payment, which this gateway does not take yet: an operator moves a
-/// workspace onto one with `tollgate admin plan set`.
+/// Moves the workspace to a plan with no monthly price at once. A priced plan
+/// is bought through the payment processor: this opens a subscription
+/// checkout, and the plan applies when its webhook says it is active.
 pub async fn change_plan(ctx: &Ctx, params: ChangeParams) -> Result<WorkspacePlan, OpError> {
     let workspace_id = &ctx.scope().workspace_id;
     let billing = ctx.billing();
@@ -217,17 +224,28 @@ pub async fn change_plan(ctx: &Ctx, params: ChangeParams) -> Result<WorkspacePla
         )));
     };
     if plan.monthly_price.0 != 0 {
-        return Err(OpError::FailedPrecondition(format!(
-            "plan '{}' costs {} USD a month, and this gateway takes no payments yet; an operator can move workspace '{workspace_id}' onto it with `tollgate admin plan set --workspace WORKSPACE --plan {}`",
-            plan.id,
-            plan.monthly_price.usd_decimal(),
-            plan.id
-        )));
+        let Some(payments) = billing.payments() else {
+            return Err(OpError::FailedPrecondition(format!(
+                "plan '{}' costs {} USD a month, and this gateway takes no payments ([billing.stripe] is not configured); an operator can move workspace '{workspace_id}' onto it with `tollgate admin plan set --workspace WORKSPACE --plan {}`",
+                plan.id,
+                plan.monthly_price.usd_decimal(),
+                plan.id
+            )));
+        };
+        let by = ctx.caller.as_ref().map_or("", |c| c.key_id.as_str());
+        let checkout = payments.subscribe(workspace_id, plan, by).await?;
+        let current = billing.plan_of(workspace_id).await?;
+        return Ok(WorkspacePlan {
+            workspace_id: workspace_id.clone(),
+            plan: current.shown(),
+            checkout: Some(checkout),
+        });
     }
     let plan = billing.set_plan(workspace_id, &params.plan).await?;
     Ok(WorkspacePlan {
         workspace_id: workspace_id.clone(),
         plan: plan.shown(),
+        checkout: None,
     })
 }
 

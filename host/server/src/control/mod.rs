@@ -12,6 +12,7 @@ pub mod card;
 pub mod conformance;
 pub mod error;
 pub mod members;
+pub mod payments;
 pub mod protojson;
 pub mod registry;
 pub mod rpc;

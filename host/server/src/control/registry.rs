@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::ControlPlane;
 use super::error::OpError;
-use super::{billing, budgets, members, workspaces};
+use super::{billing, budgets, members, payments, workspaces};
 use crate::accounts::Accounts;
 use crate::actors::ops as act;
 use crate::auth::Principal;
@@ -187,8 +187,12 @@ pub fn ops() -> &'static [Op] {
                 billing::plans, billing::NoParams => billing::PlanList),
             op!("billing.plan.get", Workspace(BillingRead), "Show the workspace's plan and what it allows.",
                 billing::plan, workspaces::Target => billing::WorkspacePlan),
-            op!("billing.plan.change", Workspace(BillingWrite), "Move the workspace to a plan without a monthly price (owners; paid plans: an operator's `tollgate admin plan set`).",
+            op!("billing.plan.change", Workspace(BillingWrite), "Move the workspace to a plan (owners). A priced plan answers with a subscription checkout to pay at; it applies once paid.",
                 billing::change_plan, billing::ChangeParams => billing::WorkspacePlan),
+            op!("billing.topups.create", Workspace(PaymentWrite), "Open a hosted checkout that credits the wallet once paid (owners and admins).",
+                payments::topup_create, payments::TopupParams => payments::Topup),
+            op!("billing.topups.list", Workspace(BillingRead), "List the workspace's top-ups and plan checkouts, newest first.",
+                payments::topup_list, payments::ListParams => payments::CheckoutList),
             op!("billing.usage.month", Workspace(UsageRead), "This calendar month's (UTC) model requests and spend against the plan's limit.",
                 billing::usage_month, workspaces::Target => crate::billing::MonthUsage),
             op!("billing.limits.get", Workspace(BillingRead), "Show the workspace's budget and its keys' budgets (spend controls), with this period's spend, holds and what is left.",

@@ -29,6 +29,7 @@ use tollgate_routing::catalog::ModelRoute;
 const TOKENS_PER_MESSAGE: u64 = 8;
 
 pub struct Bill {
+    /// The request log's writer, which settles the bill (taken at close).
     ledger: Option<Ledger>,
     hold: Option<Hold>,
     snapshot_id: i64,
@@ -83,10 +84,13 @@ pub struct Demand<'a> {
 }
 
 impl Bill {
-    /// Reserves the worst-case cost over the candidates. An insufficient balance
-    /// is logged and answered with 402 before any upstream call.
+    /// Reserves the worst-case cost over the candidates in `wallet` (`None`:
+    /// the wallet is off, and the request is only logged through
+    /// `request_log`). An insufficient balance is logged and answered with
+    /// 402 before any upstream call.
     pub async fn open(
-        ledger: Option<&Ledger>,
+        wallet: Option<&Ledger>,
+        request_log: &Ledger,
         caller: &Principal,
         candidates: &[Arc<ModelRoute>],
         snapshot_id: i64,
@@ -140,7 +144,7 @@ impl Bill {
             detail: None,
         };
         let mut bill = Bill {
-            ledger: ledger.cloned(),
+            ledger: Some(request_log.clone()),
             hold: None,
             snapshot_id,
             log,
@@ -207,7 +211,10 @@ impl Bill {
                 }
             }
         }
-        let Some(ledger) = ledger else { return Ok(bill) };
+        let Some(ledger) = wallet else {
+            bill.log.reserved = Nanos::ZERO;
+            return Ok(bill);
+        };
         let reserving = Instant::now();
         let reserved = ledger.reserve(&caller.workspace_id, worst_case, snapshot_id).await;
         crate::telemetry::record_reserve_latency(reserving.elapsed());
@@ -438,7 +445,8 @@ pub fn token_counts(usage: &Usage) -> TokenCounts {
 /// upstream spent are billed.
 impl Drop for Bill {
     fn drop(&mut self) {
-        if self.ledger.is_none() || self.hold.is_none() {
+        // Closed bills have given their writer up; any other leaves a row.
+        if self.ledger.is_none() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

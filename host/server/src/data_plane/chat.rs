@@ -162,7 +162,15 @@ async fn handle(
         ceiling: nested.and_then(|n| n.ceiling),
         admitted,
     };
-    let mut bill = Bill::open(data.ledger.as_ref(), &caller.0, &candidates, routes.snapshot_id, demand).await?;
+    let mut bill = Bill::open(
+        data.ledger.as_ref(),
+        &data.request_log,
+        &caller.0,
+        &candidates,
+        routes.snapshot_id,
+        demand,
+    )
+    .await?;
 
     let mut trail = Trail::default();
     let mut remaining: VecDeque<Arc<ModelRoute>> = candidates.iter().cloned().collect();
@@ -237,7 +245,7 @@ pub async fn refused(
     model: Option<&str>,
     error: ApiError,
 ) -> ApiError {
-    if let Some(ledger) = data.ledger() {
+    {
         let row = tollgate_ledger::RequestLogRow {
             outcome: error.code.to_string(),
             status: Some(error.status.as_u16()),
@@ -251,7 +259,7 @@ pub async fn refused(
                 model.unwrap_or_default().to_string(),
             )
         };
-        if let Err(failure) = ledger.log(row).await {
+        if let Err(failure) = data.request_log().log(row).await {
             tracing::warn!(request_id = %request_id.0, %failure, "could not log a refused request");
         }
     }

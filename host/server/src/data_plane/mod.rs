@@ -55,6 +55,15 @@ pub struct DataLimits {
     pub log_prompts: bool,
 }
 
+/// The ledger as the data plane uses it.
+pub struct Books {
+    /// Writes every request's log row, whether or not the wallet is on.
+    pub request_log: Ledger,
+    /// The same writer when requests are reserved and billed; `None` when
+    /// `ledger.enabled = false`.
+    pub wallet: Option<Ledger>,
+}
+
 /// The data plane's handler state.
 pub struct DataPlane {
     routes: Arc<RouteTable>,
@@ -63,6 +72,7 @@ pub struct DataPlane {
     health: Health,
     /// `None` when `ledger.enabled = false`.
     ledger: Option<Ledger>,
+    request_log: Ledger,
     /// Plans: the monthly request limit and the gateway fee.
     billing: Arc<crate::billing::Billing>,
     limits: DataLimits,
@@ -74,7 +84,7 @@ impl DataPlane {
         adapters: Arc<Adapters>,
         upstream: Upstream,
         health: Health,
-        ledger: Option<Ledger>,
+        books: Books,
         billing: Arc<crate::billing::Billing>,
         limits: DataLimits,
     ) -> Self {
@@ -83,7 +93,8 @@ impl DataPlane {
             adapters,
             upstream,
             health,
-            ledger,
+            ledger: books.wallet,
+            request_log: books.request_log,
             billing,
             limits,
         }
@@ -94,10 +105,11 @@ impl DataPlane {
         self.routes.current()
     }
 
-    /// The ledger, for other concerns that log requests of their own (tool
-    /// calls and skill runs); `None` when `ledger.enabled = false`.
-    pub fn ledger(&self) -> Option<&Ledger> {
-        self.ledger.as_ref()
+    /// The request log's writer, for other concerns that log requests of
+    /// their own (tool calls, skill and actor runs, refusals); there whether
+    /// or not the wallet is on.
+    pub fn request_log(&self) -> &Ledger {
+        &self.request_log
     }
 }
 

@@ -299,3 +299,52 @@ fn logged(gateway: &Gateway, id: &str) -> Option<serde_json::Value> {
         .success()
         .then(|| serde_json::from_slice(&output.stdout).unwrap())
 }
+
+/// With the wallet off (`ledger.enabled = false`) nothing is reserved or
+/// billed, but every request still leaves its row: answered, refused before
+/// routing, and failed upstream, each with cost 0 and the wallet untouched.
+#[tokio::test]
+async fn with_the_ledger_disabled_every_request_still_leaves_a_row() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "[ledger]\nenabled = false\n")).await;
+    let posted = gateway.wallet()["posted_usd"].clone();
+    let cases = [
+        (
+            json!({"model": "mock/small", "messages": [{"role": "user", "content": "hi"}]}),
+            200,
+            "success",
+        ),
+        (
+            json!({"model": "nobody/nothing", "messages": [{"role": "user", "content": "x"}]}),
+            404,
+            "model_not_found",
+        ),
+        (json!({"model": "mock/small"}), 400, "invalid_request"),
+        (
+            json!({"model": "bad/trap", "messages": [{"role": "user", "content": "x"}]}),
+            502,
+            "adapter_failed",
+        ),
+    ];
+    for (body, status, outcome) in cases {
+        let (got, headers, answer) = gateway.chat(body.clone()).await;
+        assert_eq!(got, status, "{body} → {answer}");
+        let id = headers["x-request-id"].to_str().unwrap().to_string();
+        let row: serde_json::Value = serde_json::from_str(&gateway.admin(&["request", &id])).unwrap();
+        // A failed attempt's row has no upstream status.
+        if status != 502 {
+            assert_eq!(row["status"], status, "{row}");
+        }
+        assert!(
+            row["outcome"].as_str().unwrap().starts_with(outcome),
+            "{outcome}: {row}"
+        );
+        assert_eq!(
+            row["cost_usd"], "0.000000000",
+            "nothing is billed with the wallet off: {row}"
+        );
+        assert_eq!(row["reserved_usd"], "0.000000000", "nor reserved: {row}");
+    }
+    assert_eq!(gateway.wallet()["posted_usd"], posted);
+    gateway.assert_still_serving().await;
+}

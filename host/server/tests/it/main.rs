@@ -24,6 +24,7 @@ mod metering;
 mod metering_feed;
 mod metering_rotation;
 mod models;
+mod payments;
 mod registry;
 mod retention;
 mod sandbox;

@@ -176,6 +176,10 @@ fn only_a_tables_owner_queries_it() {
         ("actors/store.rs", &["actors", "actor_deployments"]),
         ("billing/quota.rs", &["plan_usage"]),
         ("billing/budgets.rs", &["budgets", "budget_usage"]),
+        (
+            "billing/payments/store.rs",
+            &["checkouts", "payment_events", "subscriptions", "payment_holds"],
+        ),
     ];
     let src = root().join("host/server/src");
     let mut files = Vec::new();

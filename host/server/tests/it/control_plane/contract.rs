@@ -136,6 +136,8 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
             json!({"scope": "workspace", "period": "daily", "limit_usd": "1"}),
         ),
         ("billing.limits.set", json!({"scope": "key", "remove": true})),
+        ("billing.topups.create", json!({"amount_usd": "25"})),
+        ("billing.topups.list", json!({})),
         ("usage.list", json!({"limit": 10})),
         ("requests.get", json!({"request_id": request_id})),
         ("requests.get", json!({"request_id": "req_missing"})),
@@ -289,6 +291,12 @@ async fn contract(gateway: Gateway) {
     );
     assert_eq!(outcome("billing.plan.change", 1)["error"], "INVALID_PARAMS");
     assert_eq!(outcome("billing.plan.change", 2)["ok"]["plan"]["id"], "free");
+    assert_eq!(
+        outcome("billing.topups.create", 0)["error"],
+        "FAILED_PRECONDITION",
+        "this gateway has no payment processor"
+    );
+    assert_eq!(outcome("billing.topups.list", 0)["ok"]["checkouts"], json!([]));
     let month = &outcome("billing.usage.month", 0)["ok"];
     assert_eq!(month["requests"], 1, "{month}");
     assert_eq!(month["remaining"], 999, "{month}");
