@@ -175,7 +175,7 @@ fn only_a_tables_owner_queries_it() {
         ),
         ("actors/store.rs", &["actors", "actor_deployments"]),
         ("billing/quota.rs", &["plan_usage"]),
-        ("billing/budgets.rs", &["budgets", "budget_usage"]),
+        ("billing/budgets/", &["budgets", "budget_usage"]),
         (
             "billing/payments/store.rs",
             &["checkouts", "payment_events", "subscriptions", "payment_holds"],
