@@ -116,8 +116,6 @@ models = [
 ]
 [billing.plans.metered]
 request_fee_usd = "0.001"
-[billing.plans.starter]
-monthly_requests = 2
 [billing.stripe]
 api_base = "{self.mock_url}"
 secret_key = "{STRIPE_SECRET_KEY}"

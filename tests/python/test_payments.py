@@ -214,17 +214,18 @@ def test_a_pro_subscription_lifts_the_monthly_limit_and_ends_on_free(stack, webh
     from openai import OpenAI, RateLimitError
 
     workspace_id, key = account(stack, "subscriber")
-    stack.admin("plan", "set", "--workspace", workspace_id, "--plan", "starter")  # 2 requests a month
+    assert op(stack, "billing.plan.get", {}, key)["plan"]["id"] == "free"
     client = OpenAI(base_url=f"{stack.url}/v1", api_key=key, max_retries=0)
     ask = lambda: client.chat.completions.create(model="acme/small", messages=[{"role": "user", "content": "hi"}])
-    ask()
-    ask()
+    # Free's 1,000 requests this month, used up.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda _: ask(), range(1000)))
     with pytest.raises(RateLimitError) as limited:
         ask()
     assert limited.value.body["code"] == "plan_limit_reached"
 
     change = op(stack, "billing.plan.change", {"plan": "pro"}, key)
-    assert change["plan"]["id"] == "starter", "nothing changes before the payment"
+    assert change["plan"]["id"] == "free", "nothing changes before the payment"
     session = stripe_client(stack).v1.checkout.sessions.retrieve(change["checkout"]["session_id"])
     assert session.mode == "subscription" and session.amount_total == 2900
 
@@ -238,7 +239,7 @@ def test_a_pro_subscription_lifts_the_monthly_limit_and_ends_on_free(stack, webh
     assert op(stack, "billing.plan.get", {}, key)["plan"]["id"] == "pro"
     time.sleep(1.1)  # the data plane's plan cache
     for _ in range(3):
-        ask()  # Free's and starter's limits no longer apply
+        ask()  # Free's limit no longer applies
 
     subscription = done["session"]["subscription"]
     fake(stack, f"subscriptions/{subscription}/renew")
