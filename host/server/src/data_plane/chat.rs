@@ -239,6 +239,7 @@ async fn handle(
     let mut attempt = 0;
     match first_answer(data, &mut remaining, &call, &mut attempt, &mut bill, &mut trail).await {
         Ok(answered) if envelope.stream => {
+            let native = answered.session.is_native();
             let failover = Failover {
                 remaining,
                 body: body.clone(),
@@ -246,14 +247,11 @@ async fn handle(
                 enabled: envelope.continuation,
                 attempt,
             };
-            Ok(stream::respond(
-                data.clone(),
-                answered,
-                bill,
-                trail,
-                failover,
-                request_id.clone(),
-            ))
+            let mut response = stream::respond(data.clone(), answered, bill, trail, failover, request_id.clone());
+            if native {
+                response.extensions_mut().insert(NativeAnswer);
+            }
+            Ok(response)
         }
         Ok(answered) => {
             let exchange = Exchange {
