@@ -160,7 +160,10 @@ fn builtin_components(root: &Path) -> Vec<Builtin> {
             "{}: unknown component kind '{kind}'",
             manifest.display()
         );
-        let wit = declared(&text, "wit").unwrap_or("\"0.1.0\"").trim_matches('"').to_string();
+        let wit = declared(&text, "wit")
+            .unwrap_or("\"0.1.0\"")
+            .trim_matches('"')
+            .to_string();
         components.push(Builtin {
             name,
             kind,

@@ -160,8 +160,17 @@ async fn messages(State(app): State<Shared>, request: Request) -> Response {
 /// The reasoning of an answer with `thinking` enabled (`validate` has
 /// checked its budget): it restates the last user text.
 fn thinking(request: &Map<String, Value>, decision: &neutral::Decision) -> Option<String> {
-    let enabled = request.get("thinking").and_then(|t| t.get("type")).and_then(Value::as_str) == Some("enabled");
-    enabled.then(|| format!("Thinking it over: the answer is {} tokens long.", decision.completion_tokens))
+    let enabled = request
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        == Some("enabled");
+    enabled.then(|| {
+        format!(
+            "Thinking it over: the answer is {} tokens long.",
+            decision.completion_tokens
+        )
+    })
 }
 
 /// Head sent, body aborted: the non-streaming form of a cut.

@@ -56,8 +56,14 @@ impl PackageKind {
     pub fn accepted_worlds(self) -> &'static [(&'static str, &'static str)] {
         match self {
             PackageKind::ProviderAdapter => &[
-                ("tollgate:provider/provider-adapter@0.1.0", "tollgate:provider/adapter@0.1.0"),
-                ("tollgate:provider/provider-adapter@0.2.0", "tollgate:provider/adapter@0.2.0"),
+                (
+                    "tollgate:provider/provider-adapter@0.1.0",
+                    "tollgate:provider/adapter@0.1.0",
+                ),
+                (
+                    "tollgate:provider/provider-adapter@0.2.0",
+                    "tollgate:provider/adapter@0.2.0",
+                ),
             ],
             PackageKind::ToolServer => &[("tollgate:tool/tool-server@0.1.0", "tollgate:tool/tools@0.1.0")],
             PackageKind::Skill => &[("tollgate:skill/skill@0.1.0", "tollgate:skill/runner@0.1.0")],

@@ -33,7 +33,9 @@ mod v2 {
 }
 
 pub use v1::exports::tollgate::provider::adapter::CallContext;
-pub use v1::tollgate::provider::types::{AdapterError, AuthSlot, ErrorClass, Event, OutboundRequest, ResponseHead, Usage};
+pub use v1::tollgate::provider::types::{
+    AdapterError, AuthSlot, ErrorClass, Event, OutboundRequest, ResponseHead, Usage,
+};
 
 /// The 0.2.0 form of a call context (the same fields).
 fn v2_context(ctx: &CallContext) -> v2::exports::tollgate::provider::adapter::CallContext {
@@ -224,10 +226,11 @@ impl LoadedAdapter {
                 .tollgate_provider_adapter()
                 .exchange()
                 .call_constructor(store, ctx, openai_body),
-            Bindings::V2(b) => b
-                .tollgate_provider_adapter()
-                .exchange()
-                .call_constructor(store, &v2_context(ctx), openai_body),
+            Bindings::V2(b) => {
+                b.tollgate_provider_adapter()
+                    .exchange()
+                    .call_constructor(store, &v2_context(ctx), openai_body)
+            }
         })?;
         session.exchange = Some(exchange);
         Ok(session)
@@ -245,10 +248,11 @@ impl LoadedAdapter {
         }
         let mut session = self.instantiate()?;
         let exchange = session.call(|bindings, store| match bindings {
-            Bindings::V2(b) => b
-                .tollgate_provider_adapter()
-                .exchange()
-                .call_open_native(store, &v2_context(ctx), dialect, body),
+            Bindings::V2(b) => {
+                b.tollgate_provider_adapter()
+                    .exchange()
+                    .call_open_native(store, &v2_context(ctx), dialect, body)
+            }
             Bindings::V1(_) => unreachable!("a 0.1.0 adapter has no native dialects"),
         })?;
         session.exchange = Some(exchange);

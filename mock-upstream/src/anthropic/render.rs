@@ -224,7 +224,10 @@ impl Rendered<'_> {
                 json!({"type": "content_block_delta", "index": index, "delta": delta}),
             ));
         }
-        events.push(("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        events.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
         events.push((
             "message_delta",
             json!({

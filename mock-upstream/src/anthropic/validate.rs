@@ -75,7 +75,10 @@ pub fn request(body: &Map<String, Value>) -> Checked {
     {
         return Err("stream: Input should be a valid boolean".into());
     }
-    thinking(body.get("thinking"), body.get("max_tokens").and_then(Value::as_u64).unwrap_or(0))?;
+    thinking(
+        body.get("thinking"),
+        body.get("max_tokens").and_then(Value::as_u64).unwrap_or(0),
+    )?;
     system(body.get("system"))?;
     let tools = tools(body.get("tools"))?;
     tool_choice(body.get("tool_choice"), &tools)?;
@@ -357,7 +360,9 @@ fn thinking(thinking: Option<&Value>, max_tokens: u64) -> Checked {
     match thinking.get("type").and_then(Value::as_str) {
         Some("disabled") => Ok(()),
         Some("enabled") => match thinking.get("budget_tokens").and_then(Value::as_u64) {
-            Some(budget) if budget < 1024 => Err("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024".into()),
+            Some(budget) if budget < 1024 => {
+                Err("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024".into())
+            }
             Some(budget) if budget >= max_tokens => {
                 Err("`max_tokens` must be greater than `thinking.budget_tokens`".into())
             }
@@ -373,7 +378,9 @@ fn document(block: &Value, at: &str) -> Checked {
     let source = block.get("source").ok_or(format!("{at}.source: Field required"))?;
     match source.get("type").and_then(Value::as_str) {
         Some("base64") if source.get("media_type").and_then(Value::as_str) == Some("application/pdf") => Ok(()),
-        Some("base64") => Err(format!("{at}.source.base64.media_type: Input should be 'application/pdf'")),
+        Some("base64") => Err(format!(
+            "{at}.source.base64.media_type: Input should be 'application/pdf'"
+        )),
         Some("text") if source.get("data").is_some_and(Value::is_string) => Ok(()),
         Some("text") => Err(format!("{at}.source.text.data: Field required")),
         Some("url") if source.get("url").is_some_and(Value::is_string) => Ok(()),

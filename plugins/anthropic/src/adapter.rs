@@ -5,8 +5,8 @@
 //! `anthropic-messages` dialect.
 
 use tollgate_plugin_sdk::{
-    Adapter, AdapterError, AuthSlot, CallContext, Event, Exchange, OutboundRequest, Protocol, ResponseHead,
-    Translated, Usage,
+    Adapter, AdapterError, AuthSlot, CallContext, Event, Exchange, OutboundRequest, Protocol, ResponseHead, Translated,
+    Usage,
 };
 
 use crate::native::{self, Native};
@@ -57,7 +57,9 @@ impl Adapter for Anthropic {
     fn on_events(&mut self, events: Vec<Event>) -> Result<Vec<Vec<u8>>, AdapterError> {
         match self {
             Anthropic::Translated(exchange) => exchange.on_events(events),
-            Anthropic::Native(_) => Err(AdapterError::internal("a native exchange streams through native-events")),
+            Anthropic::Native(_) => Err(AdapterError::internal(
+                "a native exchange streams through native-events",
+            )),
         }
     }
 

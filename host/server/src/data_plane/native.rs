@@ -102,7 +102,10 @@ mod tests {
         let mut frame = BytesMut::new();
         write_event(&mut frame, Some("ping"), b"{\"type\":\"ping\"}");
         write_event(&mut frame, None, b"{\n\"a\":1}");
-        assert_eq!(&frame[..], b"event: ping\ndata: {\"type\":\"ping\"}\n\ndata: {\ndata: \"a\":1}\n\n");
+        assert_eq!(
+            &frame[..],
+            b"event: ping\ndata: {\"type\":\"ping\"}\n\ndata: {\ndata: \"a\":1}\n\n"
+        );
         assert!(check_event(&event(Some("ping"), "{}")).is_ok());
         assert!(check_event(&event(Some("a\nb"), "{}")).is_err());
         assert!(check_event(&event(Some("ok"), "not json")).is_err());

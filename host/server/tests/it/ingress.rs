@@ -303,7 +303,8 @@ async fn messages_pass_through_natively_to_the_anthropic_adapter() {
                          "cache_control": {"type": "ephemeral"}}]);
     let document = json!({"type": "document", "source": {"type": "text", "media_type": "text/plain",
                           "data": "The lease runs for twelve months."}, "title": "Lease", "citations": {"enabled": true}});
-    let earlier_thinking = json!({"type": "thinking", "thinking": "The user wants the term.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"});
+    let earlier_thinking =
+        json!({"type": "thinking", "thinking": "The user wants the term.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"});
     let question = json!({"type": "text", "text": "How long does the lease run?", "cache_control": {"type": "ephemeral", "ttl": "5m"}});
     let request = json!({
         "model": "anthropic/native", "models": ["mock/small"], "max_tokens": 2048,
@@ -331,11 +332,20 @@ async fn messages_pass_through_natively_to_the_anthropic_adapter() {
     assert_eq!(sent["system"], system, "cache_control on the system block kept");
     assert_eq!(sent["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
     assert_eq!(sent["messages"][0]["content"][0], document, "the document block kept");
-    assert_eq!(sent["messages"][1]["content"][0], earlier_thinking, "the signed thinking block kept");
-    assert_eq!(sent["messages"][2]["content"][0], question, "cache_control on a content block kept");
+    assert_eq!(
+        sent["messages"][1]["content"][0], earlier_thinking,
+        "the signed thinking block kept"
+    );
+    assert_eq!(
+        sent["messages"][2]["content"][0], question,
+        "cache_control on a content block kept"
+    );
     assert_eq!(sent["metadata"], json!({"user_id": "u-1"}));
     assert_eq!(sent["max_tokens"], 2048);
-    assert!(sent.get("models").is_none(), "the gateway's fields are not sent: {sent}");
+    assert!(
+        sent.get("models").is_none(),
+        "the gateway's fields are not sent: {sent}"
+    );
     assert!(sent.get("stream").is_none(), "{sent}");
 
     assert_eq!(body["type"], "message", "{body}");
@@ -343,8 +353,14 @@ async fn messages_pass_through_natively_to_the_anthropic_adapter() {
     assert_eq!(body["model"], "claude-sonnet-4-5");
     let thinking = &body["content"][0];
     assert_eq!(thinking["type"], "thinking", "{body}");
-    assert!(thinking["thinking"].as_str().unwrap().starts_with("Thinking it over"), "{body}");
-    assert!(thinking["signature"].as_str().unwrap().starts_with("sig_mock_"), "{body}");
+    assert!(
+        thinking["thinking"].as_str().unwrap().starts_with("Thinking it over"),
+        "{body}"
+    );
+    assert!(
+        thinking["signature"].as_str().unwrap().starts_with("sig_mock_"),
+        "{body}"
+    );
     assert_eq!(body["content"][1]["type"], "text", "{body}");
     assert_eq!(body["provider"], "anthropic");
     assert_eq!(body["service"]["request_id"], request_id);
@@ -352,14 +368,28 @@ async fn messages_pass_through_natively_to_the_anthropic_adapter() {
     let usage = &body["usage"];
     assert_eq!(usage["cache_read_input_tokens"], 8, "{usage}");
     assert_eq!(usage["cache_creation_input_tokens"], 4, "{usage}");
-    assert_eq!(usage["service_tier"], "standard", "the upstream's own usage fields stay: {usage}");
+    assert_eq!(
+        usage["service_tier"], "standard",
+        "the upstream's own usage fields stay: {usage}"
+    );
     let cost = nanos(body["service"]["cost_usd"].as_str().unwrap());
     assert_eq!(cost, native_cost(usage), "{body}");
     let breakdown = &body["service"]["cost_breakdown"];
     assert_eq!(breakdown["cache_read"]["tokens"], 8, "{breakdown}");
-    assert_eq!(breakdown["cache_read"]["cost_usd"], "0.000002400000", "8 × 0.30 USD/Mtok: {breakdown}");
-    assert_eq!(shown_nanos(&usage["cost"]), cost, "usage.cost is the cost billed: {usage}");
-    assert_eq!(before - posted(&gateway), cost, "the wallet paid exactly the cost shown");
+    assert_eq!(
+        breakdown["cache_read"]["cost_usd"], "0.000002400000",
+        "8 × 0.30 USD/Mtok: {breakdown}"
+    );
+    assert_eq!(
+        shown_nanos(&usage["cost"]),
+        cost,
+        "usage.cost is the cost billed: {usage}"
+    );
+    assert_eq!(
+        before - posted(&gateway),
+        cost,
+        "the wallet paid exactly the cost shown"
+    );
 
     // Streamed: the events pass through, thinking and signature deltas included.
     let before = posted(&gateway);
@@ -391,7 +421,11 @@ async fn messages_pass_through_natively_to_the_anthropic_adapter() {
         .filter(|(_, e)| e["delta"]["type"] == "thinking_delta")
         .map(|(_, e)| e["delta"]["thinking"].as_str().unwrap())
         .collect();
-    assert_eq!(thought, thinking["thinking"].as_str().unwrap(), "the same reasoning, streamed");
+    assert_eq!(
+        thought,
+        thinking["thinking"].as_str().unwrap(),
+        "the same reasoning, streamed"
+    );
     let start_usage = &events[0].1["message"]["usage"];
     let delta = &events[names.len() - 2].1;
     assert_eq!(delta["provider"], "anthropic", "{delta}");
@@ -400,7 +434,11 @@ async fn messages_pass_through_natively_to_the_anthropic_adapter() {
     usage["output_tokens"] = delta["usage"]["output_tokens"].clone();
     assert_eq!(stream_cost, native_cost(&usage), "{usage} {delta}");
     assert_eq!(shown_nanos(&delta["usage"]["cost"]), stream_cost, "{delta}");
-    assert_eq!(before - posted(&gateway), stream_cost, "the wallet paid exactly the streamed cost");
+    assert_eq!(
+        before - posted(&gateway),
+        stream_cost,
+        "the wallet paid exactly the streamed cost"
+    );
     gateway.assert_still_serving().await;
 }
 
@@ -413,13 +451,24 @@ async fn native_and_translated_candidates_share_the_fallback_list() {
     let request = json!({"model": "anthropic/limited", "models": ["mock/small"], "max_tokens": 20,
                          "thinking": {"type": "disabled"},
                          "messages": [{"role": "user", "content": [{"type": "text", "text": "fall back", "cache_control": {"type": "ephemeral"}}]}]});
-    let body: Value = gateway.post("/v1/messages").json(&request).send().await.unwrap().json().await.unwrap();
+    let body: Value = gateway
+        .post("/v1/messages")
+        .json(&request)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body["provider"], "mock", "{body}");
     assert_eq!(body["content"][0]["text"], "You said: fall back", "{body}");
     let sent = upstream_messages(mock).await;
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0]["model"], "fail-429");
-    assert_eq!(sent[0]["messages"][0]["content"][0]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(
+        sent[0]["messages"][0]["content"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
 
     let document = json!({"model": "mock/small", "max_tokens": 20, "messages": [{"role": "user", "content": [
         {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d"}},
@@ -428,7 +477,13 @@ async fn native_and_translated_candidates_share_the_fallback_list() {
     assert_eq!(response.status(), 400);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("anthropic-messages"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("anthropic-messages"),
+        "{body}"
+    );
 
     let mut to_anthropic = document.clone();
     to_anthropic["model"] = json!("anthropic/native");
@@ -441,4 +496,34 @@ async fn native_and_translated_candidates_share_the_fallback_list() {
         upstream_messages(mock).await.last().unwrap()["messages"][0]["content"][0]["type"],
         "document"
     );
+}
+
+/// A native stream that fails after content was relayed is not continued on
+/// another candidate (that would start a second message): it ends in
+/// Anthropic's `error` event, with what the attempt cost, billed.
+#[tokio::test]
+async fn a_broken_native_stream_ends_in_an_error_event() {
+    let (gateway, mock) = setup_with_mock().await;
+    let before = posted(&gateway);
+    let request = json!({"model": "anthropic/native", "models": ["mock/small"], "max_tokens": 50, "stream": true,
+                         "messages": [{"role": "user", "content": "one two three four five"}],
+                         "mock": {"stream_error_after": 2}});
+    let response = gateway.post("/v1/messages").json(&request).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let events = events(&text);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message_start"), "{text}");
+    assert_eq!(names.iter().filter(|n| **n == "message_start").count(), 1, "{text}");
+    assert!(!names.contains(&"message_stop"), "{text}");
+    let (name, error) = events.last().unwrap();
+    assert_eq!(name, "error", "{text}");
+    assert_eq!(error["error"]["type"], "rate_limit_error", "{error}");
+    let attempts = error["service"]["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "no second candidate: {error}");
+    assert_eq!(attempts[0]["provider"], "anthropic");
+    let cost = nanos(error["service"]["cost_usd"].as_str().unwrap());
+    assert!(cost > 0, "the input read upstream is billed: {error}");
+    assert_eq!(before - posted(&gateway), cost);
+    assert_eq!(upstream_messages(mock).await.len(), 1);
 }
