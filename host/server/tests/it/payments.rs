@@ -18,11 +18,7 @@ async fn fake(mock: std::net::SocketAddr, path: &str, body: Value) -> Value {
         .send()
         .await
         .unwrap();
-    assert!(
-        response.status().is_success(),
-        "{path}: {}",
-        response.text().await.unwrap()
-    );
+    assert!(response.status().is_success(), "{path}: {}", response.text().await.unwrap());
     response.json().await.unwrap()
 }
 
@@ -57,14 +53,9 @@ async fn concurrent_deliveries_to_two_gateways_on_postgres_credit_each_top_up_on
     for i in 1..=24 {
         let amount = format!("5.{i:02}");
         expected += nanos(&amount);
-        let opened = method(
-            &first,
-            Some(&first.api_key),
-            "billing.topups.create",
-            json!({"amount_usd": amount}),
-        )
-        .await
-        .unwrap();
+        let opened = method(&first, Some(&first.api_key), "billing.topups.create", json!({"amount_usd": amount}))
+            .await
+            .unwrap();
         let session = opened["session_id"].as_str().unwrap().to_string();
         let outcome = if i % 2 == 0 { "paid" } else { "async_pending" };
         let done = fake(
@@ -87,11 +78,9 @@ async fn concurrent_deliveries_to_two_gateways_on_postgres_credit_each_top_up_on
 
     // Every event five times over, all at once, newest first: each delivery
     // goes to both gateways.
-    let deliveries = events
-        .iter()
-        .rev()
-        .flat_map(|id| std::iter::repeat_n(id.clone(), 5))
-        .map(|id| tokio::spawn(async move { fake(mock, &format!("events/{id}/deliver"), json!({})).await }));
+    let deliveries = events.iter().rev().flat_map(|id| std::iter::repeat_n(id.clone(), 5)).map(|id| {
+        tokio::spawn(async move { fake(mock, &format!("events/{id}/deliver"), json!({})).await })
+    });
     for delivered in futures_util::future::join_all(deliveries).await {
         let delivered = delivered.unwrap();
         for delivery in delivered["deliveries"].as_array().unwrap() {

@@ -71,16 +71,13 @@ struct Outcome {
 
 impl From<&'static str> for Outcome {
     fn from(what: &'static str) -> Self {
-        Outcome {
-            what,
-            plan_changed: None,
-        }
+        Outcome { what, plan_changed: None }
     }
 }
 
 pub async fn handle(database: &Database, payload: &[u8], plans: &Plans) -> Result<Handled, WebhookError> {
-    let event: Event =
-        serde_json::from_slice(payload).map_err(|e| WebhookError::Refused(format!("not a processor event: {e}")))?;
+    let event: Event = serde_json::from_slice(payload)
+        .map_err(|e| WebhookError::Refused(format!("not a processor event: {e}")))?;
     let _turn = database.write_turn().await;
     let mut tx = database.begin_write().await?;
     let handled = |outcome: Outcome| Handled {
@@ -112,10 +109,7 @@ pub async fn handle(database: &Database, payload: &[u8], plans: &Plans) -> Resul
 }
 
 fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
+    object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 fn required<'a>(object: &'a Value, pointer: &str, what: &str) -> Result<&'a str, WebhookError> {
@@ -126,11 +120,9 @@ fn required<'a>(object: &'a Value, pointer: &str, what: &str) -> Result<&'a str,
 async fn session_checkout(tx: &mut Tx, session: &Value) -> Result<Checkout, WebhookError> {
     let session_id = required(session, "/id", "checkout session")?;
     let ours = text(session, "/metadata/tollgate_checkout_id");
-    store::by_session(tx, session_id, ours).await?.ok_or_else(|| {
-        WebhookError::Refused(format!(
-            "checkout session '{session_id}' was not created by this gateway"
-        ))
-    })
+    store::by_session(tx, session_id, ours)
+        .await?
+        .ok_or_else(|| WebhookError::Refused(format!("checkout session '{session_id}' was not created by this gateway")))
 }
 
 async fn session_completed(tx: &mut Tx, session: &Value, async_succeeded: bool) -> Result<Outcome, WebhookError> {
@@ -157,15 +149,7 @@ async fn session_completed(tx: &mut Tx, session: &Value, async_succeeded: bool) 
         let moved = store::transition(tx, &checkout.id, &["creating", "open"], "processing", payment_intent).await?;
         return Ok(if moved { "processing" } else { "unchanged" }.into());
     }
-    if !store::transition(
-        tx,
-        &checkout.id,
-        &["creating", "open", "processing"],
-        "paid",
-        payment_intent,
-    )
-    .await?
-    {
+    if !store::transition(tx, &checkout.id, &["creating", "open", "processing"], "paid", payment_intent).await? {
         return Ok("already_paid".into());
     }
     tollgate_ledger::credit_in(tx, &checkout.workspace_id, Nanos(checkout.amount_nano)).await?;
@@ -299,8 +283,8 @@ async fn subscription(
 
 /// A paid invoice renews the subscription's period and keeps its plan on.
 async fn invoice_paid(tx: &mut Tx, invoice: &Value) -> Result<Outcome, WebhookError> {
-    let Some(subscription_id) =
-        text(invoice, "/subscription").or_else(|| text(invoice, "/parent/subscription_details/subscription"))
+    let Some(subscription_id) = text(invoice, "/subscription")
+        .or_else(|| text(invoice, "/parent/subscription_details/subscription"))
     else {
         return Ok("ignored".into());
     };
@@ -311,9 +295,7 @@ async fn invoice_paid(tx: &mut Tx, invoice: &Value) -> Result<Outcome, WebhookEr
                 "subscription '{subscription_id}' is not known here yet; deliver this invoice again later"
             ))
         } else {
-            WebhookError::Refused(format!(
-                "subscription '{subscription_id}' was not bought through this gateway"
-            ))
+            WebhookError::Refused(format!("subscription '{subscription_id}' was not bought through this gateway"))
         });
     };
     let period_end = invoice

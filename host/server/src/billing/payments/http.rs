@@ -48,21 +48,11 @@ async fn webhook(State(billing): State<Arc<Billing>>, headers: HeaderMap, payloa
                 billing.forget_plan(workspace_id);
             }
             tracing::debug!(event = %handled.event_id, outcome = handled.outcome, "payment event handled");
-            (
-                StatusCode::OK,
-                axum::Json(serde_json::json!({"received": true, "event": handled})),
-            )
-                .into_response()
+            (StatusCode::OK, axum::Json(serde_json::json!({"received": true, "event": handled}))).into_response()
         }
         Err(WebhookError::Refused(message)) => {
             tracing::warn!(%message, "payment webhook refused");
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "webhook_refused",
-                message,
-            )
-            .into_response()
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "webhook_refused", message).into_response()
         }
         Err(WebhookError::RetryLater(message)) => {
             ApiError::new(StatusCode::CONFLICT, "conflict_error", "deliver_later", message).into_response()

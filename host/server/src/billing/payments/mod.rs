@@ -72,13 +72,7 @@ impl Payments {
         let (min, max) = (amount("min_usd", &topups.min_usd)?, amount("max_usd", &topups.max_usd)?);
         anyhow::ensure!(min <= max, "billing.topups.min_usd is above max_usd");
         let mut secrets = vec![webhook_secret.to_string()];
-        secrets.extend(
-            stripe
-                .previous_webhook_secrets
-                .iter()
-                .filter(|s| !s.is_empty())
-                .cloned(),
-        );
+        secrets.extend(stripe.previous_webhook_secrets.iter().filter(|s| !s.is_empty()).cloned());
         Ok(Some(Self {
             api: StripeApi::new(&stripe.api_base, secret_key)?,
             config: stripe.clone(),
@@ -124,12 +118,7 @@ impl Payments {
 
     /// Opens a subscription Checkout Session for a priced plan; the plan
     /// applies when the processor says the subscription is active.
-    pub async fn subscribe(
-        &self,
-        workspace_id: &str,
-        plan: &Plan,
-        created_by: &str,
-    ) -> Result<CheckoutShown, PaymentError> {
+    pub async fn subscribe(&self, workspace_id: &str, plan: &Plan, created_by: &str) -> Result<CheckoutShown, PaymentError> {
         if plan.monthly_price.0 <= 0 || plan.monthly_price.0 % CENT != 0 {
             return Err(PaymentError::Invalid(format!(
                 "plan '{}' has no monthly price in whole cents to subscribe to",
@@ -201,10 +190,7 @@ impl Payments {
             }
         };
         if session.amount_total.is_some_and(|total| total != amount_cents)
-            || session
-                .currency
-                .as_deref()
-                .is_some_and(|c| !c.eq_ignore_ascii_case(CURRENCY))
+            || session.currency.as_deref().is_some_and(|c| !c.eq_ignore_ascii_case(CURRENCY))
         {
             tracing::error!(checkout = %id, session = %session.id, "the processor opened a session for another amount");
         }

@@ -90,10 +90,7 @@ impl StripeApi {
                 }
             };
             let status = response.status();
-            let body = response
-                .bytes()
-                .await
-                .map_err(|e| ApiError::Unreachable(e.to_string()))?;
+            let body = response.bytes().await.map_err(|e| ApiError::Unreachable(e.to_string()))?;
             if status.is_success() {
                 return serde_json::from_slice(&body).map_err(|e| ApiError::Refused {
                     status: status.as_u16(),
@@ -131,14 +128,8 @@ fn session_form(new: &NewSession<'_>) -> Vec<(String, String)> {
         ("cancel_url".into(), new.cancel_url.into()),
         ("line_items[0][quantity]".into(), "1".into()),
         ("line_items[0][price_data][currency]".into(), new.currency.into()),
-        (
-            "line_items[0][price_data][unit_amount]".into(),
-            new.amount_cents.to_string(),
-        ),
-        (
-            "line_items[0][price_data][product_data][name]".into(),
-            new.product_name.clone(),
-        ),
+        ("line_items[0][price_data][unit_amount]".into(), new.amount_cents.to_string()),
+        ("line_items[0][price_data][product_data][name]".into(), new.product_name.clone()),
         ("metadata[tollgate_checkout_id]".into(), new.checkout_id.into()),
         ("metadata[workspace_id]".into(), new.workspace_id.into()),
     ];
@@ -160,10 +151,7 @@ fn session_form(new: &NewSession<'_>) -> Vec<(String, String)> {
                 "subscription_data[metadata][tollgate_checkout_id]".into(),
                 new.checkout_id.into(),
             ));
-            form.push((
-                "subscription_data[metadata][workspace_id]".into(),
-                new.workspace_id.into(),
-            ));
+            form.push(("subscription_data[metadata][workspace_id]".into(), new.workspace_id.into()));
             form.push(("subscription_data[metadata][plan]".into(), plan.into()));
         }
     }
