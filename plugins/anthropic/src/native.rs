@@ -103,14 +103,13 @@ impl Native {
         Ok(body)
     }
 
-    /// Stream events, relayed unchanged; usage and the end are noted.
-    pub fn events(&mut self, events: Vec<Event>) -> Result<Vec<Event>, AdapterError> {
+    /// Stream events, relayed unchanged (but for empty ones, which carry
+    /// nothing); usage and the end are noted.
+    pub fn events(&mut self, mut events: Vec<Event>) -> Result<Vec<Event>, AdapterError> {
+        events.retain(|event| !event.data.iter().all(u8::is_ascii_whitespace));
         for event in &events {
             let text = std::str::from_utf8(&event.data)
                 .map_err(|_| AdapterError::internal("Anthropic sent a stream event that is not UTF-8"))?;
-            if text.trim().is_empty() {
-                continue;
-            }
             let data: Value = serde_json::from_str(text)
                 .map_err(|_| AdapterError::internal("Anthropic sent an invalid JSON stream event"))?;
             if let Some(error) = error::in_body(&data) {

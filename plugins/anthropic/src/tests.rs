@@ -305,6 +305,15 @@ fn native_answers_pass_unchanged_and_report_usage() {
         ),
     ];
     assert_eq!(streamed.native_events(events.clone()).unwrap(), events);
+    let empty = Event {
+        name: None,
+        data: b" \n".to_vec(),
+    };
+    assert_eq!(
+        streamed.native_events(vec![empty]).unwrap(),
+        Vec::new(),
+        "nothing to relay"
+    );
     assert!(streamed.native_finish().is_err(), "no message_stop yet: cut short");
     streamed
         .native_events(vec![event("message_stop", json!({"type": "message_stop"}))])
