@@ -10,7 +10,9 @@
 //!
 //! Each kind is built by its own cargo run: cargo unifies the SDK's features
 //! across the packages of one run, and a component must carry the bindings of
-//! its own world only.
+//! its own world only. For the same reason, provider adapters on a newer WIT
+//! version (`[package.metadata.tollgate] wit = "0.2.0"`, which enable the
+//! SDK's `native` feature) get a run of their own.
 //!
 //! The inner cargo gets its own `--target-dir`: the outer build holds the lock on the
 //! main one, so sharing it would deadlock. Variables cargo sets for build scripts are
@@ -66,15 +68,33 @@ fn main() {
     );
     for (kind, constant) in KINDS {
         let of_kind: Vec<&Builtin> = components.iter().filter(|c| c.kind == *kind).collect();
-        let mut packages: Vec<String> = of_kind.iter().map(|c| format!("tollgate-plugin-{}", c.name)).collect();
-        packages.extend(
-            TEST_ONLY
+        // One run per WIT version of the kind: an adapter on
+        // `tollgate:provider@0.2.0` enables the SDK's `native` feature, which
+        // would otherwise move every adapter of the run to 0.2.0.
+        let mut versions: Vec<&str> = of_kind.iter().map(|c| c.wit.as_str()).collect();
+        versions.sort_unstable();
+        versions.dedup();
+        if versions.is_empty() {
+            versions.push("");
+        }
+        for (i, version) in versions.iter().enumerate() {
+            let mut packages: Vec<String> = of_kind
                 .iter()
-                .filter(|(_, _, test_kind)| test_kind == kind)
-                .map(|(package, _, _)| package.to_string()),
-        );
-        if !packages.is_empty() {
-            build_guests(&root, &target_dir, &packages);
+                .filter(|c| c.wit == *version)
+                .map(|c| format!("tollgate-plugin-{}", c.name))
+                .collect();
+            // The test-only components go with the first (oldest) version.
+            if i == 0 {
+                packages.extend(
+                    TEST_ONLY
+                        .iter()
+                        .filter(|(_, _, test_kind)| test_kind == kind)
+                        .map(|(package, _, _)| package.to_string()),
+                );
+            }
+            if !packages.is_empty() {
+                build_guests(&root, &target_dir, &packages);
+            }
         }
         generated.push_str(&format!(
             "/// Built-in {kind} components compiled into this binary.\npub const {constant}: &[Builtin] = &[\n"
@@ -105,6 +125,9 @@ fn main() {
 struct Builtin {
     name: String,
     kind: String,
+    /// `[package.metadata.tollgate] wit`: the WIT version the component
+    /// exports, when it is not the oldest (`0.1.0` when absent).
+    wit: String,
     capabilities: Vec<String>,
     allowed_hosts: Vec<String>,
 }
@@ -137,9 +160,14 @@ fn builtin_components(root: &Path) -> Vec<Builtin> {
             "{}: unknown component kind '{kind}'",
             manifest.display()
         );
+        let wit = declared(&text, "wit")
+            .unwrap_or("\"0.1.0\"")
+            .trim_matches('"')
+            .to_string();
         components.push(Builtin {
             name,
             kind,
+            wit,
             capabilities: string_list(declared(&text, "capabilities")),
             allowed_hosts: string_list(declared(&text, "allowed_hosts")),
         });

@@ -12,7 +12,8 @@
 //! ends the stream with an `error` event. Stream faults count content deltas
 //! as the OpenAI route counts content chunks: `cut-3` sends the preamble
 //! (`message_start`, `content_block_start`, `ping`) and three deltas, then
-//! drops the connection.
+//! drops the connection. With `thinking` enabled the answer starts with a
+//! `thinking` block (`render`).
 
 mod errors;
 mod render;
@@ -105,6 +106,7 @@ async fn messages(State(app): State<Shared>, request: Request) -> Response {
             .filter_map(|s| s.as_str().map(str::to_owned))
             .collect(),
         max_tokens: request.get("max_tokens").and_then(Value::as_u64).unwrap_or(u64::MAX),
+        thinking: thinking(&request, &decision),
     };
     let streaming = request.get("stream").and_then(Value::as_bool) == Some(true);
     let with_id = |mut response: Response| {
@@ -153,6 +155,22 @@ async fn messages(State(app): State<Shared>, request: Request) -> Response {
         }
         .into_response(),
     )
+}
+
+/// The reasoning of an answer with `thinking` enabled (`validate` has
+/// checked its budget): it restates the last user text.
+fn thinking(request: &Map<String, Value>, decision: &neutral::Decision) -> Option<String> {
+    let enabled = request
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        == Some("enabled");
+    enabled.then(|| {
+        format!(
+            "Thinking it over: the answer is {} tokens long.",
+            decision.completion_tokens
+        )
+    })
 }
 
 /// Head sent, body aborted: the non-streaming form of a cut.

@@ -51,6 +51,42 @@ pub trait Adapter: 'static {
     fn classify_error(&mut self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
         openai::classify_error(&head, &body)
     }
+
+    /// The request dialects this adapter takes natively (WIT 0.2.0, feature
+    /// `native`), e.g. `["anthropic-messages"]`. None by default.
+    fn native_dialects() -> Vec<String>
+    where
+        Self: Sized,
+    {
+        Vec::new()
+    }
+
+    /// Native mode: `body` is the caller's request in `dialect`, with the
+    /// gateway's own fields removed. The adapter sets the model, stream flag
+    /// and default output limit from `ctx`. An error here is reported by
+    /// [`request`](Adapter::request). Refused by default.
+    fn new_native(ctx: CallContext, dialect: String, body: Vec<u8>) -> Result<Self, AdapterError>
+    where
+        Self: Sized,
+    {
+        let _ = (ctx, body);
+        Err(AdapterError::invalid_request(format!(
+            "this adapter does not take the '{dialect}' dialect natively"
+        )))
+    }
+
+    /// Native mode: stream events to relay to the caller (normally as they
+    /// came), keeping the usage they report.
+    fn native_events(&mut self, events: Vec<Event>) -> Result<Vec<Event>, AdapterError> {
+        let _ = events;
+        Err(AdapterError::internal("this exchange is not in native mode"))
+    }
+
+    /// Native mode: the upstream stream ended; events still held back, or an
+    /// error if the stream was cut short.
+    fn native_finish(&mut self) -> Result<Vec<Event>, AdapterError> {
+        Ok(Vec::new())
+    }
 }
 
 impl AdapterError {
@@ -94,38 +130,72 @@ impl std::fmt::Display for ErrorClass {
 /// by adapters.
 #[doc(hidden)]
 pub struct AdapterExchange<A: Adapter> {
-    inner: RefCell<A>,
+    /// The adapter, or why a native exchange could not be opened.
+    inner: RefCell<Result<A, AdapterError>>,
+}
+
+impl<A: Adapter> AdapterExchange<A> {
+    fn with<R>(&self, refused: impl FnOnce(&AdapterError) -> R, f: impl FnOnce(&mut A) -> R) -> R {
+        match &mut *self.inner.borrow_mut() {
+            Ok(adapter) => f(adapter),
+            Err(error) => refused(error),
+        }
+    }
 }
 
 impl<A: Adapter> bindings::exports::tollgate::provider::adapter::GuestExchange for AdapterExchange<A> {
     fn new(ctx: CallContext, openai_body: Vec<u8>) -> Self {
         AdapterExchange {
-            inner: RefCell::new(A::new(ctx, openai_body)),
+            inner: RefCell::new(Ok(A::new(ctx, openai_body))),
         }
     }
 
+    #[cfg(feature = "native")]
+    fn open_native(
+        ctx: CallContext,
+        dialect: String,
+        body: Vec<u8>,
+    ) -> bindings::exports::tollgate::provider::adapter::Exchange {
+        bindings::exports::tollgate::provider::adapter::Exchange::new(AdapterExchange {
+            inner: RefCell::new(A::new_native(ctx, dialect, body)),
+        })
+    }
+
     fn request(&self) -> Result<OutboundRequest, AdapterError> {
-        self.inner.borrow_mut().request()
+        self.with(|e| Err(e.clone()), |a| a.request())
     }
 
     fn response(&self, head: ResponseHead, body: Vec<u8>) -> Result<Vec<u8>, AdapterError> {
-        self.inner.borrow_mut().response(head, body)
+        self.with(|e| Err(e.clone()), |a| a.response(head, body))
     }
 
     fn on_events(&self, events: Vec<Event>) -> Result<Vec<Vec<u8>>, AdapterError> {
-        self.inner.borrow_mut().on_events(events)
+        self.with(|e| Err(e.clone()), |a| a.on_events(events))
     }
 
     fn finish(&self) -> Result<Vec<Vec<u8>>, AdapterError> {
-        self.inner.borrow_mut().finish()
+        self.with(|e| Err(e.clone()), |a| a.finish())
+    }
+
+    #[cfg(feature = "native")]
+    fn native_events(&self, events: Vec<Event>) -> Result<Vec<Event>, AdapterError> {
+        self.with(|e| Err(e.clone()), |a| a.native_events(events))
+    }
+
+    #[cfg(feature = "native")]
+    fn native_finish(&self) -> Result<Vec<Event>, AdapterError> {
+        self.with(|e| Err(e.clone()), |a| a.native_finish())
     }
 
     fn usage(&self) -> Option<Usage> {
-        self.inner.borrow().usage()
+        match &*self.inner.borrow() {
+            Ok(adapter) => adapter.usage(),
+            Err(_) => None,
+        }
     }
 
     fn classify_error(&self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
-        self.inner.borrow_mut().classify_error(head, body)
+        self.with(AdapterError::clone, |a| a.classify_error(head, body))
     }
 }
 
@@ -140,6 +210,7 @@ impl<A: Adapter> bindings::exports::tollgate::provider::adapter::GuestExchange f
 /// Two calls in one component clash at link time ("symbol multiply
 /// defined"), so an adapter that wraps another cannot link that adapter's
 /// crate as a library if that crate calls this macro.
+#[cfg(not(feature = "native"))]
 #[macro_export]
 macro_rules! export_adapter {
     ($adapter:ty) => {
@@ -149,6 +220,33 @@ macro_rules! export_adapter {
 
             impl $crate::bindings::exports::tollgate::provider::adapter::Guest for __TollgateAdapterComponent {
                 type Exchange = $crate::AdapterExchange<$adapter>;
+            }
+
+            // Only components get the exports: native builds (unit tests) of a
+            // cdylib cannot link symbol names like `tollgate:provider/...`.
+            #[cfg(target_family = "wasm")]
+    $crate::bindings::export!(__TollgateAdapterComponent with_types_in $crate::bindings);
+        };
+    };
+}
+
+/// Export an [`Adapter`] implementation as this component's
+/// `tollgate:provider/adapter@0.2.0` interface (feature `native`), with the
+/// dialects of [`Adapter::native_dialects`].
+#[cfg(feature = "native")]
+#[macro_export]
+macro_rules! export_adapter {
+    ($adapter:ty) => {
+        const _: () = {
+            #[allow(dead_code)]
+            struct __TollgateAdapterComponent;
+
+            impl $crate::bindings::exports::tollgate::provider::adapter::Guest for __TollgateAdapterComponent {
+                type Exchange = $crate::AdapterExchange<$adapter>;
+
+                fn native_dialects() -> Vec<String> {
+                    <$adapter as $crate::Adapter>::native_dialects()
+                }
             }
 
             // Only components get the exports: native builds (unit tests) of a

@@ -73,6 +73,18 @@
 //! tollgate_plugin_sdk::export_adapter!(MyAdapter);
 //! ```
 //!
+//! # Native dialects (WIT 0.2.0, feature `native`)
+//!
+//! With the `native` feature the component exports
+//! `tollgate:provider/adapter@0.2.0` instead of 0.1.0. Its exchange may also
+//! be opened natively, with the caller's body in the provider's own dialect
+//! (e.g. `anthropic-messages` on `POST /v1/messages`): the adapter lists the
+//! dialects in [`Adapter::native_dialects`] and implements
+//! [`Adapter::new_native`], [`Adapter::native_events`] and
+//! [`Adapter::native_finish`]; `response` then returns the provider's answer
+//! in the dialect. Without the feature those methods are never called and
+//! the component is a 0.1.0 one, which the host keeps loading.
+//!
 //! The adapter crate needs `crate-type = ["cdylib"]` and is built for
 //! `wasm32-wasip2`; it does not depend on `wit-bindgen` itself.
 //!
@@ -111,13 +123,28 @@ pub use adapter::{Adapter, AdapterExchange};
 #[cfg(feature = "provider")]
 pub use protocol::{Exchange, Protocol, StreamTranslator, Translated};
 
-/// Raw bindings generated from `wit/provider/0.1.0`. Adapters normally use the
+/// Raw bindings generated from `wit/provider/0.1.0`, or from
+/// `wit/provider/0.2.0` with the `native` feature. Adapters normally use the
 /// re-exports at the crate root instead.
-#[cfg(feature = "provider")]
+#[cfg(all(feature = "provider", not(feature = "native")))]
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit/provider/0.1.0",
+        world: "provider-adapter",
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "tollgate_plugin_sdk::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+/// Raw bindings generated from `wit/provider/0.2.0` (feature `native`).
+#[cfg(feature = "native")]
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit/provider/0.2.0",
         world: "provider-adapter",
         pub_export_macro: true,
         export_macro_name: "export",

@@ -48,14 +48,29 @@ pub fn exports(bytes: &[u8]) -> Result<Vec<String>, WorldError> {
     Ok(exports)
 }
 
-/// Checks that `bytes` is a component implementing `kind`'s world. Kinds that
+/// The newest of `kind`'s worlds (see [`PackageKind::accepted_worlds`])
+/// whose interface `bytes` exports, if any.
+pub fn world_of(kind: PackageKind, bytes: &[u8]) -> Option<&'static str> {
+    let found = exports(bytes).ok()?;
+    kind.accepted_worlds()
+        .iter()
+        .rev()
+        .find(|(_, export)| found.iter().any(|name| name == export))
+        .map(|(world, _)| *world)
+}
+
+/// Checks that `bytes` is a component implementing one of `kind`'s worlds. Kinds that
 /// are not components pass.
 pub fn check_world(kind: PackageKind, bytes: &[u8]) -> Result<(), WorldError> {
     let (Some(expected), Some(world)) = (kind.required_export(), kind.wit_world()) else {
         return Ok(());
     };
     let found = exports(bytes)?;
-    if found.iter().any(|name| name == expected) {
+    if kind
+        .accepted_worlds()
+        .iter()
+        .any(|(_, export)| found.iter().any(|name| name == export))
+    {
         return Ok(());
     }
     Err(WorldError::WrongWorld {

@@ -50,6 +50,27 @@ impl PackageKind {
         }
     }
 
+    /// Every `(world, export)` a component of this kind may implement, oldest
+    /// first. Provider adapters have two: `tollgate:provider@0.1.0`, and
+    /// `0.2.0`, which adds the native lane; the host loads both.
+    pub fn accepted_worlds(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            PackageKind::ProviderAdapter => &[
+                (
+                    "tollgate:provider/provider-adapter@0.1.0",
+                    "tollgate:provider/adapter@0.1.0",
+                ),
+                (
+                    "tollgate:provider/provider-adapter@0.2.0",
+                    "tollgate:provider/adapter@0.2.0",
+                ),
+            ],
+            PackageKind::ToolServer => &[("tollgate:tool/tool-server@0.1.0", "tollgate:tool/tools@0.1.0")],
+            PackageKind::Skill => &[("tollgate:skill/skill@0.1.0", "tollgate:skill/runner@0.1.0")],
+            PackageKind::Actor | PackageKind::PromptTemplate | PackageKind::Graph => &[],
+        }
+    }
+
     /// The interface a component of this kind must export: how its world shows
     /// in the component binary.
     pub fn required_export(self) -> Option<&'static str> {

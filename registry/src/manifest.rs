@@ -119,7 +119,7 @@ impl Manifest {
             )));
         }
         match self.metadata.world.as_deref() {
-            Some(declared) if declared == world => {}
+            Some(declared) if self.kind.accepted_worlds().iter().any(|(w, _)| *w == declared) => {}
             Some(declared) => {
                 return Err(invalid(format!(
                     "metadata.world is '{declared}', but a {} implements '{world}'",

@@ -192,6 +192,79 @@ def test_messages_typed_errors(claude, stack):
     assert mid_stream.value.body["error"]["type"] == "rate_limit_error"
 
 
+def test_messages_to_the_anthropic_adapter_pass_through_natively(claude, stack):
+    """cache_control, thinking and documents reach Anthropic untranslated, and
+    the thinking block comes back, whole and streamed, billed exactly."""
+    model = "anthropic/claude-haiku-4-5"
+    price = pricing(stack, model)
+    system = [{"type": "text", "text": "You read contracts with great care.", "cache_control": {"type": "ephemeral"}}]
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "The lease runs for twelve months."},
+        "title": "Lease",
+    }
+    question = {"type": "text", "text": "How long is the lease?", "cache_control": {"type": "ephemeral"}}
+    asked = dict(
+        model=model,
+        max_tokens=2048,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        system=system,
+        messages=[{"role": "user", "content": [document, question]}],
+        extra_body={"mock": {"cached_tokens": 6, "cache_write_tokens": 2}},
+    )
+    before = posted(stack)
+    raw = claude.messages.with_raw_response.create(**asked)
+    message = raw.parse()
+    sent = stack.last_upstream_request("/v1/messages")["body"]
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert sent["system"] == system
+    assert sent["messages"][0]["content"] == [document, question]
+    assert sent["model"] == "claude-haiku-4-5"
+    thinking = message.content[0]
+    assert thinking.type == "thinking"
+    assert thinking.thinking and thinking.signature
+    assert message.content[1].type == "text"
+    usage = message.usage
+    assert (usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (6, 2)
+    body = message.to_dict()
+    assert body["provider"] == "anthropic"
+    assert raw.headers["x-request-id"] == body["service"]["request_id"]
+    cost = Decimal(body["service"]["cost_usd"])
+    assert Decimal(str(body["usage"]["cost"])) == cost
+    assert cost == expected_cost(
+        price, input=usage.input_tokens, cache_read=6, cache_write=2, output=usage.output_tokens
+    )
+    assert before - posted(stack) == cost
+
+    # An earlier turn's signed thinking block goes back as it came.
+    before = posted(stack)
+    follow = dict(asked)
+    follow["messages"] = asked["messages"] + [
+        {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in message.content]},
+        {"role": "user", "content": "And the rent?"},
+    ]
+    with claude.messages.stream(**follow) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    sent = stack.last_upstream_request("/v1/messages")["body"]
+    assert sent["messages"][1]["content"][0] == thinking.model_dump(exclude_none=True)
+    deltas = {e.delta.type for e in events if e.type == "content_block_delta"}
+    assert {"thinking_delta", "signature_delta", "text_delta"} <= deltas
+    assert final.content[0].type == "thinking" and final.content[0].signature
+    delta = next(e for e in events if e.type == "message_delta").to_dict()
+    assert delta["provider"] == "anthropic"
+    cost = Decimal(delta["service"]["cost_usd"])
+    assert Decimal(str(delta["usage"]["cost"])) == cost
+    assert cost == expected_cost(
+        price,
+        input=final.usage.input_tokens,
+        cache_read=6,
+        cache_write=2,
+        output=final.usage.output_tokens,
+    )
+    assert before - posted(stack) == cost
+
+
 def test_count_tokens_is_refused_clearly(claude):
     with pytest.raises(anthropic.NotFoundError) as refused:
         claude.messages.count_tokens(model="acme/small", messages=[{"role": "user", "content": "hi"}])

@@ -10,13 +10,49 @@ use wasmtime::{ResourceLimiter, Store, Trap};
 use super::cache::load_component;
 use super::engine::PluginEngine;
 
-wasmtime::component::bindgen!({
-    path: "../../wit/provider/0.1.0",
-    world: "provider-adapter",
-});
+/// `tollgate:provider@0.1.0`: translated mode only.
+mod v1 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/provider/0.1.0",
+        world: "provider-adapter",
+    });
+}
 
-pub use exports::tollgate::provider::adapter::CallContext;
-pub use tollgate::provider::types::{AdapterError, AuthSlot, ErrorClass, Event, OutboundRequest, ResponseHead, Usage};
+/// `tollgate:provider@0.2.0`: the same types and exchange, plus the native
+/// lane (`native-dialects`, `open-native`, `native-events`, `native-finish`).
+/// Its `types` interface is structurally the same as 0.1.0's, so both share
+/// one set of Rust types.
+mod v2 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/provider/0.2.0",
+        world: "provider-adapter",
+        with: {
+            "tollgate:provider/types@0.2.0": super::v1::tollgate::provider::types,
+        },
+    });
+}
+
+pub use v1::exports::tollgate::provider::adapter::CallContext;
+pub use v1::tollgate::provider::types::{
+    AdapterError, AuthSlot, ErrorClass, Event, OutboundRequest, ResponseHead, Usage,
+};
+
+/// The 0.2.0 form of a call context (the same fields).
+fn v2_context(ctx: &CallContext) -> v2::exports::tollgate::provider::adapter::CallContext {
+    v2::exports::tollgate::provider::adapter::CallContext {
+        request_id: ctx.request_id.clone(),
+        upstream_model: ctx.upstream_model.clone(),
+        base_url: ctx.base_url.clone(),
+        stream: ctx.stream,
+        attempt: ctx.attempt,
+        max_output_tokens: ctx.max_output_tokens,
+        continuation: ctx.continuation.clone(),
+    }
+}
+
+/// Most native dialects an adapter may declare, and the longest name.
+const MAX_DIALECTS: usize = 16;
+const MAX_DIALECT_NAME: usize = 64;
 
 /// Per-instance state: enforces the memory cap and remembers why a call died.
 pub struct InstanceState {
@@ -60,10 +96,24 @@ impl From<AdapterFault> for ExchangeError {
     }
 }
 
+/// A loaded adapter's pre-linked component, by the WIT version it exports.
+enum Pre {
+    V1(v1::ProviderAdapterPre<InstanceState>),
+    V2(v2::ProviderAdapterPre<InstanceState>),
+}
+
+/// An instantiated adapter's bindings, by WIT version.
+enum Bindings {
+    V1(v1::ProviderAdapter),
+    V2(v2::ProviderAdapter),
+}
+
 pub struct LoadedAdapter {
     pub name: Arc<str>,
     engine_limits: EngineLimits,
-    pre: ProviderAdapterPre<InstanceState>,
+    pre: Pre,
+    /// The dialects a 0.2.0 adapter takes natively; none for 0.1.0.
+    native_dialects: Vec<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -74,15 +124,25 @@ struct EngineLimits {
 }
 
 impl LoadedAdapter {
+    /// Loads a component exporting `tollgate:provider/adapter` at 0.2.0 or
+    /// 0.1.0. A 0.2.0 adapter is asked once, here, which dialects it takes
+    /// natively.
     pub fn load(engine: &PluginEngine, name: &str, bytes: &[u8], cache_dir: &Path) -> anyhow::Result<Self> {
         let component = load_component(&engine.engine, bytes, cache_dir)?;
         let mut linker = Linker::new(&engine.engine);
         // Adapters get no capabilities: whatever they import traps when called.
         linker.define_unknown_imports_as_traps(&component)?;
         let instance_pre = linker.instantiate_pre(&component)?;
-        let pre = ProviderAdapterPre::new(instance_pre)
-            .map_err(|e| anyhow::anyhow!("not a tollgate:provider/adapter@0.1.0 component: {e}"))?;
-        Ok(Self {
+        let pre = match v2::ProviderAdapterPre::new(instance_pre.clone()) {
+            Ok(pre) => Pre::V2(pre),
+            Err(v2_error) => match v1::ProviderAdapterPre::new(instance_pre) {
+                Ok(pre) => Pre::V1(pre),
+                Err(v1_error) => anyhow::bail!(
+                    "not a tollgate:provider/adapter@0.1.0 component: {v1_error} (nor a 0.2.0 one: {v2_error})"
+                ),
+            },
+        };
+        let mut adapter = Self {
             name: Arc::from(name),
             engine_limits: EngineLimits {
                 memory_cap: engine.memory_cap,
@@ -90,40 +150,113 @@ impl LoadedAdapter {
                 call_timeout_ms: engine.call_timeout_ms,
             },
             pre,
-        })
+            native_dialects: Vec::new(),
+        };
+        if matches!(adapter.pre, Pre::V2(_)) {
+            let mut session = adapter.instantiate()?;
+            let dialects = session.call(|bindings, store| match bindings {
+                Bindings::V2(b) => b.tollgate_provider_adapter().call_native_dialects(store),
+                Bindings::V1(_) => Ok(Vec::new()),
+            })?;
+            if dialects.len() > MAX_DIALECTS || dialects.iter().any(|d| d.is_empty() || d.len() > MAX_DIALECT_NAME) {
+                anyhow::bail!("adapter '{name}' declares too many or malformed native dialects");
+            }
+            adapter.native_dialects = dialects;
+        }
+        Ok(adapter)
     }
 
-    /// Instantiates the adapter in a fresh store and opens an exchange.
-    pub fn open(&self, ctx: &CallContext, openai_body: &[u8]) -> Result<Session, AdapterFault> {
+    /// The WIT version of `tollgate:provider` the adapter exports.
+    pub fn wit_version(&self) -> &'static str {
+        match self.pre {
+            Pre::V1(_) => "0.1.0",
+            Pre::V2(_) => "0.2.0",
+        }
+    }
+
+    /// The request dialects the adapter takes natively (none for 0.1.0).
+    pub fn native_dialects(&self) -> &[String] {
+        &self.native_dialects
+    }
+
+    /// Whether the adapter takes `dialect` natively.
+    pub fn takes_natively(&self, dialect: &str) -> bool {
+        self.native_dialects.iter().any(|d| d == dialect)
+    }
+
+    /// A fresh instance in a fresh, capped store, without an exchange.
+    fn instantiate(&self) -> Result<Session, AdapterFault> {
         let state = InstanceState {
             memory_cap: self.engine_limits.memory_cap,
             memory_cap_hit: false,
         };
-        let mut store = Store::new(self.pre.engine(), state);
+        let engine = match &self.pre {
+            Pre::V1(pre) => pre.engine(),
+            Pre::V2(pre) => pre.engine(),
+        };
+        let mut store = Store::new(engine, state);
         store.limiter(|state| state);
         store.set_epoch_deadline(self.engine_limits.call_deadline_ticks);
-        let mut session = match self.pre.instantiate(&mut store) {
-            Ok(bindings) => Session {
+        let bindings = match &self.pre {
+            Pre::V1(pre) => pre.instantiate(&mut store).map(Bindings::V1),
+            Pre::V2(pre) => pre.instantiate(&mut store).map(Bindings::V2),
+        };
+        match bindings {
+            Ok(bindings) => Ok(Session {
                 adapter: self.name.clone(),
                 limits: self.engine_limits,
                 store,
                 bindings,
                 exchange: None,
-            },
-            Err(e) => {
-                return Err(AdapterFault {
-                    adapter: self.name.clone(),
-                    reason: format!("could not be instantiated: {e}"),
-                });
-            }
-        };
-        let exchange = session.call(|bindings, store| {
-            bindings
+                native: false,
+            }),
+            Err(e) => Err(AdapterFault {
+                adapter: self.name.clone(),
+                reason: format!("could not be instantiated: {e}"),
+            }),
+        }
+    }
+
+    /// Instantiates the adapter in a fresh store and opens an exchange in
+    /// translated mode (the caller's chat-completions body).
+    pub fn open(&self, ctx: &CallContext, openai_body: &[u8]) -> Result<Session, AdapterFault> {
+        let mut session = self.instantiate()?;
+        let exchange = session.call(|bindings, store| match bindings {
+            Bindings::V1(b) => b
                 .tollgate_provider_adapter()
                 .exchange()
-                .call_constructor(store, ctx, openai_body)
+                .call_constructor(store, ctx, openai_body),
+            Bindings::V2(b) => {
+                b.tollgate_provider_adapter()
+                    .exchange()
+                    .call_constructor(store, &v2_context(ctx), openai_body)
+            }
         })?;
         session.exchange = Some(exchange);
+        Ok(session)
+    }
+
+    /// Instantiates the adapter and opens an exchange in native mode: `body`
+    /// is the caller's request in `dialect`, which the adapter must list in
+    /// [`native_dialects`](Self::native_dialects).
+    pub fn open_native(&self, ctx: &CallContext, dialect: &str, body: &[u8]) -> Result<Session, AdapterFault> {
+        if !self.takes_natively(dialect) {
+            return Err(AdapterFault {
+                adapter: self.name.clone(),
+                reason: format!("does not take the '{dialect}' dialect natively"),
+            });
+        }
+        let mut session = self.instantiate()?;
+        let exchange = session.call(|bindings, store| match bindings {
+            Bindings::V2(b) => {
+                b.tollgate_provider_adapter()
+                    .exchange()
+                    .call_open_native(store, &v2_context(ctx), dialect, body)
+            }
+            Bindings::V1(_) => unreachable!("a 0.1.0 adapter has no native dialects"),
+        })?;
+        session.exchange = Some(exchange);
+        session.native = true;
         Ok(session)
     }
 }
@@ -133,51 +266,86 @@ pub struct Session {
     adapter: Arc<str>,
     limits: EngineLimits,
     store: Store<InstanceState>,
-    bindings: ProviderAdapter,
+    bindings: Bindings,
     exchange: Option<ResourceAny>,
+    native: bool,
+}
+
+/// Calls the same exchange method on whichever version the session runs.
+macro_rules! on_exchange {
+    ($session:ident, $this:ident, |$e:ident, $s:ident| $call:expr) => {{
+        $session.call(|bindings, $s| match bindings {
+            Bindings::V1(b) => {
+                let $e = b.tollgate_provider_adapter().exchange();
+                $call
+            }
+            Bindings::V2(b) => {
+                let $e = b.tollgate_provider_adapter().exchange();
+                $call
+            }
+        })
+    }};
 }
 
 impl Session {
-    pub fn request(&mut self) -> Result<OutboundRequest, ExchangeError> {
-        let this = self.exchange();
-        self.call(|b, s| b.tollgate_provider_adapter().exchange().call_request(s, this))?
-            .map_err(ExchangeError::Reported)
+    /// Whether the exchange was opened in native mode.
+    pub fn is_native(&self) -> bool {
+        self.native
     }
 
+    pub fn request(&mut self) -> Result<OutboundRequest, ExchangeError> {
+        let this = self.exchange();
+        on_exchange!(self, this, |e, s| e.call_request(s, this))?.map_err(ExchangeError::Reported)
+    }
+
+    /// A whole 2xx answer: a `chat.completion` in translated mode, the
+    /// dialect's answer in native mode.
     pub fn response(&mut self, head: &ResponseHead, body: &[u8]) -> Result<Vec<u8>, ExchangeError> {
         let this = self.exchange();
-        self.call(|b, s| {
-            b.tollgate_provider_adapter()
-                .exchange()
-                .call_response(s, this, head, body)
-        })?
-        .map_err(ExchangeError::Reported)
+        on_exchange!(self, this, |e, s| e.call_response(s, this, head, body))?.map_err(ExchangeError::Reported)
     }
 
     pub fn on_events(&mut self, events: &[Event]) -> Result<Vec<Vec<u8>>, ExchangeError> {
         let this = self.exchange();
-        self.call(|b, s| b.tollgate_provider_adapter().exchange().call_on_events(s, this, events))?
-            .map_err(ExchangeError::Reported)
+        on_exchange!(self, this, |e, s| e.call_on_events(s, this, events))?.map_err(ExchangeError::Reported)
     }
 
     pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, ExchangeError> {
         let this = self.exchange();
-        self.call(|b, s| b.tollgate_provider_adapter().exchange().call_finish(s, this))?
-            .map_err(ExchangeError::Reported)
+        on_exchange!(self, this, |e, s| e.call_finish(s, this))?.map_err(ExchangeError::Reported)
+    }
+
+    /// Native mode: stream events in the dialect, to relay as returned.
+    pub fn native_events(&mut self, events: &[Event]) -> Result<Vec<Event>, ExchangeError> {
+        let this = self.exchange();
+        self.call(|bindings, store| match bindings {
+            Bindings::V2(b) => b
+                .tollgate_provider_adapter()
+                .exchange()
+                .call_native_events(store, this, events),
+            Bindings::V1(_) => Ok(Err(not_native())),
+        })?
+        .map_err(ExchangeError::Reported)
+    }
+
+    /// Native mode: the upstream stream ended; events still held back.
+    pub fn native_finish(&mut self) -> Result<Vec<Event>, ExchangeError> {
+        let this = self.exchange();
+        self.call(|bindings, store| match bindings {
+            Bindings::V2(b) => b.tollgate_provider_adapter().exchange().call_native_finish(store, this),
+            Bindings::V1(_) => Ok(Err(not_native())),
+        })?
+        .map_err(ExchangeError::Reported)
     }
 
     pub fn usage(&mut self) -> Result<Option<Usage>, AdapterFault> {
         let this = self.exchange();
-        self.call(|b, s| b.tollgate_provider_adapter().exchange().call_usage(s, this))
+        on_exchange!(self, this, |e, s| e.call_usage(s, this))
     }
 
     pub fn classify_error(&mut self, head: &ResponseHead, body: &[u8]) -> Result<AdapterError, AdapterFault> {
         let this = self.exchange();
-        self.call(|b, s| {
-            b.tollgate_provider_adapter()
-                .exchange()
-                .call_classify_error(s, this, head, body)
-        })
+        on_exchange!(self, this, |e, s| e.call_classify_error(s, this, head, body))
     }
 
     fn exchange(&self) -> ResourceAny {
@@ -188,7 +356,7 @@ impl Session {
     /// [`AdapterFault`] that names the adapter and the reason.
     fn call<R>(
         &mut self,
-        f: impl FnOnce(&ProviderAdapter, &mut Store<InstanceState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Bindings, &mut Store<InstanceState>) -> wasmtime::Result<R>,
     ) -> Result<R, AdapterFault> {
         self.store.set_epoch_deadline(self.limits.call_deadline_ticks);
         f(&self.bindings, &mut self.store).map_err(|error| AdapterFault {
@@ -209,5 +377,13 @@ impl Session {
             // for the environment and stops there.
             None => format!("trapped: {}", error.root_cause()),
         }
+    }
+}
+
+/// A 0.1.0 session asked for a native call (the host never does this).
+fn not_native() -> AdapterError {
+    AdapterError {
+        class: ErrorClass::Internal,
+        message: "the exchange is not in native mode".into(),
     }
 }

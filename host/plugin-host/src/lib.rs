@@ -157,3 +157,74 @@ pub const HOSTILE_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_HOSTILE_TOOL_WASM");
 /// (`tests/plugins/tool-caller`), for the `tools` capability tests.
 #[doc(hidden)]
 pub const TOOL_CALLER_TEST_COMPONENT: &str = env!("TG_TEST_TOOL_CALLER_WASM");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Built-ins on both WIT versions load side by side: the anthropic adapter
+    /// (0.2.0) takes `anthropic-messages` natively, a 0.1.0 adapter (and the
+    /// 0.1.0 test adapter loaded from a file) takes nothing natively.
+    #[test]
+    fn adapters_on_both_wit_versions_load() {
+        let cache = tempfile::tempdir().unwrap();
+        let misbehaving = Path::new(MISBEHAVING_TEST_COMPONENT);
+        let adapters = Adapters::load(
+            &PluginLimits::default(),
+            cache.path(),
+            &[("misbehaving".to_string(), misbehaving)],
+        )
+        .unwrap();
+        let anthropic = adapters.get("anthropic").unwrap();
+        assert_eq!(anthropic.wit_version(), "0.2.0");
+        assert_eq!(anthropic.native_dialects(), ["anthropic-messages"]);
+        for name in ["openai-compatible", "misbehaving"] {
+            let adapter = adapters.get(name).unwrap();
+            assert_eq!(adapter.wit_version(), "0.1.0", "{name}");
+            assert!(adapter.native_dialects().is_empty(), "{name}");
+            let ctx = CallContext {
+                request_id: "r".into(),
+                upstream_model: "m".into(),
+                base_url: "http://127.0.0.1:1".into(),
+                stream: false,
+                attempt: 0,
+                max_output_tokens: None,
+                continuation: None,
+            };
+            assert!(
+                adapter.open_native(&ctx, "anthropic-messages", b"{}").is_err(),
+                "{name}"
+            );
+            assert!(adapter.open(&ctx, b"{\"messages\":[]}").is_ok(), "{name}");
+        }
+
+        let ctx = CallContext {
+            request_id: "r".into(),
+            upstream_model: "claude-x".into(),
+            base_url: "https://api.anthropic.com".into(),
+            stream: false,
+            attempt: 0,
+            max_output_tokens: Some(64),
+            continuation: None,
+        };
+        let body = br#"{"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":1024},"models":["x"]}"#;
+        let mut session = anthropic.open_native(&ctx, "anthropic-messages", body).unwrap();
+        assert!(session.is_native());
+        let request = session.request().unwrap();
+        assert!(matches!(&request.auth, AuthSlot::Header(name) if name == "x-api-key"));
+        // The plugin host has no JSON parser; the adapter writes keys sorted.
+        let sent = String::from_utf8(request.body).unwrap();
+        assert!(
+            sent.contains(r#""thinking":{"budget_tokens":1024,"type":"enabled"}"#),
+            "{sent}"
+        );
+        assert!(
+            sent.contains(r#""model":"claude-x""#) && sent.contains(r#""max_tokens":64"#),
+            "{sent}"
+        );
+        let translated = anthropic
+            .open(&ctx, br#"{"messages":[{"role":"user","content":"hi"}]}"#)
+            .unwrap();
+        assert!(!translated.is_native());
+    }
+}

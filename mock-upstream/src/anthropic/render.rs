@@ -5,6 +5,10 @@
 //! `input_json_delta`, as Anthropic sends), `content_block_stop`,
 //! `message_delta` (stop reason, output tokens), `message_stop`.
 //!
+//! With `thinking` enabled the answer starts with a `thinking` block (and
+//! the text block is the second, index 1), as Claude's extended thinking
+//! answers.
+//!
 //! Like the API, the answer honours `stop_sequences` (cut before the first
 //! match, `stop_reason: "stop_sequence"`) and `max_tokens` (cut to that many
 //! words, `stop_reason: "max_tokens"`).
@@ -23,6 +27,10 @@ pub struct Rendered<'a> {
     pub tool_id: String,
     pub stop_sequences: Vec<String>,
     pub max_tokens: u64,
+    /// With `thinking` enabled: the reasoning the answer starts with (a
+    /// `thinking` block with its `signature`, streamed as `thinking_delta`s
+    /// then one `signature_delta`). Its words count as output tokens.
+    pub thinking: Option<String>,
 }
 
 /// The answer after the request's limits.
@@ -86,7 +94,17 @@ impl Rendered<'_> {
         }
     }
 
+    /// The thinking block's signature: opaque, and the same for the same answer.
+    fn signature(&self) -> String {
+        format!("sig_mock_{}", self.id.trim_start_matches("msg_mock_"))
+    }
+
+    fn thinking_tokens(&self) -> u64 {
+        self.thinking.as_deref().map_or(0, |t| word_count(t) as u64)
+    }
+
     fn usage(&self, output_tokens: u64) -> Value {
+        let output_tokens = output_tokens + self.thinking_tokens();
         json!({
             // Anthropic's input_tokens excludes the cached part of the prompt.
             "input_tokens": self.decision.prompt_tokens - self.decision.cache_read - self.decision.cache_write,
@@ -112,6 +130,17 @@ impl Rendered<'_> {
 
     /// The non-streamed `message`.
     pub fn whole(&self) -> Value {
+        let mut message = self.whole_content();
+        if let (Some(thinking), Some(Value::Array(content))) = (&self.thinking, message.get_mut("content")) {
+            content.insert(
+                0,
+                json!({"type": "thinking", "thinking": thinking, "signature": self.signature()}),
+            );
+        }
+        message
+    }
+
+    fn whole_content(&self) -> Value {
         match self.content() {
             Content::Text {
                 text,
@@ -165,24 +194,46 @@ impl Rendered<'_> {
                 (block, deltas, "tool_use", None, self.decision.completion_tokens)
             }
         };
+        let mut index = 0;
+        if let Some(thinking) = &self.thinking {
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            ));
+            for words in word_chunks(thinking) {
+                events.push((
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": words}}),
+                ));
+            }
+            events.push((
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": self.signature()}}),
+            ));
+            events.push(("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+            index = 1;
+        }
         events.push((
             "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": block}),
+            json!({"type": "content_block_start", "index": index, "content_block": block}),
         ));
         events.push(("ping", json!({"type": "ping"})));
         for delta in deltas {
             events.push((
                 "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+                json!({"type": "content_block_delta", "index": index, "delta": delta}),
             ));
         }
-        events.push(("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+        events.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
         events.push((
             "message_delta",
             json!({
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                "usage": {"output_tokens": tokens},
+                "usage": {"output_tokens": tokens + self.thinking_tokens()},
             }),
         ));
         events.push(("message_stop", json!({"type": "message_stop"})));

@@ -75,6 +75,10 @@ pub fn request(body: &Map<String, Value>) -> Checked {
     {
         return Err("stream: Input should be a valid boolean".into());
     }
+    thinking(
+        body.get("thinking"),
+        body.get("max_tokens").and_then(Value::as_u64).unwrap_or(0),
+    )?;
     system(body.get("system"))?;
     let tools = tools(body.get("tools"))?;
     tool_choice(body.get("tool_choice"), &tools)?;
@@ -233,6 +237,7 @@ fn messages(messages: Option<&Value>) -> Checked {
             match (block.get("type").and_then(Value::as_str), role) {
                 (Some("text"), _) => text_block(block, &at)?,
                 (Some("image"), Some("user")) => image(block, &at)?,
+                (Some("document"), Some("user")) => document(block, &at)?,
                 (Some("tool_result"), Some("user")) => {
                     let id = block
                         .get("tool_use_id")
@@ -269,7 +274,12 @@ fn messages(messages: Option<&Value>) -> Checked {
                     }
                     uses.push(id.to_owned());
                 }
-                (Some("thinking" | "redacted_thinking"), Some("assistant")) => {}
+                (Some("thinking"), Some("assistant")) => {
+                    if !block.get("signature").is_some_and(Value::is_string) {
+                        return Err(format!("{at}.signature: Field required"));
+                    }
+                }
+                (Some("redacted_thinking"), Some("assistant")) => {}
                 (Some(kind), _) => return Err(format!("{at}.type: '{kind}' blocks are not allowed in this message")),
                 (None, _) => return Err(format!("{at}.type: Field required")),
             }
@@ -338,5 +348,42 @@ fn image(block: &Value, at: &str) -> Checked {
             _ => Err(format!("{at}.source.url.url: Input should be a valid URL")),
         },
         _ => Err(format!("{at}.source.type: Input should be 'base64' or 'url'")),
+    }
+}
+
+/// `thinking`: `{"type": "enabled", "budget_tokens": n}` with
+/// 1024 ≤ n < `max_tokens`, or `{"type": "disabled"}`.
+fn thinking(thinking: Option<&Value>, max_tokens: u64) -> Checked {
+    let Some(thinking) = thinking else {
+        return Ok(());
+    };
+    match thinking.get("type").and_then(Value::as_str) {
+        Some("disabled") => Ok(()),
+        Some("enabled") => match thinking.get("budget_tokens").and_then(Value::as_u64) {
+            Some(budget) if budget < 1024 => {
+                Err("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024".into())
+            }
+            Some(budget) if budget >= max_tokens => {
+                Err("`max_tokens` must be greater than `thinking.budget_tokens`".into())
+            }
+            Some(_) => Ok(()),
+            None => Err("thinking.enabled.budget_tokens: Field required".into()),
+        },
+        _ => Err("thinking.type: Input should be 'enabled' or 'disabled'".into()),
+    }
+}
+
+/// A `document` block: a base64 PDF, plain text, or a URL.
+fn document(block: &Value, at: &str) -> Checked {
+    let source = block.get("source").ok_or(format!("{at}.source: Field required"))?;
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64") if source.get("media_type").and_then(Value::as_str) == Some("application/pdf") => Ok(()),
+        Some("base64") => Err(format!(
+            "{at}.source.base64.media_type: Input should be 'application/pdf'"
+        )),
+        Some("text") if source.get("data").is_some_and(Value::is_string) => Ok(()),
+        Some("text") => Err(format!("{at}.source.text.data: Field required")),
+        Some("url") if source.get("url").is_some_and(Value::is_string) => Ok(()),
+        _ => Err(format!("{at}.source.type: Input should be 'base64', 'text' or 'url'")),
     }
 }

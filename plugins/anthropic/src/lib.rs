@@ -12,11 +12,17 @@
 //! - `error`: `{"type":"error","error":{"type","message"}}` → the gateway's
 //!   error classes.
 //!
+//! It exports `tollgate:provider/adapter@0.2.0` and takes the
+//! `anthropic-messages` dialect natively (`native`): on `POST /v1/messages`
+//! the caller's body goes upstream untranslated (`cache_control`, `thinking`,
+//! `document` blocks kept) and the answer comes back as Anthropic sent it.
+//!
 //! See `docs/adapters/anthropic.md` for what is and is not translated.
 
 mod adapter;
 mod error;
 mod messages;
+mod native;
 mod request;
 mod response;
 mod schema;

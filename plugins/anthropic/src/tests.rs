@@ -233,3 +233,102 @@ fn stream_cut_before_message_stop_is_an_upstream_failure() {
     let error = adapter.finish().unwrap_err();
     assert_eq!(error.class, ErrorClass::Upstream(502));
 }
+
+fn native(ctx: CallContext, body: Value) -> Anthropic {
+    Anthropic::new_native(ctx, "anthropic-messages".into(), body.to_string().into_bytes()).unwrap()
+}
+
+#[test]
+fn native_requests_keep_the_callers_fields_and_set_model_stream_and_limit() {
+    assert_eq!(Anthropic::native_dialects(), ["anthropic-messages"]);
+    let body = json!({
+        "model": "anthropic/claude", "max_tokens": 2048, "stream": false,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d"}}]}],
+    });
+    let request = native(ctx(true), body.clone()).request().unwrap();
+    assert_eq!(request.url, "https://api.anthropic.com/v1/messages");
+    assert_eq!(request.auth, AuthSlot::Header("x-api-key".into()));
+    let sent: Value = serde_json::from_slice(&request.body).unwrap();
+    let mut expected = body.clone();
+    expected["model"] = json!("claude-sonnet-4-5");
+    expected["stream"] = json!(true);
+    assert_eq!(sent, expected);
+
+    let mut no_limit = body.clone();
+    no_limit.as_object_mut().unwrap().remove("max_tokens");
+    let mut capped = ctx(false);
+    capped.max_output_tokens = Some(300);
+    let sent: Value = serde_json::from_slice(&native(capped, no_limit).request().unwrap().body).unwrap();
+    assert_eq!(sent["max_tokens"], 300);
+    assert!(sent.get("stream").is_none());
+
+    let refused = Anthropic::new_native(ctx(false), "openai-responses".into(), b"{}".to_vec());
+    assert_eq!(refused.err().unwrap().class, ErrorClass::InvalidRequest);
+}
+
+#[test]
+fn native_answers_pass_unchanged_and_report_usage() {
+    let mut whole = native(ctx(false), json!({"messages": []}));
+    let answer = json!({"type": "message", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}],
+                        "usage": {"input_tokens": 3, "output_tokens": 5, "cache_read_input_tokens": 7, "cache_creation_input_tokens": 1}});
+    let head = tollgate_plugin_sdk::ResponseHead {
+        status: 200,
+        headers: Vec::new(),
+    };
+    let bytes = answer.to_string().into_bytes();
+    assert_eq!(whole.response(head, bytes.clone()).unwrap(), bytes);
+    let usage = whole.usage().unwrap();
+    assert_eq!(
+        (usage.input, usage.output, usage.cache_read, usage.cache_write),
+        (11, 5, Some(7), Some(1))
+    );
+
+    let mut streamed = native(ctx(true), json!({"messages": []}));
+    let event = |name: &str, data: Value| Event {
+        name: Some(name.into()),
+        data: data.to_string().into_bytes(),
+    };
+    let events = vec![
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 4, "output_tokens": 1}}}),
+        ),
+        event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s"}}),
+        ),
+        event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}}),
+        ),
+    ];
+    assert_eq!(streamed.native_events(events.clone()).unwrap(), events);
+    let empty = Event {
+        name: None,
+        data: b" \n".to_vec(),
+    };
+    assert_eq!(
+        streamed.native_events(vec![empty]).unwrap(),
+        Vec::new(),
+        "nothing to relay"
+    );
+    assert!(streamed.native_finish().is_err(), "no message_stop yet: cut short");
+    streamed
+        .native_events(vec![event("message_stop", json!({"type": "message_stop"}))])
+        .unwrap();
+    assert_eq!(streamed.native_finish().unwrap(), Vec::new());
+    let usage = streamed.usage().unwrap();
+    assert_eq!((usage.input, usage.output), (4, 9));
+
+    let mut failing = native(ctx(true), json!({"messages": []}));
+    let error = event(
+        "error",
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+    );
+    assert_eq!(
+        failing.native_events(vec![error]).unwrap_err().class,
+        ErrorClass::Overloaded
+    );
+}

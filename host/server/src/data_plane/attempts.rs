@@ -23,10 +23,24 @@ use tollgate_plugin_host::{CallContext, ExchangeError, Session};
 use tollgate_routing::catalog::ModelRoute;
 use tollgate_routing::health::{Held, Permit};
 
+/// The caller's request in a provider's own dialect, for candidates whose
+/// adapter takes that dialect natively (WIT 0.2.0).
+#[derive(Clone, Copy)]
+pub struct NativeBody<'a> {
+    /// E.g. `anthropic-messages`.
+    pub dialect: &'static str,
+    /// The caller's body with the gateway's own fields removed.
+    pub body: &'a [u8],
+}
+
 /// What every attempt of one request shares.
 pub struct Call<'a> {
     pub request_id: &'a str,
+    /// The chat-completions body, for adapters in translated mode.
     pub body: &'a [u8],
+    /// The native body, for adapters that take its dialect (never set when
+    /// continuing a broken stream).
+    pub native: Option<NativeBody<'a>>,
     pub stream: bool,
     /// The gateway's output cap, when the caller set none.
     pub injected_cap: Option<u32>,
@@ -82,7 +96,7 @@ pub async fn first_answer(
                     continuation: call.continuation.clone(),
                 };
                 bill.calling(&route);
-                let sent = send(data, &route, &ctx, call.body).await;
+                let sent = send(data, &route, &ctx, call.body, call.native).await;
                 bill.landed();
                 report(permit, &sent);
                 sent
@@ -183,13 +197,15 @@ fn report(permit: Permit<'_>, sent: &Result<(Session, reqwest::Response), (ApiEr
     }
 }
 
-/// Opens the adapter session for `route` and sends the request; a non-2xx
-/// answer is classified by the adapter. Errors carry the upstream status, if any.
+/// Opens the adapter session for `route` (natively when the adapter takes the
+/// native body's dialect) and sends the request; a non-2xx answer is
+/// classified by the adapter. Errors carry the upstream status, if any.
 async fn send(
     data: &DataPlane,
     route: &Arc<ModelRoute>,
     ctx: &CallContext,
     body: &[u8],
+    native: Option<NativeBody<'_>>,
 ) -> Result<(Session, reqwest::Response), (ApiError, Option<u16>)> {
     let provider = &route.provider;
     if let Some(reason) = provider.unavailable_reason() {
@@ -209,9 +225,11 @@ async fn send(
         );
         (ApiError::internal(message), None)
     })?;
-    let mut session = adapter
-        .open(ctx, body)
-        .map_err(|fault| (ApiError::adapter_fault(&fault), None))?;
+    let opened = match native.filter(|n| adapter.takes_natively(n.dialect)) {
+        Some(native) => adapter.open_native(ctx, native.dialect, native.body),
+        None => adapter.open(ctx, body),
+    };
+    let mut session = opened.map_err(|fault| (ApiError::adapter_fault(&fault), None))?;
     let outbound = {
         let _span = crate::telemetry::adapter_span(&provider.adapter, "request").entered();
         session.request().map_err(|e| (exchange_error(route, e), None))?

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use super::DataPlane;
 use super::Routes;
-use super::attempts::{Call, exchange_error, final_error, first_answer};
+use super::attempts::{Call, NativeBody, exchange_error, final_error, first_answer};
 use super::billing::{Bill, CostCeiling, Demand};
 use super::envelope::ChatEnvelope;
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
@@ -39,7 +39,7 @@ pub async fn chat_completions(
     caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(&data, &request_id, None, &caller, body, StreamFailure::Chunk).await {
+    match handle(&data, &request_id, None, &caller, body, StreamFailure::Chunk, None).await {
         Ok(response) => response,
         Err(error) => error.with_request_id(&request_id.0).into_response(),
     }
@@ -64,7 +64,47 @@ pub async fn translated(
     caller: &Caller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    handle(data, request_id, None, caller, Ok(body), StreamFailure::Status).await
+    handle(data, request_id, None, caller, Ok(body), StreamFailure::Status, None).await
+}
+
+/// The caller's request in a provider's own dialect, beside its chat form.
+pub struct NativeRequest {
+    /// E.g. `anthropic-messages`.
+    pub dialect: &'static str,
+    /// The caller's body, with the gateway's own fields removed.
+    pub body: Bytes,
+    /// The request carries what only the dialect can (e.g. `document`
+    /// blocks): candidates whose adapter would translate it are dropped.
+    pub required: bool,
+}
+
+/// Marks an answer relayed in the native dialect (a whole answer with
+/// `provider`, `service` and `usage.cost` added, or the dialect's SSE
+/// stream), which the ingress protocol passes on as it is.
+#[derive(Clone, Copy, Debug)]
+pub struct NativeAnswer;
+
+/// Like [`translated`], with the native body for candidates whose adapter
+/// takes its dialect (WIT 0.2.0): those are opened natively, the others get
+/// the chat body. The answer carries [`NativeAnswer`] when a native
+/// candidate answered.
+pub async fn translated_or_native(
+    data: &Arc<DataPlane>,
+    request_id: &RequestId,
+    caller: &Caller,
+    body: Bytes,
+    native: NativeRequest,
+) -> Result<Response, ApiError> {
+    handle(
+        data,
+        request_id,
+        None,
+        caller,
+        Ok(body),
+        StreamFailure::Status,
+        Some(&native),
+    )
+    .await
 }
 
 /// What a chat completion inside another request carries: the request it
@@ -91,6 +131,7 @@ pub async fn nested(
         &caller,
         Ok(body),
         StreamFailure::Chunk,
+        None,
     )
     .await
     {
@@ -106,6 +147,7 @@ async fn handle(
     caller: &Caller,
     body: Result<Bytes, BytesRejection>,
     stream_failure: StreamFailure,
+    native: Option<&NativeRequest>,
 ) -> Result<Response, ApiError> {
     let parent = nested.map(|n| n.parent);
     let body = match body {
@@ -122,10 +164,27 @@ async fn handle(
         Err(error) => return Err(refused(data, request_id, parent, caller, None, error).await),
     };
     let routes = data.routes();
-    let candidates = match resolve_candidates(&routes, &envelope, data.ledger.is_some()) {
+    let mut candidates = match resolve_candidates(&routes, &envelope, data.ledger.is_some()) {
         Ok(candidates) => candidates,
         Err(error) => return Err(refused(data, request_id, parent, caller, Some(&envelope.model), error).await),
     };
+    if let Some(native) = native.filter(|n| n.required) {
+        // Only an adapter that takes the dialect natively can carry the request.
+        candidates.retain(|route| {
+            data.adapters
+                .get(&route.provider.adapter)
+                .is_some_and(|adapter| adapter.takes_natively(native.dialect))
+        });
+        if candidates.is_empty() {
+            let error = ApiError::invalid_request(format!(
+                "This request has content that only a provider taking '{}' natively can serve \
+                 (e.g. 'document' blocks), and no candidate model's provider does.",
+                native.dialect
+            ))
+            .with_param("messages");
+            return Err(refused(data, request_id, parent, caller, Some(&envelope.model), error).await);
+        }
+    }
 
     // Without a caller-set cap the gateway injects its own, so the cost cannot
     // outgrow the reservation.
@@ -177,6 +236,10 @@ async fn handle(
     let call = Call {
         request_id: &request_id.0,
         body: &body,
+        native: native.map(|n| NativeBody {
+            dialect: n.dialect,
+            body: &n.body,
+        }),
         stream: envelope.stream,
         injected_cap,
         continuation: None,
@@ -184,6 +247,7 @@ async fn handle(
     let mut attempt = 0;
     match first_answer(data, &mut remaining, &call, &mut attempt, &mut bill, &mut trail).await {
         Ok(answered) if envelope.stream => {
+            let native = answered.session.is_native();
             let failover = Failover {
                 remaining,
                 body: body.clone(),
@@ -191,14 +255,11 @@ async fn handle(
                 enabled: envelope.continuation,
                 attempt,
             };
-            Ok(stream::respond(
-                data.clone(),
-                answered,
-                bill,
-                trail,
-                failover,
-                request_id.clone(),
-            ))
+            let mut response = stream::respond(data.clone(), answered, bill, trail, failover, request_id.clone());
+            if native {
+                response.extensions_mut().insert(NativeAnswer);
+            }
+            Ok(response)
         }
         Ok(answered) => {
             let exchange = Exchange {
@@ -353,6 +414,7 @@ impl Exchange<'_> {
     ) -> Result<Response, ApiError> {
         let provider = &self.route.provider;
         let head = response_head(&response);
+        let native = session.is_native();
         let translated = async {
             let body = self
                 .data
@@ -398,10 +460,17 @@ impl Exchange<'_> {
             trail: &trail,
             snapshot_id: Some(bill.snapshot_id()),
         };
-        provenance.annotate(&mut object);
+        if native {
+            provenance.annotate_native(&mut object);
+        } else {
+            provenance.annotate(&mut object);
+        }
 
         let bytes = render(object, billed.cost);
         let mut response = (StatusCode::OK, bytes).into_response();
+        if native {
+            response.extensions_mut().insert(NativeAnswer);
+        }
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Ok(value) = HeaderValue::from_str(&self.request_id.0) {

@@ -25,6 +25,8 @@ const HOST_FIELDS: [&str; 2] = ["provider", "service"];
 pub enum ChunkError {
     #[error("stream chunk is not a single JSON object: {0}")]
     NotAnObject(String),
+    #[error("native stream event is malformed: {0}")]
+    BadEvent(String),
 }
 
 /// Writes `data: {"provider":"<id>",<the chunk's other fields>}\n\n`. On an

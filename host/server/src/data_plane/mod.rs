@@ -12,6 +12,7 @@ pub(crate) mod envelope;
 pub(crate) mod framing;
 mod ingress;
 mod models;
+mod native;
 mod provenance;
 pub mod sigv4;
 mod stream;

@@ -197,7 +197,22 @@ impl Provenance<'_> {
             }
         }
         object.insert("provider".into(), Value::String(self.route.provider.id.clone()));
-        let service = json!({
+        object.insert("service".into(), self.service());
+    }
+
+    /// A native answer (or its closing stream event): `provider` and
+    /// `service` only. The upstream's `usage` stays as it sent it, in its own
+    /// dialect; [`render`] adds `usage.cost`. What was billed over several
+    /// attempts is in `service.cost_breakdown`.
+    pub fn annotate_native(&self, object: &mut Map<String, Value>) {
+        object.insert("provider".into(), Value::String(self.route.provider.id.clone()));
+        object.insert("service".into(), self.service());
+    }
+
+    /// The `service` block: request id, the model that answered, the exact
+    /// cost and its breakdown, the attempts.
+    pub fn service(&self) -> Value {
+        json!({
             "request_id": self.request_id,
             "provider": self.route.provider.id,
             "model": self.route.id,
@@ -206,8 +221,7 @@ impl Provenance<'_> {
             "pricing_snapshot_id": self.snapshot_id,
             "cost_breakdown": self.trail.breakdown(self.metered),
             "attempts": self.trail.to_json(),
-        });
-        object.insert("service".into(), service);
+        })
     }
 }
 

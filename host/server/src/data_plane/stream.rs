@@ -3,6 +3,11 @@
 //! call), and written as `data: <chunk>` SSE frames carrying `provider`. The last
 //! chunk before `data: [DONE]` carries `usage` (with `cost`) and `service`; a
 //! stream that breaks ends with one error chunk (`finish_reason: "error"`).
+//!
+//! A native session (an adapter that took the caller's dialect natively, see
+//! `native`) relays the dialect's own events instead, holding back the
+//! closing ones until the bill is settled, and never continues on another
+//! candidate once it has answered.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -22,11 +27,12 @@ use super::DataPlane;
 use super::attempts::{Answered, Call, exchange_error, first_answer};
 use super::billing::Bill;
 use super::chunk::{ChunkError, write_chunk};
+use super::native;
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
 use super::upstream::error_chain;
 use crate::error::ApiError;
 use crate::server::RequestId;
-use tollgate_plugin_host::Session;
+use tollgate_plugin_host::{Event, Session};
 use tollgate_routing::catalog::ModelRoute;
 
 /// What a stream needs to continue on another candidate after a mid-stream failure.
@@ -109,6 +115,7 @@ pub fn respond(
         failover,
         answer: PartialAnswer::default(),
         chunks_sent: 0,
+        held: None,
         request_id: request_id.clone(),
         started,
         status,
@@ -136,6 +143,9 @@ struct Pump {
     /// Chunks relayed in this attempt: the local token count when the upstream
     /// reports no usage.
     chunks_sent: u64,
+    /// Native session: the closing events held back until the bill is
+    /// settled (`Some` once the first one arrived).
+    held: Option<Vec<Event>>,
     request_id: RequestId,
     started: Instant,
     status: u16,
@@ -185,9 +195,12 @@ impl Pump {
 
     /// A mid-stream failure can move to the next candidate when the upstream (not
     /// the request) failed, continuation is allowed, a candidate is left, and no
-    /// tool call is half-sent (it cannot be resumed without garbling it).
+    /// tool call is half-sent (it cannot be resumed without garbling it). A
+    /// native stream is never continued: another candidate would start a
+    /// second message.
     fn can_continue(&self, error: &ApiError) -> bool {
         error.is_retryable()
+            && !self.session.is_native()
             && self.failover.enabled
             && !self.failover.remaining.is_empty()
             && !self.answer.in_tool_call
@@ -202,6 +215,7 @@ impl Pump {
         let call = Call {
             request_id: &self.request_id.0,
             body: &self.failover.body,
+            native: None,
             stream: true,
             injected_cap: self.failover.injected_cap,
             continuation: (!self.answer.text.is_empty()).then(|| self.answer.text.clone()),
@@ -268,7 +282,13 @@ impl Pump {
                     }
                 }
             }
-            if !batch.is_empty() {
+            if !batch.is_empty() && self.session.is_native() {
+                let events = self
+                    .session
+                    .native_events(&batch)
+                    .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))?;
+                self.relay_native(events).await?;
+            } else if !batch.is_empty() {
                 let chunks = self
                     .session
                     .on_events(&batch)
@@ -292,12 +312,50 @@ impl Pump {
                 return Err(Stop::Failed(error));
             }
         }
+        if self.session.is_native() {
+            let events = self
+                .session
+                .native_finish()
+                .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))?;
+            self.relay_native(events).await?;
+            return Ok(Vec::new());
+        }
         self.session
             .finish()
             .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))
     }
 
+    /// Native events: relayed as SSE frames, except the closing ones (from
+    /// the dialect's first closing event on), which are held for
+    /// [`finish_native`](Self::finish_native).
+    async fn relay_native(&mut self, events: Vec<Event>) -> Result<(), Stop> {
+        let mut frame = BytesMut::new();
+        let mut relayed = 0;
+        for event in events {
+            native::check_event(&event).map_err(|e| Stop::Failed(self.bad_chunk(e)))?;
+            if self.held.is_none() && native::closes(&event) {
+                self.held = Some(Vec::new());
+            }
+            match &mut self.held {
+                Some(held) => held.push(event),
+                None => {
+                    native::write_event(&mut frame, event.name.as_deref(), &event.data);
+                    relayed += 1;
+                }
+            }
+        }
+        if relayed > 0 {
+            self.chunks_sent += relayed;
+            self.send(frame.freeze()).await?;
+            self.bill.first_chunk_sent(self.started);
+        }
+        Ok(())
+    }
+
     async fn finish_ok(mut self, mut chunks: Vec<Vec<u8>>, metered: Metered) {
+        if self.session.is_native() {
+            return self.finish_native(metered).await;
+        }
         let last = chunks.pop();
         let mut frame = BytesMut::new();
         for chunk in &chunks {
@@ -323,10 +381,38 @@ impl Pump {
         let _ = self.send(frame.freeze()).await;
     }
 
-    /// Ends the stream with one error chunk. `metered` is this attempt's usage,
-    /// or `None` when the attempt is already in the trail.
+    /// A native stream ended well: settle, then relay the held closing
+    /// events, the dialect's usage event carrying `provider`, `service` and
+    /// `usage.cost`.
+    async fn finish_native(mut self, metered: Metered) {
+        let billed = self.close_bill(Some(metered), "success").await;
+        let held = self.held.take().unwrap_or_default();
+        let provenance = self.provenance(billed);
+        let mut frame = BytesMut::new();
+        for event in held {
+            let data = match native::annotate_closing(&event, &provenance, billed.cost) {
+                Some(annotated) => annotated,
+                None => event.data,
+            };
+            native::write_event(&mut frame, event.name.as_deref(), &data);
+        }
+        let _ = self.send(frame.freeze()).await;
+    }
+
+    /// Ends the stream with one error chunk (a native stream: the dialect's
+    /// error event). `metered` is this attempt's usage, or `None` when the
+    /// attempt is already in the trail.
     async fn finish_error(mut self, error: ApiError, metered: Option<Metered>) {
         tracing::warn!(request_id = %self.request_id.0, code = error.code, "stream failed: {}", error.message);
+        if self.session.is_native() {
+            self.held = None;
+            let billed = self.close_bill(metered, error.code).await;
+            let service = self.provenance(billed).service();
+            let mut frame = BytesMut::new();
+            native::write_error(&mut frame, &error, service);
+            let _ = self.send(frame.freeze()).await;
+            return;
+        }
         let mut chunk = self.empty_chunk();
         chunk.insert(
             "choices".into(),
@@ -348,22 +434,29 @@ impl Pump {
         metered: Option<Metered>,
         outcome: &'static str,
     ) -> Vec<u8> {
+        let billed = self.close_bill(metered, outcome).await;
+        self.provenance(billed).annotate(closing);
+        render(std::mem::take(closing), billed.cost)
+    }
+
+    /// Records this attempt (unless already in the trail) and settles the bill.
+    async fn close_bill(&mut self, metered: Option<Metered>, outcome: &'static str) -> Metered {
         if let Some(metered) = metered {
             self.record(metered, outcome);
         }
-        let billed = self
-            .bill
+        self.bill
             .close(Some(&self.route), &self.trail, outcome, Some(self.status))
-            .await;
-        let provenance = Provenance {
+            .await
+    }
+
+    fn provenance(&self, billed: Metered) -> Provenance<'_> {
+        Provenance {
             route: &self.route,
             request_id: &self.request_id.0,
             metered: billed,
             trail: &self.trail,
             snapshot_id: Some(self.bill.snapshot_id()),
-        };
-        provenance.annotate(closing);
-        render(std::mem::take(closing), billed.cost)
+        }
     }
 
     fn empty_chunk(&self) -> Map<String, Value> {

@@ -279,7 +279,10 @@ fn builtin_manifest(kind: PackageKind, builtin: &tollgate_plugin_host::Builtin) 
         },
         dependencies: Default::default(),
         metadata: Metadata {
-            world: kind.wit_world().map(str::to_string),
+            // The world the component exports (an adapter may be on 0.2.0).
+            world: tollgate_registry::component::world_of(kind, builtin.bytes)
+                .or(kind.wit_world())
+                .map(str::to_string),
             capabilities: builtin.capabilities.iter().map(|c| c.to_string()).collect(),
             allowed_hosts: builtin.allowed_hosts.iter().map(|h| h.to_string()).collect(),
         },

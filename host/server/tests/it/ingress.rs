@@ -14,10 +14,59 @@ async fn setup() -> Gateway {
 [providers.anthropic]
 base_url = "http://{mock}"
 api_key = "sk-anthropic"
-models = [{{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }}]
+models = [
+  {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "native", upstream = "claude-sonnet-4-5", input_price_per_mtok = "3", output_price_per_mtok = "15", cache_read_price_per_mtok = "0.30", cache_write_price_per_mtok = "3.75" }},
+]
 "#
     );
     Gateway::start(&standard_config(mock, &extra)).await
+}
+
+async fn setup_with_mock() -> (Gateway, std::net::SocketAddr) {
+    let mock = start_mock(Default::default()).await;
+    let extra = format!(
+        r#"
+[providers.anthropic]
+base_url = "http://{mock}"
+api_key = "sk-anthropic"
+models = [
+  {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "native", upstream = "claude-sonnet-4-5", input_price_per_mtok = "3", output_price_per_mtok = "15", cache_read_price_per_mtok = "0.30", cache_write_price_per_mtok = "3.75" }},
+]
+"#
+    );
+    (Gateway::start(&standard_config(mock, &extra)).await, mock)
+}
+
+/// The bodies of the Messages requests the mock upstream received, oldest first.
+async fn upstream_messages(mock: std::net::SocketAddr) -> Vec<Value> {
+    let recorded: Vec<Value> = reqwest::get(format!("http://{mock}/__mock/requests"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    recorded
+        .into_iter()
+        .filter(|r| r["path"] == "/v1/messages")
+        .map(|r| r["body"].clone())
+        .collect()
+}
+
+/// A `usage.cost` number (USD) in nanodollars.
+fn shown_nanos(cost: &Value) -> i64 {
+    (cost.as_f64().unwrap() * 1e9).round() as i64
+}
+
+/// What `anthropic/native` costs for Anthropic's usage object, in nanodollars:
+/// 3, 15, 0.30 and 3.75 USD per Mtok of input, output, cache read, cache write.
+fn native_cost(usage: &Value) -> i64 {
+    let count = |key: &str| usage[key].as_i64().unwrap();
+    count("input_tokens") * 3_000
+        + count("output_tokens") * 15_000
+        + count("cache_read_input_tokens") * 300
+        + count("cache_creation_input_tokens") * 3_750
 }
 
 /// `event: NAME` / `data: JSON` pairs of an SSE body.
@@ -239,4 +288,242 @@ async fn streamed_chunks_never_carry_created_zero() {
         let chunk: Value = serde_json::from_str(frame).unwrap();
         assert!(chunk["created"].as_u64().is_some_and(|c| c > 1_600_000_000), "{frame}");
     }
+}
+
+/// Against the anthropic adapter (WIT 0.2.0, `anthropic-messages` natively),
+/// `/v1/messages` passes the caller's body through: `cache_control`,
+/// `thinking`, a `document` block and an earlier turn's signed `thinking`
+/// block reach the upstream verbatim, the answer's `thinking` block comes
+/// back (whole, and streamed as `thinking_delta` / `signature_delta`), and
+/// the wallet pays exactly the cost of the usage, cache reads at their price.
+#[tokio::test]
+async fn messages_pass_through_natively_to_the_anthropic_adapter() {
+    let (gateway, mock) = setup_with_mock().await;
+    let system = json!([{"type": "text", "text": "You are a careful reader of long contracts and other documents.",
+                         "cache_control": {"type": "ephemeral"}}]);
+    let document = json!({"type": "document", "source": {"type": "text", "media_type": "text/plain",
+                          "data": "The lease runs for twelve months."}, "title": "Lease", "citations": {"enabled": true}});
+    let earlier_thinking =
+        json!({"type": "thinking", "thinking": "The user wants the term.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"});
+    let question = json!({"type": "text", "text": "How long does the lease run?", "cache_control": {"type": "ephemeral", "ttl": "5m"}});
+    let request = json!({
+        "model": "anthropic/native", "models": ["mock/small"], "max_tokens": 2048,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "system": system,
+        "messages": [
+            {"role": "user", "content": [document.clone(), {"type": "text", "text": "Read this."}]},
+            {"role": "assistant", "content": [earlier_thinking.clone(), {"type": "text", "text": "I have read it."}]},
+            {"role": "user", "content": [question.clone()]},
+        ],
+        "metadata": {"user_id": "u-1"},
+        "mock": {"cached_tokens": 8, "cache_write_tokens": 4},
+    });
+
+    let before = posted(&gateway);
+    let response = gateway.post("/v1/messages").json(&request).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let request_id = response.headers()["x-request-id"].to_str().unwrap().to_string();
+    let body: Value = response.json().await.unwrap();
+
+    let sent = upstream_messages(mock).await;
+    assert_eq!(sent.len(), 1, "one upstream call: {sent:?}");
+    let sent = &sent[0];
+    assert_eq!(sent["model"], "claude-sonnet-4-5");
+    assert_eq!(sent["system"], system, "cache_control on the system block kept");
+    assert_eq!(sent["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
+    assert_eq!(sent["messages"][0]["content"][0], document, "the document block kept");
+    assert_eq!(
+        sent["messages"][1]["content"][0], earlier_thinking,
+        "the signed thinking block kept"
+    );
+    assert_eq!(
+        sent["messages"][2]["content"][0], question,
+        "cache_control on a content block kept"
+    );
+    assert_eq!(sent["metadata"], json!({"user_id": "u-1"}));
+    assert_eq!(sent["max_tokens"], 2048);
+    assert!(
+        sent.get("models").is_none(),
+        "the gateway's fields are not sent: {sent}"
+    );
+    assert!(sent.get("stream").is_none(), "{sent}");
+
+    assert_eq!(body["type"], "message", "{body}");
+    assert!(body["id"].as_str().unwrap().starts_with("msg_mock_"), "{body}");
+    assert_eq!(body["model"], "claude-sonnet-4-5");
+    let thinking = &body["content"][0];
+    assert_eq!(thinking["type"], "thinking", "{body}");
+    assert!(
+        thinking["thinking"].as_str().unwrap().starts_with("Thinking it over"),
+        "{body}"
+    );
+    assert!(
+        thinking["signature"].as_str().unwrap().starts_with("sig_mock_"),
+        "{body}"
+    );
+    assert_eq!(body["content"][1]["type"], "text", "{body}");
+    assert_eq!(body["provider"], "anthropic");
+    assert_eq!(body["service"]["request_id"], request_id);
+    assert_eq!(body["service"]["upstream_model"], "claude-sonnet-4-5");
+    let usage = &body["usage"];
+    assert_eq!(usage["cache_read_input_tokens"], 8, "{usage}");
+    assert_eq!(usage["cache_creation_input_tokens"], 4, "{usage}");
+    assert_eq!(
+        usage["service_tier"], "standard",
+        "the upstream's own usage fields stay: {usage}"
+    );
+    let cost = nanos(body["service"]["cost_usd"].as_str().unwrap());
+    assert_eq!(cost, native_cost(usage), "{body}");
+    let breakdown = &body["service"]["cost_breakdown"];
+    assert_eq!(breakdown["cache_read"]["tokens"], 8, "{breakdown}");
+    assert_eq!(
+        breakdown["cache_read"]["cost_usd"], "0.000002400000",
+        "8 × 0.30 USD/Mtok: {breakdown}"
+    );
+    assert_eq!(
+        shown_nanos(&usage["cost"]),
+        cost,
+        "usage.cost is the cost billed: {usage}"
+    );
+    assert_eq!(
+        before - posted(&gateway),
+        cost,
+        "the wallet paid exactly the cost shown"
+    );
+
+    // Streamed: the events pass through, thinking and signature deltas included.
+    let before = posted(&gateway);
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let response = gateway.post("/v1/messages").json(&streamed).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = response.text().await.unwrap();
+    let sent = upstream_messages(mock).await;
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent[1]["stream"], true);
+    assert_eq!(sent[1]["messages"], sent[0]["messages"], "the same body, streamed");
+    let events = events(&text);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message_start"), "{text}");
+    assert!(names.contains(&"ping"), "ping events pass through: {names:?}");
+    assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"], "{text}");
+    assert_eq!(events[1].1["content_block"]["type"], "thinking", "{text}");
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_delta")
+        .map(|(_, e)| e["delta"]["type"].as_str().unwrap())
+        .collect();
+    assert!(deltas.contains(&"thinking_delta"), "{deltas:?}");
+    assert!(deltas.contains(&"signature_delta"), "{deltas:?}");
+    let thought: String = events
+        .iter()
+        .filter(|(_, e)| e["delta"]["type"] == "thinking_delta")
+        .map(|(_, e)| e["delta"]["thinking"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        thought,
+        thinking["thinking"].as_str().unwrap(),
+        "the same reasoning, streamed"
+    );
+    let start_usage = &events[0].1["message"]["usage"];
+    let delta = &events[names.len() - 2].1;
+    assert_eq!(delta["provider"], "anthropic", "{delta}");
+    let stream_cost = nanos(delta["service"]["cost_usd"].as_str().unwrap());
+    let mut usage = start_usage.clone();
+    usage["output_tokens"] = delta["usage"]["output_tokens"].clone();
+    assert_eq!(stream_cost, native_cost(&usage), "{usage} {delta}");
+    assert_eq!(shown_nanos(&delta["usage"]["cost"]), stream_cost, "{delta}");
+    assert_eq!(
+        before - posted(&gateway),
+        stream_cost,
+        "the wallet paid exactly the streamed cost"
+    );
+    gateway.assert_still_serving().await;
+}
+
+/// A native candidate that fails falls back to an OpenAI-compatible one,
+/// which gets the translated body; a request with a `document` block has no
+/// translated form, so only native candidates may serve it.
+#[tokio::test]
+async fn native_and_translated_candidates_share_the_fallback_list() {
+    let (gateway, mock) = setup_with_mock().await;
+    let request = json!({"model": "anthropic/limited", "models": ["mock/small"], "max_tokens": 20,
+                         "thinking": {"type": "disabled"},
+                         "messages": [{"role": "user", "content": [{"type": "text", "text": "fall back", "cache_control": {"type": "ephemeral"}}]}]});
+    let body: Value = gateway
+        .post("/v1/messages")
+        .json(&request)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["provider"], "mock", "{body}");
+    assert_eq!(body["content"][0]["text"], "You said: fall back", "{body}");
+    let sent = upstream_messages(mock).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["model"], "fail-429");
+    assert_eq!(
+        sent[0]["messages"][0]["content"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+
+    let document = json!({"model": "mock/small", "max_tokens": 20, "messages": [{"role": "user", "content": [
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d"}},
+        {"type": "text", "text": "sum up"}]}]});
+    let response = gateway.post("/v1/messages").json(&document).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("anthropic-messages"),
+        "{body}"
+    );
+
+    let mut to_anthropic = document.clone();
+    to_anthropic["model"] = json!("anthropic/native");
+    to_anthropic["models"] = json!(["mock/small"]);
+    let response = gateway.post("/v1/messages").json(&to_anthropic).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["provider"], "anthropic", "{body}");
+    assert_eq!(
+        upstream_messages(mock).await.last().unwrap()["messages"][0]["content"][0]["type"],
+        "document"
+    );
+}
+
+/// A native stream that fails after content was relayed is not continued on
+/// another candidate (that would start a second message): it ends in
+/// Anthropic's `error` event, with what the attempt cost, billed.
+#[tokio::test]
+async fn a_broken_native_stream_ends_in_an_error_event() {
+    let (gateway, mock) = setup_with_mock().await;
+    let before = posted(&gateway);
+    let request = json!({"model": "anthropic/native", "models": ["mock/small"], "max_tokens": 50, "stream": true,
+                         "messages": [{"role": "user", "content": "one two three four five"}],
+                         "mock": {"stream_error_after": 2}});
+    let response = gateway.post("/v1/messages").json(&request).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let events = events(&text);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message_start"), "{text}");
+    assert_eq!(names.iter().filter(|n| **n == "message_start").count(), 1, "{text}");
+    assert!(!names.contains(&"message_stop"), "{text}");
+    let (name, error) = events.last().unwrap();
+    assert_eq!(name, "error", "{text}");
+    assert_eq!(error["error"]["type"], "rate_limit_error", "{error}");
+    let attempts = error["service"]["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "no second candidate: {error}");
+    assert_eq!(attempts[0]["provider"], "anthropic");
+    let cost = nanos(error["service"]["cost_usd"].as_str().unwrap());
+    assert!(cost > 0, "the input read upstream is billed: {error}");
+    assert_eq!(before - posted(&gateway), cost);
+    assert_eq!(upstream_messages(mock).await.len(), 1);
 }

@@ -2,6 +2,14 @@
 //! stream and error shapes, served by any provider through the chat pipeline
 //! (docs/ingress.md). `request` translates the request into a chat body,
 //! this module the whole answer and errors, `stream` the streamed answer.
+//!
+//! A candidate whose adapter takes `anthropic-messages` natively (WIT
+//! 0.2.0, the built-in `anthropic` adapter) gets the caller's body instead,
+//! with only the gateway's fields removed, and its answer comes back as
+//! Anthropic sent it, with `provider`, `service` and `usage.cost` added
+//! (`data_plane::native`): `cache_control`, `thinking` and `document`
+//! blocks pass both ways. A request with `document` blocks can only be
+//! served natively.
 
 mod request;
 mod stream;
@@ -18,10 +26,25 @@ use serde_json::{Map, Value, json};
 use super::{ChatAnswer, Counts, first_choice, json_response, read_object, render_with_cost, whole_answer};
 use crate::auth::Caller;
 use crate::data_plane::DataPlane;
-use crate::data_plane::chat;
+use crate::data_plane::chat::{self, NativeAnswer, NativeRequest};
+use crate::data_plane::native::ANTHROPIC_MESSAGES;
 use crate::error::ApiError;
 use crate::server::RequestId;
-use request::to_chat;
+use request::to_chat_form;
+
+/// Request fields that are the gateway's own, not Anthropic's: removed from
+/// the body an adapter takes natively.
+const GATEWAY_FIELDS: [&str; 3] = ["models", "fallbacks", "continuation"];
+
+/// The caller's Messages request as a provider taking it natively gets it:
+/// unchanged but for the gateway's own fields (the adapter sets the model).
+fn native_body(request: &Map<String, Value>) -> Bytes {
+    let mut body = request.clone();
+    for field in GATEWAY_FIELDS {
+        body.remove(field);
+    }
+    Bytes::from(serde_json::to_vec(&body).expect("JSON values serialise"))
+}
 
 pub async fn messages(
     State(data): State<Arc<DataPlane>>,
@@ -34,14 +57,25 @@ pub async fn messages(
         let request = read_object(&data, &request_id, &caller, body, "a Messages request").await?;
         let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let model = request.get("model").and_then(Value::as_str).map(str::to_string);
-        let chat_body = match to_chat(request) {
-            Ok(chat_body) => chat_body,
+        let native_body = native_body(&request);
+        let chat = match to_chat_form(request) {
+            Ok(chat) => chat,
             Err(error) => {
                 return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
             }
         };
-        let bytes = Bytes::from(serde_json::to_vec(&chat_body).expect("JSON values serialise"));
-        let response = chat::translated(&data, &request_id, &caller, bytes).await?;
+        let bytes = Bytes::from(serde_json::to_vec(&chat.body).expect("JSON values serialise"));
+        let native = NativeRequest {
+            dialect: ANTHROPIC_MESSAGES,
+            body: native_body,
+            required: chat.native_only,
+        };
+        let response = chat::translated_or_native(&data, &request_id, &caller, bytes, native).await?;
+        if response.extensions().get::<NativeAnswer>().is_some() {
+            // An adapter that takes Messages natively answered: the body (or
+            // stream) is already Anthropic's, with the gateway's metadata.
+            return Ok(response);
+        }
         if stream {
             return Ok(stream::respond(response, &request_id));
         }

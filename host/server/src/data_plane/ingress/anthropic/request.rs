@@ -21,8 +21,24 @@ fn invalid(message: impl Into<String>, param: &'static str) -> ApiError {
     ApiError::invalid_request(message).with_param(param)
 }
 
+/// A Messages request in chat form, and whether it carries what only a
+/// provider taking Messages natively can serve.
+pub struct Chat {
+    pub body: Map<String, Value>,
+    /// The request has `document` blocks: the chat body stands in a
+    /// `[document]` text for each (enough to route and reserve by), and only
+    /// a native candidate may serve it.
+    pub native_only: bool,
+}
+
 /// A Messages request → a chat-completions body.
-pub fn to_chat(mut request: Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+#[cfg(test)]
+pub fn to_chat(request: Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+    to_chat_form(request).map(|chat| chat.body)
+}
+
+/// A Messages request → its chat form.
+pub fn to_chat_form(mut request: Map<String, Value>) -> Result<Chat, ApiError> {
     for field in REFUSED {
         if request.contains_key(field) {
             return Err(invalid(
@@ -66,8 +82,9 @@ pub fn to_chat(mut request: Map<String, Value>) -> Result<Map<String, Value>, Ap
     if turns.is_empty() {
         return Err(invalid("'messages' must contain at least one message.", "messages"));
     }
+    let mut native_only = false;
     for turn in turns {
-        translate_turn(turn, &mut messages)?;
+        translate_turn(turn, &mut messages, &mut native_only)?;
     }
     chat.insert("messages".into(), Value::Array(messages));
     if let Some(stop) = request.remove("stop_sequences") {
@@ -110,7 +127,10 @@ pub fn to_chat(mut request: Map<String, Value>) -> Result<Map<String, Value>, Ap
     for (key, value) in request {
         chat.entry(key).or_insert(value);
     }
-    Ok(chat)
+    Ok(Chat {
+        body: chat,
+        native_only,
+    })
 }
 
 /// The texts of text blocks, joined by a blank line; other blocks are refused.
@@ -131,7 +151,7 @@ fn block_texts(blocks: &[Value], param: &'static str) -> Result<String, ApiError
 /// One Anthropic turn → chat messages. A user turn's `tool_result` blocks
 /// become `tool` messages, placed first (they answer the previous assistant
 /// turn's calls); an assistant turn's `tool_use` blocks become tool calls.
-fn translate_turn(turn: Value, messages: &mut Vec<Value>) -> Result<(), ApiError> {
+fn translate_turn(turn: Value, messages: &mut Vec<Value>, native_only: &mut bool) -> Result<(), ApiError> {
     let role = turn.get("role").and_then(Value::as_str).unwrap_or_default();
     let content = turn.get("content").cloned().unwrap_or(Value::Null);
     match (role, content) {
@@ -143,6 +163,11 @@ fn translate_turn(turn: Value, messages: &mut Vec<Value>) -> Result<(), ApiError
                     Some("tool_result") => messages.push(tool_result(block)?),
                     Some("text") => parts.push(json!({"type": "text", "text": text_of(block)?})),
                     Some("image") => parts.push(image_part(block)?),
+                    // Only Anthropic reads documents: served natively or not at all.
+                    Some("document") => {
+                        *native_only = true;
+                        parts.push(json!({"type": "text", "text": "[document]"}));
+                    }
                     other => return Err(unsupported_block(other)),
                 }
             }
@@ -349,6 +374,18 @@ mod tests {
     }
 
     #[test]
+    fn documents_make_a_request_native_only() {
+        let request = json!({"model": "m/x", "max_tokens": 5, "messages": [{"role": "user", "content": [
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d"}},
+            {"type": "text", "text": "sum up"}]}]});
+        let chat = to_chat_form(request.as_object().unwrap().clone()).unwrap();
+        assert!(chat.native_only);
+        assert_eq!(chat.body["messages"][0]["content"][0]["text"], "[document]");
+        let plain = json!({"model": "m/x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+        assert!(!to_chat_form(plain.as_object().unwrap().clone()).unwrap().native_only);
+    }
+
+    #[test]
     fn refuses_what_it_cannot_translate() {
         for (request, param) in [
             (
@@ -365,7 +402,7 @@ mod tests {
                 "messages",
             ),
             (
-                json!({"model": "m/x", "max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "document"}]}]}),
+                json!({"model": "m/x", "max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "video"}]}]}),
                 "messages",
             ),
             (
