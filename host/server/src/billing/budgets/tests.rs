@@ -1,3 +1,7 @@
+//! Budgets against a real SQLite file: UTC period boundaries, exact threshold
+//! arithmetic, holds settling across a new day, a lowered limit, the per-request
+//! cap, and two gateways sharing one database.
+
 use super::period::period_bounds;
 use super::*;
 
