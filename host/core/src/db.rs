@@ -165,6 +165,18 @@ impl Database {
             Backend::Postgres => self.pool.begin().await,
         }
     }
+
+    /// [`Self::begin_write`] on a connection the caller keeps between
+    /// transactions (a steady writer), instead of one from the pool.
+    pub async fn begin_write_on<'c>(
+        &self,
+        connection: &'c mut sqlx::AnyConnection,
+    ) -> sqlx::Result<sqlx::Transaction<'c, sqlx::Any>> {
+        match self.backend {
+            Backend::Sqlite => sqlx::Connection::begin_with(connection, "BEGIN IMMEDIATE").await,
+            Backend::Postgres => sqlx::Connection::begin(connection).await,
+        }
+    }
 }
 
 /// How often the background task checkpoints: often enough that the log stays

@@ -9,8 +9,6 @@ use sqlx::{Any, Transaction};
 use super::ReserveError;
 use tollgate_core::money::Nanos;
 
-type Tx = Transaction<'static, Any>;
-
 /// How much a gateway escrows when a wallet's grant runs short.
 #[derive(Clone, Copy, Debug)]
 pub struct LeasePolicy {
@@ -49,7 +47,7 @@ pub struct Grant {
 /// gateways racing for the same wallet can never together take more than its
 /// balance.
 pub async fn grow(
-    tx: &mut Tx,
+    tx: &mut Transaction<'_, Any>,
     holder: &str,
     workspace_id: &str,
     shortfall: i64,
@@ -131,7 +129,7 @@ pub struct Written {
 }
 
 /// Applies postings and trims to the wallet and writes the row.
-pub async fn write_row(tx: &mut Tx, row: &RowWrite<'_>) -> sqlx::Result<Written> {
+pub async fn write_row(tx: &mut Transaction<'_, Any>, row: &RowWrite<'_>) -> sqlx::Result<Written> {
     let leaving = row.posted + row.trimmed;
     let mut free = None;
     if leaving != 0 {
@@ -165,7 +163,7 @@ pub async fn write_row(tx: &mut Tx, row: &RowWrite<'_>) -> sqlx::Result<Written>
 
 /// Hands a wallet's whole grant back and deletes the row. Returns the amount
 /// returned (what the row held, which the book may have undercounted).
-pub async fn give_back(tx: &mut Tx, holder: &str, workspace_id: &str) -> sqlx::Result<i64> {
+pub async fn give_back(tx: &mut Transaction<'_, Any>, holder: &str, workspace_id: &str) -> sqlx::Result<i64> {
     let granted: Option<i64> =
         sqlx::query_scalar("SELECT granted_nano FROM wallet_holds WHERE holder = $1 AND workspace_id = $2")
             .bind(holder)

@@ -132,7 +132,7 @@ pub(crate) struct Settlement<'a> {
 }
 
 pub(crate) async fn write_log(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Transaction<'_, Any>,
     log: &RequestLogRow,
     settlement: &Settlement<'_>,
 ) -> sqlx::Result<()> {

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sqlx::pool::PoolConnection;
 use sqlx::{Any, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
@@ -23,8 +24,6 @@ use super::{Hold, ReserveError, Settled};
 use crate::SettleNotifier;
 use tollgate_core::db::{Database, now_ms};
 use tollgate_core::money::Nanos;
-
-type Tx = Transaction<'static, Any>;
 
 pub enum Command {
     Settle {
@@ -112,6 +111,7 @@ struct Effect {
 }
 
 pub async fn run(writer: Writer, mut receiver: mpsc::Receiver<Command>) {
+    let mut connection = Connection::default();
     let mut batch = Vec::with_capacity(writer.max_batch);
     while let Some(first) = receiver.recv().await {
         batch.push(first);
@@ -131,13 +131,13 @@ pub async fn run(writer: Writer, mut receiver: mpsc::Receiver<Command>) {
                 _ => break,
             }
         }
-        match writer.commit(&batch).await {
+        match writer.commit(&mut connection, &batch).await {
             Ok(outcomes) => writer.reply_all(batch.drain(..), outcomes),
             Err(error) if batch.len() == 1 => writer.fail(batch.pop().expect("one command"), &error),
             Err(error) => {
                 tracing::warn!(%error, size = batch.len(), "ledger batch failed; retrying its commands one by one");
                 for command in batch.drain(..) {
-                    match writer.commit(std::slice::from_ref(&command)).await {
+                    match writer.commit(&mut connection, std::slice::from_ref(&command)).await {
                         Ok(outcomes) => writer.reply_all(std::iter::once(command), outcomes),
                         Err(error) => writer.fail(command, &error),
                     }
@@ -147,8 +147,31 @@ pub async fn run(writer: Writer, mut receiver: mpsc::Receiver<Command>) {
     }
 }
 
+/// The writer's own database connection, kept between commits. Taking one
+/// from the pool for every commit cost a task spawn and, on its return, a
+/// ping: on SQLite a round trip to the connection's thread, added to every
+/// answer's wait for its settlement.
+#[derive(Default)]
+struct Connection(Option<PoolConnection<Any>>);
+
+impl Connection {
+    async fn begin<'c>(&'c mut self, database: &Database) -> sqlx::Result<Transaction<'c, Any>> {
+        let connection = match &mut self.0 {
+            Some(connection) => connection,
+            held => held.insert(database.pool.acquire().await?),
+        };
+        database.begin_write_on(connection).await
+    }
+
+    /// After a failed commit: the connection may be what failed, so the
+    /// next commit takes a fresh one from the pool.
+    fn discard(&mut self) {
+        self.0 = None;
+    }
+}
+
 impl Writer {
-    async fn commit(&self, commands: &[Command]) -> sqlx::Result<Vec<Outcome>> {
+    async fn commit(&self, connection: &mut Connection, commands: &[Command]) -> sqlx::Result<Vec<Outcome>> {
         let refresh = commands
             .iter()
             .any(|c| matches!(c, Command::Tick { refresh: true, .. }));
@@ -171,7 +194,7 @@ impl Writer {
         // Grants taken out of the book, before the database hands them back.
         let mut idle_grants = Vec::new();
         let written = async {
-            let mut tx = self.database.begin_write().await?;
+            let mut tx = connection.begin(&self.database).await?;
             let mut effects: HashMap<String, Effect> = HashMap::new();
             let mut outcomes = Vec::with_capacity(commands.len());
             for command in commands {
@@ -262,6 +285,7 @@ impl Writer {
                 Ok(outcomes)
             }
             Err(error) => {
+                connection.discard();
                 for workspace_id in &dirty {
                     self.book.mark_dirty(workspace_id);
                 }
@@ -277,7 +301,7 @@ impl Writer {
     /// grants back to what stays in flight.
     async fn write_rows(
         &self,
-        tx: &mut Tx,
+        tx: &mut Transaction<'_, Any>,
         dirty: &[String],
         effects: &HashMap<String, Effect>,
         expires_at_ms: i64,
@@ -331,7 +355,7 @@ impl Writer {
     /// row. Returns the outcome and what was posted.
     async fn settle(
         &self,
-        tx: &mut Tx,
+        tx: &mut Transaction<'_, Any>,
         hold: Option<&Hold>,
         amount: Nanos,
         log: &RequestLogRow,
@@ -424,7 +448,7 @@ impl Writer {
 }
 
 pub(super) async fn journal(
-    tx: &mut Tx,
+    tx: &mut Transaction<'_, Any>,
     id: &str,
     workspace_id: &str,
     kind: &str,
