@@ -71,6 +71,7 @@ pub struct ComponentHost {
 
 struct Inner {
     engine: wasmtime::Engine,
+    ticker: tollgate_plugin_host::Ticker,
     memory_cap: usize,
     cache_dir: PathBuf,
     limits: Arc<ComponentLimits>,
@@ -85,6 +86,7 @@ impl ComponentHost {
         Ok(Self {
             inner: Arc::new(Inner {
                 engine: engine.wasmtime().clone(),
+                ticker: engine.ticker().clone(),
                 memory_cap: engine.memory_cap(),
                 cache_dir: cache_dir.to_path_buf(),
                 limits: Arc::new(limits),
@@ -131,6 +133,7 @@ impl ComponentHost {
             capabilities,
             self.inner.http.clone(),
             runtime,
+            self.inner.ticker.awake(),
         )
     }
 }

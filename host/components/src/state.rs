@@ -65,6 +65,8 @@ pub struct CallState {
     guest_ticks: u64,
     guest_tick_budget: u64,
     stopped: Option<Stop>,
+    /// Keeps the epoch ticker running while this call's store lives.
+    _awake: tollgate_plugin_host::Awake,
 }
 
 impl CallState {
@@ -76,6 +78,7 @@ impl CallState {
         capabilities: Capabilities,
         http: reqwest::Client,
         runtime: tokio::runtime::Handle,
+        awake: tollgate_plugin_host::Awake,
     ) -> Self {
         let tick = tollgate_plugin_host::EPOCH_TICK.as_millis() as u64;
         Self {
@@ -92,6 +95,7 @@ impl CallState {
             memory_cap_hit: false,
             guest_ticks: 0,
             stopped: None,
+            _awake: awake,
         }
     }
 

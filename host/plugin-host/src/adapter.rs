@@ -58,6 +58,8 @@ const MAX_DIALECT_NAME: usize = 64;
 pub struct InstanceState {
     memory_cap: usize,
     memory_cap_hit: bool,
+    /// Keeps the epoch ticker running while this store lives.
+    _awake: crate::Awake,
 }
 
 impl ResourceLimiter for InstanceState {
@@ -111,6 +113,7 @@ enum Bindings {
 pub struct LoadedAdapter {
     pub name: Arc<str>,
     engine_limits: EngineLimits,
+    ticker: crate::Ticker,
     pre: Pre,
     /// The dialects a 0.2.0 adapter takes natively; none for 0.1.0.
     native_dialects: Vec<String>,
@@ -149,6 +152,7 @@ impl LoadedAdapter {
                 call_deadline_ticks: engine.call_deadline_ticks,
                 call_timeout_ms: engine.call_timeout_ms,
             },
+            ticker: engine.ticker.clone(),
             pre,
             native_dialects: Vec::new(),
         };
@@ -189,6 +193,7 @@ impl LoadedAdapter {
         let state = InstanceState {
             memory_cap: self.engine_limits.memory_cap,
             memory_cap_hit: false,
+            _awake: self.ticker.awake(),
         };
         let engine = match &self.pre {
             Pre::V1(pre) => pre.engine(),

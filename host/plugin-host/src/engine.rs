@@ -1,18 +1,13 @@
 //! The one wasmtime engine shared by all adapters: pooling allocator (instances
 //! come from pre-reserved slots, so a fresh instance per request is cheap), epoch
-//! interruption driven by a 5 ms ticker (so a looping guest is stopped), and no
+//! interruption driven by a 5 ms ticker that runs while any store exists (so a
+//! looping guest is stopped; `ticker.rs`), and no
 //! component-model concurrency (adapter calls are short and synchronous).
-
-use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::PluginLimits;
-
-/// Deadline resolution. Coarse on purpose: every tick wakes a thread, and on a
-/// small machine 1 ms wakeups measurably compete with request handling, while
-/// a call limit only needs to be enforced to within a few milliseconds.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+use crate::ticker::{EPOCH_TICK, Ticker};
 
 /// Linear memories and tables whose instances ended are handed back to the
 /// kernel this many at a time. Each decommit is an `madvise` that flushes the
@@ -30,12 +25,18 @@ pub struct PluginEngine {
     /// Epoch ticks one call may run for.
     pub(crate) call_deadline_ticks: u64,
     pub(crate) call_timeout_ms: u64,
+    pub(crate) ticker: Ticker,
 }
 
 impl PluginEngine {
     /// The wasmtime engine, for hosts of other component kinds.
     pub fn wasmtime(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The epoch ticker: every store holds [`Ticker::awake`] for its life.
+    pub fn ticker(&self) -> &Ticker {
+        &self.ticker
     }
 
     /// Linear-memory cap per instance, in bytes (the pool's slot size).
@@ -63,28 +64,13 @@ impl PluginEngine {
             .concurrency_support(false)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
-        start_epoch_ticker(&engine);
+        let ticker = Ticker::start(&engine);
         Ok(Self {
             engine,
+            ticker,
             memory_cap,
             call_deadline_ticks: limits.call_timeout_ms.div_ceil(EPOCH_TICK.as_millis() as u64).max(1),
             call_timeout_ms: limits.call_timeout_ms,
         })
     }
-}
-
-/// Advances the engine's epoch every tick until the engine is dropped. The thread
-/// holds only a weak handle, so it never keeps the engine alive.
-fn start_epoch_ticker(engine: &Engine) {
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("wasm-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .expect("cannot start the epoch ticker thread");
 }

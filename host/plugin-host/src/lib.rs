@@ -9,6 +9,7 @@
 mod adapter;
 mod cache;
 mod engine;
+mod ticker;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,8 @@ pub use adapter::{
     OutboundRequest, ResponseHead, Session, Usage,
 };
 pub use cache::load_component;
-pub use engine::{EPOCH_TICK, PluginEngine};
+pub use engine::PluginEngine;
+pub use ticker::{Awake, EPOCH_TICK, Ticker};
 
 use serde::{Deserialize, Serialize};
 
