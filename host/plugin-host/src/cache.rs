@@ -45,7 +45,9 @@ pub fn load_component(engine: &Engine, bytes: &[u8], cache_dir: &Path) -> anyhow
         }
     }
 
-    let component = Component::new(engine, bytes)?;
+    let component = Component::new(engine, bytes);
+    release_compiler_memory();
+    let component = component?;
     let compiled = component.serialize()?;
     let tag = tagger(&key).chain_update(&compiled).finalize().into_bytes();
     // Write-then-rename so concurrent starts never read a half-written file;
@@ -55,6 +57,17 @@ pub fn load_component(engine: &Engine, bytes: &[u8], cache_dir: &Path) -> anyhow
         tracing::warn!(path = %path.display(), "could not cache compiled component");
     }
     Ok(component)
+}
+
+/// Compiling a component leaves Cranelift's working memory, about 10 MiB, in
+/// glibc's free lists, which keep it from the kernel for good: a gateway that
+/// compiled at start was a third larger than one that found its cache.
+fn release_compiler_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only hands free pages back; it touches no live block.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 fn tagger(key: &[u8]) -> Tag {

@@ -1,10 +1,11 @@
 //! The one wasmtime engine shared by all adapters: pooling allocator (instances
-//! come from pre-reserved slots, so a fresh instance per request is cheap), epoch
-//! interruption driven by a 5 ms ticker that runs while any store exists (so a
-//! looping guest is stopped; `ticker.rs`), and no
-//! component-model concurrency (adapter calls are short and synchronous).
+//! come from pre-reserved slots, and what an ended instance wrote stays resident,
+//! reset by copy, for the slot's next one; so a fresh instance per request is
+//! cheap), epoch interruption driven by a 5 ms ticker that runs while any store
+//! exists (so a looping guest is stopped; `ticker.rs`), and no component-model
+//! concurrency (adapter calls are short and synchronous).
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::PluginLimits;
 use crate::ticker::{EPOCH_TICK, Ticker};
@@ -57,6 +58,19 @@ impl PluginEngine {
             .total_tables(instances.saturating_mul(4))
             .max_memory_size(memory_cap)
             .decommit_batch_size(DECOMMIT_BATCH);
+        // Keep what an ended instance wrote resident, reset by copy, only where
+        // the kernel can tell which pages were written: without `PAGEMAP_SCAN`
+        // wasmtime would reset (and keep) the lowest `resident` bytes of every
+        // slot whether touched or not, and a Rust guest's 1 MiB stack sits there.
+        let resident = match PoolingAllocationConfig::is_pagemap_scan_available() {
+            true => limits.resident_kib.saturating_mul(1024).min(memory_cap),
+            false => 0,
+        };
+        if resident > 0 {
+            pool.pagemap_scan(Enabled::Yes)
+                .linear_memory_keep_resident(resident)
+                .table_keep_resident(resident);
+        }
 
         let mut config = Config::new();
         config

@@ -53,8 +53,11 @@ pub fn builtin_skills() -> &'static [Builtin] {
 /// registry installs by `namespace/name@version`. New adapters are added
 /// without a restart by swapping in a new map; nothing is ever removed, so a
 /// request that resolved a name keeps finding the same adapter. A lookup is
-/// one atomic load. The engine lives as long as any adapter compiled with it
-/// (each `InstancePre` holds it), and so does its epoch ticker.
+/// one atomic load. A built-in is compiled when a route first names it
+/// ([`Adapters::ensure`]), not at start: compiling one costs about 10 MiB
+/// of memory and a fraction of a second, and most gateways use few of them.
+/// The engine lives as long as any adapter compiled with it (each
+/// `InstancePre` holds it), and so does its epoch ticker.
 pub struct Adapters {
     by_name: ArcSwap<HashMap<String, Arc<LoadedAdapter>>>,
     engine: PluginEngine,
@@ -74,18 +77,14 @@ impl Adapters {
 }
 
 impl Adapters {
-    /// Loads the built-in adapters plus `files` (name → component path). Compiled
-    /// code is cached in `cache_dir`, keyed by component digest and engine.
+    /// Loads `files` (name → component path); built-ins load on first
+    /// [`Adapters::ensure`]. Compiled code is cached in `cache_dir`, keyed by
+    /// component digest and engine.
     pub fn load(limits: &PluginLimits, cache_dir: &Path, files: &[(String, &Path)]) -> anyhow::Result<Self> {
         let engine = PluginEngine::new(limits)?;
         std::fs::create_dir_all(cache_dir)
             .with_context(|| format!("cannot create cache dir {}", cache_dir.display()))?;
         let mut by_name = HashMap::new();
-        for builtin::Builtin { name, bytes, .. } in builtin::BUILTIN_ADAPTERS {
-            let adapter = LoadedAdapter::load(&engine, name, bytes, cache_dir)
-                .with_context(|| format!("built-in adapter '{name}'"))?;
-            by_name.insert(name.to_string(), Arc::new(adapter));
-        }
         for (name, path) in files {
             let bytes =
                 std::fs::read(path).with_context(|| format!("adapter '{name}': cannot read {}", path.display()))?;
@@ -100,8 +99,30 @@ impl Adapters {
         })
     }
 
+    /// The adapter loaded as `name`, if any (a built-in only once ensured).
     pub fn get(&self, name: &str) -> Option<Arc<LoadedAdapter>> {
         self.by_name.load().get(name).cloned()
+    }
+
+    /// Whether `name` is loaded or built in (so [`Adapters::ensure`] finds it).
+    pub fn knows(&self, name: &str) -> bool {
+        self.get(name).is_some() || builtin::BUILTIN_ADAPTERS.iter().any(|b| b.name == name)
+    }
+
+    /// The adapter `name`, compiling it first if it is a built-in not loaded
+    /// yet. `None`: neither loaded nor built in. Blocking on first use of a
+    /// built-in: call it off the async workers.
+    pub fn ensure(&self, name: &str) -> anyhow::Result<Option<Arc<LoadedAdapter>>> {
+        if let Some(loaded) = self.get(name) {
+            return Ok(Some(loaded));
+        }
+        let Some(builtin) = builtin::BUILTIN_ADAPTERS.iter().find(|b| b.name == name) else {
+            return Ok(None);
+        };
+        let adapter = self
+            .add(name, builtin.bytes)
+            .with_context(|| format!("built-in adapter '{name}'"))?;
+        Ok(Some(adapter))
     }
 
     /// Compiles (or takes from the cache) `bytes` and makes it available as
@@ -131,6 +152,13 @@ pub struct PluginLimits {
     pub call_timeout_ms: u64,
     /// Adapter instances alive at once (one per in-flight request or stream).
     pub max_instances: u32,
+    /// Per pool slot, up to this much of the memory an ended instance wrote is
+    /// reset in place (copied back from the component's initial image) and
+    /// stays resident for the next instance of the same component, instead of
+    /// being handed back to the kernel and faulted in again page by page.
+    /// Only where Linux's `PAGEMAP_SCAN` (6.7+) finds the written pages;
+    /// elsewhere every slot is handed back whole. 0 turns it off.
+    pub resident_kib: usize,
 }
 
 impl Default for PluginLimits {
@@ -139,6 +167,7 @@ impl Default for PluginLimits {
             memory_mib: 64,
             call_timeout_ms: 200,
             max_instances: 1_000,
+            resident_kib: 1_024,
         }
     }
 }
@@ -177,7 +206,13 @@ mod tests {
             &[("misbehaving".to_string(), misbehaving)],
         )
         .unwrap();
-        let anthropic = adapters.get("anthropic").unwrap();
+        // Built-ins compile when a route first names them.
+        assert!(adapters.get("anthropic").is_none());
+        assert!(adapters.ensure("no-such-adapter").unwrap().is_none());
+        let anthropic = adapters.ensure("anthropic").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&anthropic, &adapters.get("anthropic").unwrap()));
+        assert!(adapters.get("openai-compatible").is_none());
+        adapters.ensure("openai-compatible").unwrap();
         assert_eq!(anthropic.wit_version(), "0.2.0");
         assert_eq!(anthropic.native_dialects(), ["anthropic-messages"]);
         for name in ["openai-compatible", "misbehaving"] {

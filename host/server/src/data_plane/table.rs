@@ -3,7 +3,7 @@
 //! packages concern rebuilds it through [`RouteTable::rebuild`] after an
 //! install, and never touches the table itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -61,8 +61,7 @@ impl RouteTable {
     /// adapter is lost after the fact).
     pub fn unloaded_adapters(&self) -> Vec<String> {
         let routes = self.current();
-        let names: std::collections::BTreeSet<&str> = routes.catalog.adapter_names().collect();
-        names
+        serving_adapters(&routes.catalog)
             .into_iter()
             .filter(|name| self.adapters.get(name).is_none())
             .map(str::to_string)
@@ -80,7 +79,7 @@ impl RouteTable {
 
 async fn build_routes(
     database: &Database,
-    adapters: &Adapters,
+    adapters: &Arc<Adapters>,
     providers: &BTreeMap<String, ProviderConfig>,
     prices_file: Option<&std::path::Path>,
 ) -> anyhow::Result<Routes> {
@@ -89,12 +88,25 @@ async fn build_routes(
         Some(path) => Catalog::build_priced(providers, &env, &PriceTable::load(path)?)?,
         None => Catalog::build(providers, &env)?,
     };
-    for name in catalog.adapter_names() {
-        anyhow::ensure!(
-            adapters.get(name).is_some(),
-            "a provider uses adapter '{name}', which is neither built in nor configured under [adapters]"
-        );
+    if let Some(name) = catalog.adapter_names().find(|name| !adapters.knows(name)) {
+        anyhow::bail!("a provider uses adapter '{name}', which is neither built in nor configured under [adapters]");
     }
+    // Built-ins compile when a provider that can serve first names them (a
+    // fraction of a second each on a cold cache): off the workers.
+    let names: Vec<String> = serving_adapters(&catalog).into_iter().map(str::to_string).collect();
+    let loader = Arc::clone(adapters);
+    tokio::task::spawn_blocking(move || names.iter().try_for_each(|name| loader.ensure(name).map(drop))).await??;
     let snapshot_id = tollgate_routing::snapshots::register(database, &catalog).await?;
     Ok(Routes { catalog, snapshot_id })
+}
+
+/// The adapters of providers that can serve: a provider without its key (or a
+/// `base_url` placeholder) answers 503 before its adapter is asked anything,
+/// so its adapter need not be loaded.
+fn serving_adapters(catalog: &Catalog) -> BTreeSet<&str> {
+    catalog
+        .routes()
+        .filter(|route| route.provider.is_available())
+        .map(|route| route.provider.adapter.as_str())
+        .collect()
 }

@@ -75,3 +75,33 @@ async fn loops_in_parallel_do_not_starve_other_requests() {
         assert_eq!(handle.await.unwrap(), 502);
     }
 }
+
+/// Instance memory a request wrote is reset before the next instance gets its
+/// slot, also where the pages stay resident and are reset by copy
+/// (`plugins.resident_kib`, on by default where the kernel supports it): an
+/// adapter that reads its whole memory finds its own request's marker, and
+/// never an earlier request's.
+#[tokio::test]
+async fn an_adapter_finds_nothing_an_earlier_request_left_in_its_memory() {
+    let mock = start_mock(Default::default()).await;
+    for limits in ["", "[plugins]\nresident_kib = 0\n"] {
+        let gateway = Gateway::start(&standard_config(mock, limits)).await;
+        let ask =
+            |model: &str, content: &str| json!({"model": model, "messages": [{"role": "user", "content": content}]});
+        for round in 0..3 {
+            let (status, _, body) = gateway.chat(ask("bad/fine", "TENANT-SECRET-alpha-42")).await;
+            assert_eq!(status, 200, "{body}");
+            let (status, _, body) = gateway.chat(ask("bad/scavenge", "TENANT-SECRET-self")).await;
+            assert_eq!(status, 200, "{body}");
+            let found = body["choices"][0]["message"]["content"].as_str().unwrap();
+            assert!(
+                found.split(';').any(|t| t == "self"),
+                "{limits:?} round {round}: the scan sees the request's own memory: {found:?}"
+            );
+            assert!(
+                !found.contains("alpha"),
+                "{limits:?} round {round}: an earlier request's data was left in memory: {found:?}"
+            );
+        }
+    }
+}

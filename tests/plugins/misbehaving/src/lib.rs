@@ -6,7 +6,11 @@
 //! - `loop`: spins forever in `request()`;
 //! - `oom`: in `request()`, allocates and touches 1 MiB blocks forever, never
 //!   freeing them, until the host's memory limit stops it;
-//! - `trap-stream`: normal `request()`, panics in `on_events()`.
+//! - `trap-stream`: normal `request()`, panics in `on_events()`;
+//! - `scavenge`: normal `request()`; `response()` reads the instance's whole
+//!   linear memory for `TENANT-SECRET-<token>` markers, which an earlier
+//!   request (another tenant's) may have left behind, and answers with the
+//!   tokens it found as the message content.
 //!
 //! The OpenAI-compatible adapter is compiled in from its source file rather
 //! than linked as a library: that crate exports its own component, and two
@@ -29,6 +33,7 @@ enum Mode {
     Loop,
     Oom,
     TrapStream,
+    Scavenge,
 }
 
 impl Mode {
@@ -38,6 +43,7 @@ impl Mode {
             "loop" => Mode::Loop,
             "oom" => Mode::Oom,
             "trap-stream" => Mode::TrapStream,
+            "scavenge" => Mode::Scavenge,
             _ => Mode::Normal,
         }
     }
@@ -67,6 +73,55 @@ fn exhaust_memory() -> ! {
     }
 }
 
+/// Every `TENANT-SECRET-<token>` in this instance's linear memory, as
+/// `token;token;…` (each token once). The marker is built at run time and
+/// the buffers of the scan itself are skipped, so only what requests put in
+/// memory is found.
+#[cfg(target_arch = "wasm32")]
+fn scavenge() -> String {
+    const TOKEN_MAX: usize = 32;
+    let marker: Vec<u8> = b"-TERCES-TNANET".iter().rev().copied().collect();
+    let mut found = String::with_capacity(4096);
+    let own = [
+        (marker.as_ptr() as usize, marker.len()),
+        (found.as_ptr() as usize, found.capacity()),
+    ];
+    let size = core::arch::wasm32::memory_size(0) * 65536;
+    // SAFETY: every address below the memory's size is readable in wasm.
+    let byte = |addr: usize| unsafe { core::ptr::read_volatile(addr as *const u8) };
+    let mut addr = 1;
+    while addr + marker.len() + TOKEN_MAX < size {
+        let is_own = own.iter().any(|&(start, len)| addr >= start && addr < start + len);
+        if !is_own && (0..marker.len()).all(|i| byte(addr + i) == marker[i]) {
+            let start = addr + marker.len();
+            let mut token = [0u8; TOKEN_MAX];
+            let mut len = 0;
+            while len < TOKEN_MAX && matches!(byte(start + len), b'a'..=b'z' | b'0'..=b'9' | b'-') {
+                token[len] = byte(start + len);
+                len += 1;
+            }
+            let token = core::str::from_utf8(&token[..len]).unwrap_or("");
+            // No reallocation: the buffer's address is in `own`.
+            if !token.is_empty()
+                && !found.split(';').any(|t| t == token)
+                && found.len() + token.len() + 1 < found.capacity()
+            {
+                found.push_str(token);
+                found.push(';');
+            }
+            addr = start;
+        } else {
+            addr += 1;
+        }
+    }
+    found
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn scavenge() -> String {
+    String::new()
+}
+
 impl Adapter for Misbehaving {
     fn new(ctx: CallContext, openai_body: Vec<u8>) -> Self {
         Misbehaving {
@@ -80,12 +135,19 @@ impl Adapter for Misbehaving {
             Mode::Trap => panic!("misbehaving adapter: trap requested"),
             Mode::Loop => spin_forever(),
             Mode::Oom => exhaust_memory(),
-            Mode::Normal | Mode::TrapStream => self.inner.request(),
+            Mode::Normal | Mode::TrapStream | Mode::Scavenge => self.inner.request(),
         }
     }
 
     fn response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<Vec<u8>, AdapterError> {
-        self.inner.response(head, body)
+        let answer = self.inner.response(head, body)?;
+        if self.mode != Mode::Scavenge {
+            return Ok(answer);
+        }
+        let found = scavenge();
+        let mut answer: serde_json::Value = serde_json::from_slice(&answer).expect("the inner adapter answers JSON");
+        answer["choices"][0]["message"]["content"] = found.into();
+        Ok(serde_json::to_vec(&answer).expect("JSON"))
     }
 
     fn on_events(&mut self, events: Vec<Event>) -> Result<Vec<Vec<u8>>, AdapterError> {

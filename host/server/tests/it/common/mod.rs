@@ -98,6 +98,7 @@ models = [
   {{ id = "oom", input_price_per_mtok = "1", output_price_per_mtok = "1" }},
   {{ id = "trap-stream", input_price_per_mtok = "1", output_price_per_mtok = "1" }},
   {{ id = "fine", input_price_per_mtok = "1", output_price_per_mtok = "1" }},
+  {{ id = "scavenge", input_price_per_mtok = "1", output_price_per_mtok = "1" }},
 ]
 {extra}
 "#,
