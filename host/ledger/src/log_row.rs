@@ -1,6 +1,8 @@
 //! The request log row: the auditable trace of one request, written in the
 //! same transaction as the money it moved (see `writer.rs`).
 
+use std::sync::LazyLock;
+
 use serde_json::{Map, Value};
 use sqlx::{Any, Transaction};
 
@@ -126,59 +128,105 @@ impl RequestKind {
 /// What settlement decided about a request, beside what the request reported.
 pub(crate) struct Settlement<'a> {
     pub cost: Nanos,
-    pub outcome: &'a str,
+    pub outcome: String,
     pub settled_at_ms: i64,
     pub source: &'a str,
 }
 
-pub(crate) async fn write_log(
+const LOG_COLUMNS: &str = "request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, \
+     status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
+     snapshot_id, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source, kind, \
+     parent_request_id, run_id, provenance, provenance_signature, fee_nano, detail";
+const LOG_COLUMN_COUNT: usize = 30;
+
+/// Rows per statement: a batch of settlements is written in as few
+/// statements as these sizes add up to, each prepared once per connection.
+/// On SQLite every statement is a round trip to the connection's thread.
+pub(crate) const CHUNKS: [usize; 6] = [32, 16, 8, 4, 2, 1];
+
+/// `INSERT INTO {table} ({columns}) VALUES (…), … {tail}` for `rows` rows
+/// of `width` placeholders, numbered on from row to row.
+pub(crate) fn insert_rows_sql(table: &str, columns: &str, width: usize, rows: usize, tail: &str) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|row| {
+            let placeholders: Vec<String> = (1..=width).map(|i| format!("${}", row * width + i)).collect();
+            format!("({})", placeholders.join(", "))
+        })
+        .collect();
+    format!("INSERT INTO {table} ({columns}) VALUES {} {tail}", values.join(", "))
+}
+
+/// Splits `items` into runs of [`CHUNKS`] sizes, largest first; each run
+/// comes with its index in `CHUNKS`.
+pub(crate) fn chunked<T>(mut items: &[T]) -> impl Iterator<Item = (usize, &[T])> {
+    std::iter::from_fn(move || {
+        let index = CHUNKS.iter().position(|&size| size <= items.len())?;
+        let (run, rest) = items.split_at(CHUNKS[index]);
+        items = rest;
+        Some((index, run))
+    })
+}
+
+static LOG_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
+    CHUNKS
+        .iter()
+        .map(|&rows| {
+            insert_rows_sql(
+                "request_log",
+                LOG_COLUMNS,
+                LOG_COLUMN_COUNT,
+                rows,
+                "ON CONFLICT (request_id) DO NOTHING",
+            )
+        })
+        .collect()
+});
+
+/// Writes the request log rows of one commit.
+pub(crate) async fn write_logs(
     tx: &mut Transaction<'_, Any>,
-    log: &RequestLogRow,
-    settlement: &Settlement<'_>,
+    rows: &[(&RequestLogRow, Settlement<'_>)],
 ) -> sqlx::Result<()> {
     let tokens = |v: Option<u64>| v.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
-    sqlx::query(
-        "INSERT INTO request_log (request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, \
-         status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
-         snapshot_id, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, source, kind, \
-         parent_request_id, run_id, provenance, provenance_signature, fee_nano, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-         $23, $24, $25, $26, $27, $28, $29, $30) ON CONFLICT (request_id) DO NOTHING",
-    )
-    .bind(&log.request_id)
-    .bind(&log.key_id)
-    .bind(&log.workspace_id)
-    .bind(&log.model)
-    .bind(&log.provider)
-    .bind(&log.upstream_model)
-    .bind(i64::from(log.streamed))
-    .bind(settlement.outcome)
-    .bind(log.status.map(i64::from))
-    .bind(tokens(log.input_tokens))
-    .bind(tokens(log.output_tokens))
-    .bind(tokens(log.cached_tokens))
-    .bind(tokens(log.reasoning_tokens))
-    .bind(log.usage_source)
-    .bind(settlement.cost.0)
-    .bind(log.reserved.0)
-    .bind(log.snapshot_id)
-    .bind(&log.attempts)
-    .bind(i64::from(log.attempt_count))
-    .bind(log.started_at_ms)
-    .bind(log.duration_ms)
-    .bind(settlement.settled_at_ms)
-    .bind(settlement.source)
-    .bind(log.kind.as_str())
-    .bind(&log.parent_request_id)
-    .bind(log.provenance.as_ref().map(|p| p.run_id.as_str()))
-    .bind(log.provenance.as_ref().map(|p| p.trail.as_str()))
-    .bind(log.provenance.as_ref().map(|p| p.signature.as_str()))
-    // A settlement that posted less (an expired hold posts nothing) keeps
-    // the fee inside what was posted.
-    .bind(log.fee.0.min(settlement.cost.0).max(0))
-    .bind(&log.detail)
-    .execute(&mut **tx)
-    .await?;
+    for (index, run) in chunked(rows) {
+        let mut query = sqlx::query(LOG_SQL[index].as_str());
+        for (log, settlement) in run {
+            query = query
+                .bind(&log.request_id)
+                .bind(&log.key_id)
+                .bind(&log.workspace_id)
+                .bind(&log.model)
+                .bind(&log.provider)
+                .bind(&log.upstream_model)
+                .bind(i64::from(log.streamed))
+                .bind(settlement.outcome.as_str())
+                .bind(log.status.map(i64::from))
+                .bind(tokens(log.input_tokens))
+                .bind(tokens(log.output_tokens))
+                .bind(tokens(log.cached_tokens))
+                .bind(tokens(log.reasoning_tokens))
+                .bind(log.usage_source)
+                .bind(settlement.cost.0)
+                .bind(log.reserved.0)
+                .bind(log.snapshot_id)
+                .bind(&log.attempts)
+                .bind(i64::from(log.attempt_count))
+                .bind(log.started_at_ms)
+                .bind(log.duration_ms)
+                .bind(settlement.settled_at_ms)
+                .bind(settlement.source)
+                .bind(log.kind.as_str())
+                .bind(&log.parent_request_id)
+                .bind(log.provenance.as_ref().map(|p| p.run_id.as_str()))
+                .bind(log.provenance.as_ref().map(|p| p.trail.as_str()))
+                .bind(log.provenance.as_ref().map(|p| p.signature.as_str()))
+                // A settlement that posted less (an expired hold posts
+                // nothing) keeps the fee inside what was posted.
+                .bind(log.fee.0.min(settlement.cost.0).max(0))
+                .bind(&log.detail);
+        }
+        query.execute(&mut **tx).await?;
+    }
     Ok(())
 }
 
@@ -252,6 +300,24 @@ pub fn expand_attempts(stored: &str) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn batches_split_into_few_prepared_sizes() {
+        let sizes = |n: usize| {
+            let items = vec![0; n];
+            chunked(&items)
+                .map(|(i, run)| (CHUNKS[i], run.len()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sizes(0), vec![]);
+        assert_eq!(sizes(1), vec![(1, 1)]);
+        assert_eq!(sizes(15), vec![(8, 8), (4, 4), (2, 2), (1, 1)]);
+        assert_eq!(sizes(70), vec![(32, 32), (32, 32), (4, 4), (2, 2)]);
+        assert_eq!(
+            insert_rows_sql("t", "a, b", 2, 2, "ON CONFLICT DO NOTHING"),
+            "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4) ON CONFLICT DO NOTHING"
+        );
+    }
 
     #[test]
     fn attempts_round_trip_through_the_compact_form() {

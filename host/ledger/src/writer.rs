@@ -10,7 +10,7 @@
 //! the database has not set aside for this gateway.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::book::Book;
 use super::holds::{self, LeasePolicy, RowWrite};
-use super::log_row::{RequestLogRow, Settlement, write_log};
+use super::log_row::{CHUNKS, RequestLogRow, Settlement, chunked, insert_rows_sql, write_logs};
 use super::{Hold, ReserveError, Settled};
 use crate::SettleNotifier;
 use tollgate_core::db::{Database, now_ms};
@@ -197,10 +197,13 @@ impl Writer {
             let mut tx = connection.begin(&self.database).await?;
             let mut effects: HashMap<String, Effect> = HashMap::new();
             let mut outcomes = Vec::with_capacity(commands.len());
+            // Written together after the loop: a statement per batch size, not per row.
+            let mut posts = Vec::new();
+            let mut logs = Vec::new();
             for command in commands {
                 outcomes.push(match command {
                     Command::Settle { hold, amount, log, .. } => {
-                        let (settled, posted) = self.settle(&mut tx, hold.as_ref(), *amount, log).await?;
+                        let (settled, posted) = self.settle(hold.as_ref(), *amount, log, &mut posts, &mut logs);
                         if let Some(hold) = hold {
                             let effect = effects.entry(hold.workspace_id.clone()).or_default();
                             effect.released += hold.amount.0;
@@ -246,6 +249,8 @@ impl Writer {
                     Command::Flush | Command::Tick { .. } => Outcome::Done,
                 });
             }
+            write_posts(&mut tx, &posts).await?;
+            write_logs(&mut tx, &logs).await?;
             self.write_rows(&mut tx, &dirty, &effects, expires_at_ms).await?;
             if let Some(since) = idle_since {
                 idle_grants = self.book.take_idle(since, |id| effects.contains_key(id));
@@ -351,15 +356,17 @@ impl Writer {
         Ok(())
     }
 
-    /// Posts a hold's amount (or finds it expired) and writes the request log
-    /// row. Returns the outcome and what was posted.
-    async fn settle(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        hold: Option<&Hold>,
+    /// Decides what a settlement posts (a hold's amount, or nothing if it
+    /// expired) and queues its journal entry and request log row. Returns the
+    /// outcome and what was posted.
+    fn settle<'a>(
+        &'a self,
+        hold: Option<&'a Hold>,
         amount: Nanos,
-        log: &RequestLogRow,
-    ) -> sqlx::Result<(Settled, i64)> {
+        log: &'a RequestLogRow,
+        posts: &mut Vec<Post<'a>>,
+        logs: &mut Vec<(&'a RequestLogRow, Settlement<'a>)>,
+    ) -> (Settled, i64) {
         let now = now_ms();
         let (settled, posted) = match hold {
             None => (Settled::NoHold, 0),
@@ -369,7 +376,12 @@ impl Writer {
                 if posted > 0 {
                     // One posting per request, under the request's own id:
                     // the log row keeps the rest of the story.
-                    journal(tx, &log.request_id, &hold.workspace_id, "post", Nanos(posted), now).await?;
+                    posts.push(Post {
+                        id: &log.request_id,
+                        workspace_id: &hold.workspace_id,
+                        amount: posted,
+                        at_ms: now,
+                    });
                 }
                 (Settled::Posted, posted)
             }
@@ -381,12 +393,12 @@ impl Writer {
         // This row is also the request's usage event (see metering/feed.rs).
         let settlement = Settlement {
             cost: Nanos(posted),
-            outcome: &outcome,
+            outcome,
             settled_at_ms: now,
             source: &self.source,
         };
-        write_log(tx, log, &settlement).await?;
-        Ok((settled, posted))
+        logs.push((log, settlement));
+        (settled, posted)
     }
 
     fn reply_all(&self, commands: impl Iterator<Item = Command>, outcomes: Vec<Outcome>) {
@@ -445,6 +457,47 @@ impl Writer {
             Command::Flush => {}
         }
     }
+}
+
+/// A settlement's `post` journal entry, written with the rest of its commit.
+struct Post<'a> {
+    id: &'a str,
+    workspace_id: &'a str,
+    amount: i64,
+    at_ms: i64,
+}
+
+const JOURNAL_COLUMNS: &str = "id, workspace_id, kind, amount_nano, created_at";
+
+static POST_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
+    CHUNKS
+        .iter()
+        .map(|&rows| {
+            insert_rows_sql(
+                "ledger_entries",
+                JOURNAL_COLUMNS,
+                5,
+                rows,
+                "ON CONFLICT (id) DO NOTHING",
+            )
+        })
+        .collect()
+});
+
+async fn write_posts(tx: &mut Transaction<'_, Any>, posts: &[Post<'_>]) -> sqlx::Result<()> {
+    for (index, run) in chunked(posts) {
+        let mut query = sqlx::query(POST_SQL[index].as_str());
+        for post in run {
+            query = query
+                .bind(post.id)
+                .bind(post.workspace_id)
+                .bind("post")
+                .bind(post.amount)
+                .bind(post.at_ms);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 pub(super) async fn journal(
