@@ -19,10 +19,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::book::Book;
 use super::holds::{self, LeasePolicy, RowWrite};
-use super::log_row::{CHUNKS, RequestLogRow, Settlement, chunked, insert_rows_sql, write_logs};
+use super::log_row::{
+    RequestLogRow, Settlement, chunk_statement, chunk_statements, chunked, insert_rows_sql, write_logs,
+};
 use super::{Hold, ReserveError, Settled};
 use crate::SettleNotifier;
-use tollgate_core::db::{Database, now_ms};
+use tollgate_core::db::{Backend, Database, now_ms};
 use tollgate_core::money::Nanos;
 
 pub enum Command {
@@ -249,8 +251,8 @@ impl Writer {
                     Command::Flush | Command::Tick { .. } => Outcome::Done,
                 });
             }
-            write_posts(&mut tx, &posts).await?;
-            write_logs(&mut tx, &logs).await?;
+            write_posts(&mut tx, self.database.backend, &posts).await?;
+            write_logs(&mut tx, self.database.backend, &logs).await?;
             self.write_rows(&mut tx, &dirty, &effects, expires_at_ms).await?;
             if let Some(since) = idle_since {
                 idle_grants = self.book.take_idle(since, |id| effects.contains_key(id));
@@ -469,24 +471,22 @@ struct Post<'a> {
 
 const JOURNAL_COLUMNS: &str = "id, workspace_id, kind, amount_nano, created_at";
 
-static POST_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
-    CHUNKS
-        .iter()
-        .map(|&rows| {
-            insert_rows_sql(
-                "ledger_entries",
-                JOURNAL_COLUMNS,
-                5,
-                rows,
-                "ON CONFLICT (id) DO NOTHING",
-            )
-        })
-        .collect()
+static POST_SQL: LazyLock<[Vec<String>; 2]> = LazyLock::new(|| {
+    chunk_statements(|backend, rows| {
+        insert_rows_sql(
+            backend,
+            "ledger_entries",
+            JOURNAL_COLUMNS,
+            5,
+            rows,
+            "ON CONFLICT (id) DO NOTHING",
+        )
+    })
 });
 
-async fn write_posts(tx: &mut Transaction<'_, Any>, posts: &[Post<'_>]) -> sqlx::Result<()> {
+async fn write_posts(tx: &mut Transaction<'_, Any>, backend: Backend, posts: &[Post<'_>]) -> sqlx::Result<()> {
     for (index, run) in chunked(posts) {
-        let mut query = sqlx::query(POST_SQL[index].as_str());
+        let mut query = sqlx::query(chunk_statement(&POST_SQL, backend, index));
         for post in run {
             query = query
                 .bind(post.id)

@@ -250,12 +250,21 @@ pub fn render(mut object: Map<String, Value>, cost: Nanos) -> Vec<u8> {
     usage.remove("cost");
     let decimal = cost.usd_decimal();
     let cost = RawValue::from_string(decimal).expect("a decimal amount is a JSON number");
-    serde_json::to_vec(&Rendered {
-        fields: &object,
-        usage: RenderedUsage {
-            fields: &usage,
-            cost: &cost,
+    // Room for a typical answer up front: growing from serde_json's 128
+    // bytes took several reallocations per answer.
+    let mut rendered = Vec::with_capacity(RENDER_CAPACITY);
+    serde_json::to_writer(
+        &mut rendered,
+        &Rendered {
+            fields: &object,
+            usage: RenderedUsage {
+                fields: &usage,
+                cost: &cost,
+            },
         },
-    })
-    .expect("JSON values always serialise")
+    )
+    .expect("JSON values always serialise");
+    rendered
 }
+
+const RENDER_CAPACITY: usize = 2048;
