@@ -89,7 +89,17 @@ impl Book {
 
     /// After a commit: settlements of `released` holds posted `posted` out of
     /// the grant, and the database granted `grown` more (as a lease or not).
-    pub fn committed(&self, workspace_id: &str, released: i64, posted: i64, grown: i64, lease: Option<bool>) {
+    /// Then, under the same lock, holds `asks` in order for the reserves that
+    /// asked for the grant, and says which fit.
+    pub fn committed(
+        &self,
+        workspace_id: &str,
+        released: i64,
+        posted: i64,
+        grown: i64,
+        lease: Option<bool>,
+        asks: &[Nanos],
+    ) -> Vec<bool> {
         let mut wallets = self.wallets.lock().expect("book lock");
         let wallet = wallets.entry(workspace_id.to_string()).or_default();
         wallet.settling -= released;
@@ -98,6 +108,21 @@ impl Book {
             wallet.lease = lease;
         }
         debug_assert!(wallet.room() >= 0, "{workspace_id}: {wallet:?}");
+        let held: Vec<bool> = asks
+            .iter()
+            .map(|ask| {
+                let fits = wallet.room() >= ask.0;
+                if fits {
+                    wallet.held += ask.0;
+                    wallet.last_reserve = Some(Instant::now());
+                }
+                fits
+            })
+            .collect();
+        if held.contains(&true) {
+            wallet.dirty = true;
+        }
+        held
     }
 
     /// Before a commit that settles `released` holds posting `posted`: the
