@@ -98,7 +98,7 @@ impl Book {
         posted: i64,
         grown: i64,
         lease: Option<bool>,
-        asks: &[Nanos],
+        asks: impl IntoIterator<Item = Nanos>,
     ) -> Vec<bool> {
         let mut wallets = self.wallets.lock().expect("book lock");
         let wallet = wallets.entry(workspace_id.to_string()).or_default();
@@ -109,7 +109,7 @@ impl Book {
         }
         debug_assert!(wallet.room() >= 0, "{workspace_id}: {wallet:?}");
         let held: Vec<bool> = asks
-            .iter()
+            .into_iter()
             .map(|ask| {
                 let fits = wallet.room() >= ask.0;
                 if fits {

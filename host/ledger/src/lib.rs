@@ -20,6 +20,7 @@
 
 mod admin;
 pub mod archive;
+mod batch_insert;
 mod book;
 mod holds;
 mod log_row;

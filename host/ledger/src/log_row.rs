@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value};
 use sqlx::{Any, Transaction};
 
+use super::batch_insert::BatchInsert;
 use tollgate_core::db::Backend;
 use tollgate_core::money::Nanos;
 
@@ -140,76 +141,13 @@ const LOG_COLUMNS: &str = "request_id, key_id, workspace_id, model, provider, up
      parent_request_id, run_id, provenance, provenance_signature, fee_nano, detail";
 const LOG_COLUMN_COUNT: usize = 30;
 
-/// Rows per statement: a batch of settlements is written in as few
-/// statements as these sizes add up to, each prepared once per connection.
-/// On SQLite every statement is a round trip to the connection's thread.
-pub(crate) const CHUNKS: [usize; 6] = [32, 16, 8, 4, 2, 1];
-
-/// `INSERT INTO {table} ({columns}) VALUES (…), … {tail}` for `rows` rows
-/// of `width` placeholders each, for `backend`.
-///
-/// SQLite gets anonymous `?`s: sqlx binds a numbered `$N` there by looking
-/// its name up, a scan of the statement's names for each one, which made a
-/// 32-row log insert (960 parameters) cost more than the insert itself.
-pub(crate) fn insert_rows_sql(
-    backend: Backend,
-    table: &str,
-    columns: &str,
-    width: usize,
-    rows: usize,
-    tail: &str,
-) -> String {
-    let values: Vec<String> = (0..rows)
-        .map(|row| {
-            let placeholders: Vec<String> = (1..=width)
-                .map(|i| match backend {
-                    Backend::Sqlite => "?".to_string(),
-                    Backend::Postgres => format!("${}", row * width + i),
-                })
-                .collect();
-            format!("({})", placeholders.join(", "))
-        })
-        .collect();
-    format!("INSERT INTO {table} ({columns}) VALUES {} {tail}", values.join(", "))
-}
-
-/// A statement for every [`CHUNKS`] size, for each backend (build it once,
-/// in a `LazyLock`).
-pub(crate) fn chunk_statements(build: impl Fn(Backend, usize) -> String) -> [Vec<String>; 2] {
-    [Backend::Sqlite, Backend::Postgres].map(|backend| CHUNKS.iter().map(|&rows| build(backend, rows)).collect())
-}
-
-/// The statement of `chunk_statements` for `backend` and the size at `index`.
-pub(crate) fn chunk_statement(statements: &'static [Vec<String>; 2], backend: Backend, index: usize) -> &'static str {
-    let of_backend = match backend {
-        Backend::Sqlite => &statements[0],
-        Backend::Postgres => &statements[1],
-    };
-    of_backend[index].as_str()
-}
-
-/// Splits `items` into runs of [`CHUNKS`] sizes, largest first; each run
-/// comes with its index in `CHUNKS`.
-pub(crate) fn chunked<T>(mut items: &[T]) -> impl Iterator<Item = (usize, &[T])> {
-    std::iter::from_fn(move || {
-        let index = CHUNKS.iter().position(|&size| size <= items.len())?;
-        let (run, rest) = items.split_at(CHUNKS[index]);
-        items = rest;
-        Some((index, run))
-    })
-}
-
-static LOG_SQL: LazyLock<[Vec<String>; 2]> = LazyLock::new(|| {
-    chunk_statements(|backend, rows| {
-        insert_rows_sql(
-            backend,
-            "request_log",
-            LOG_COLUMNS,
-            LOG_COLUMN_COUNT,
-            rows,
-            "ON CONFLICT (request_id) DO NOTHING",
-        )
-    })
+static LOG_INSERT: LazyLock<BatchInsert> = LazyLock::new(|| {
+    BatchInsert::new(
+        "request_log",
+        LOG_COLUMNS,
+        LOG_COLUMN_COUNT,
+        "ON CONFLICT (request_id) DO NOTHING",
+    )
 });
 
 /// Writes the request log rows of one commit.
@@ -219,8 +157,8 @@ pub(crate) async fn write_logs(
     rows: &[(&RequestLogRow, Settlement<'_>)],
 ) -> sqlx::Result<()> {
     let tokens = |v: Option<u64>| v.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
-    for (index, run) in chunked(rows) {
-        let mut query = sqlx::query(chunk_statement(&LOG_SQL, backend, index));
+    for (statement, run) in LOG_INSERT.runs(backend, rows) {
+        let mut query = sqlx::query(statement);
         for (log, settlement) in run {
             query = query
                 .bind(&log.request_id)
@@ -331,28 +269,6 @@ pub fn expand_attempts(stored: &str) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn batches_split_into_few_prepared_sizes() {
-        let sizes = |n: usize| {
-            let items = vec![0; n];
-            chunked(&items)
-                .map(|(i, run)| (CHUNKS[i], run.len()))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(sizes(0), vec![]);
-        assert_eq!(sizes(1), vec![(1, 1)]);
-        assert_eq!(sizes(15), vec![(8, 8), (4, 4), (2, 2), (1, 1)]);
-        assert_eq!(sizes(70), vec![(32, 32), (32, 32), (4, 4), (2, 2)]);
-        assert_eq!(
-            insert_rows_sql(Backend::Postgres, "t", "a, b", 2, 2, "ON CONFLICT DO NOTHING"),
-            "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4) ON CONFLICT DO NOTHING"
-        );
-        assert_eq!(
-            insert_rows_sql(Backend::Sqlite, "t", "a, b", 2, 2, ""),
-            "INSERT INTO t (a, b) VALUES (?, ?), (?, ?) "
-        );
-    }
 
     #[test]
     fn attempts_round_trip_through_the_compact_form() {

@@ -17,11 +17,10 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
+use super::batch_insert::BatchInsert;
 use super::book::Book;
 use super::holds::{self, LeasePolicy, RowWrite};
-use super::log_row::{
-    RequestLogRow, Settlement, chunk_statement, chunk_statements, chunked, insert_rows_sql, write_logs,
-};
+use super::log_row::{RequestLogRow, Settlement, write_logs};
 use super::{Hold, ReserveError, Settled};
 use crate::SettleNotifier;
 use tollgate_core::db::{Backend, Database, now_ms};
@@ -120,6 +119,11 @@ struct Effect {
     asked: i64,
     /// Set by a grant: whether the wallet now holds a lease.
     lease: Option<bool>,
+    /// The grant requests answered `Ok`, by their index in the batch, in the
+    /// order they asked: held for them in the same step that shows the new
+    /// grant, so no reserve on another thread takes their room first (they
+    /// would ask again, and could starve).
+    asks: Vec<(usize, Nanos)>,
 }
 
 pub async fn run(writer: Writer, mut receiver: mpsc::Receiver<Command>) {
@@ -226,6 +230,7 @@ impl Writer {
             let mut posts = Vec::new();
             let mut logs = Vec::new();
             for command in commands {
+                let index = outcomes.len();
                 outcomes.push(match command {
                     Command::Settle { hold, amount, log, .. } => {
                         let (settled, posted) = self.settle(hold.as_ref(), *amount, log, &mut posts, &mut logs);
@@ -246,6 +251,7 @@ impl Writer {
                             self.book.shortfall(workspace_id, Nanos(effect.asked + amount.0)) - effect.grown;
                         effect.asked += amount.0;
                         if shortfall <= 0 {
+                            effect.asks.push((index, *amount));
                             Outcome::Grow(Ok(Granted::Retry))
                         } else {
                             let grown = holds::grow(
@@ -261,6 +267,7 @@ impl Writer {
                                 Ok(grant) => {
                                     effect.grown += grant.amount;
                                     effect.lease = Some(grant.lease);
+                                    effect.asks.push((index, *amount));
                                     Ok(Granted::Retry)
                                 }
                                 Err(ReserveError::Insufficient { available, .. }) => Err(ReserveError::Insufficient {
@@ -290,36 +297,15 @@ impl Writer {
         match written {
             Ok((mut outcomes, effects)) => {
                 for (workspace_id, effect) in effects {
-                    // The reserves that asked this wallet's grant to grow, in
-                    // the order they asked: held in the same step that shows
-                    // the new grant, so no reserve on another thread takes
-                    // their room first (they would ask again, and could starve).
-                    let asking: Vec<(usize, Nanos)> = commands
-                        .iter()
-                        .zip(&outcomes)
-                        .enumerate()
-                        .filter_map(|(index, pair)| match pair {
-                            (
-                                Command::Grow {
-                                    workspace_id: asked,
-                                    amount,
-                                    ..
-                                },
-                                Outcome::Grow(Ok(_)),
-                            ) if *asked == workspace_id => Some((index, *amount)),
-                            _ => None,
-                        })
-                        .collect();
-                    let amounts: Vec<Nanos> = asking.iter().map(|(_, amount)| *amount).collect();
                     let held = self.book.committed(
                         &workspace_id,
                         effect.released,
                         effect.posted,
                         effect.grown,
                         effect.lease,
-                        &amounts,
+                        effect.asks.iter().map(|(_, amount)| *amount),
                     );
-                    for ((index, _), held) in asking.into_iter().zip(held) {
+                    for ((index, _), held) in effect.asks.into_iter().zip(held) {
                         if let (true, Outcome::Grow(Ok(granted))) = (held, &mut outcomes[index]) {
                             *granted = Granted::Held;
                         }
@@ -480,7 +466,7 @@ impl Writer {
                 // Nothing was posted: the grant still holds the amount, which
                 // later requests may use again.
                 if let Some(hold) = hold {
-                    self.book.committed(&hold.workspace_id, hold.amount.0, 0, 0, None, &[]);
+                    self.book.committed(&hold.workspace_id, hold.amount.0, 0, 0, None, []);
                 }
                 let _ = reply.send(Err(unavailable()));
             }
@@ -507,22 +493,12 @@ struct Post<'a> {
 
 const JOURNAL_COLUMNS: &str = "id, workspace_id, kind, amount_nano, created_at";
 
-static POST_SQL: LazyLock<[Vec<String>; 2]> = LazyLock::new(|| {
-    chunk_statements(|backend, rows| {
-        insert_rows_sql(
-            backend,
-            "ledger_entries",
-            JOURNAL_COLUMNS,
-            5,
-            rows,
-            "ON CONFLICT (id) DO NOTHING",
-        )
-    })
-});
+static POST_INSERT: LazyLock<BatchInsert> =
+    LazyLock::new(|| BatchInsert::new("ledger_entries", JOURNAL_COLUMNS, 5, "ON CONFLICT (id) DO NOTHING"));
 
 async fn write_posts(tx: &mut Transaction<'_, Any>, backend: Backend, posts: &[Post<'_>]) -> sqlx::Result<()> {
-    for (index, run) in chunked(posts) {
-        let mut query = sqlx::query(chunk_statement(&POST_SQL, backend, index));
+    for (statement, run) in POST_INSERT.runs(backend, posts) {
+        let mut query = sqlx::query(statement);
         for post in run {
             query = query
                 .bind(post.id)
