@@ -43,6 +43,39 @@ pub struct Database {
     /// queueing. The gateway's steady writers (the ledger writer, the metering
     /// dispatchers) take this gate first, so they queue in-process instead.
     write_gate: Arc<tokio::sync::Mutex<()>>,
+    /// How a connection of this process to a SQLite file is set up, so that
+    /// one opened outside the pool (the ledger writer's) matches the pool's.
+    sqlite: Option<SqliteSetup>,
+}
+
+#[derive(Clone, Debug)]
+struct SqliteSetup {
+    /// `None` for an in-memory database, which a second connection would
+    /// not see.
+    file: Option<std::path::PathBuf>,
+    sync: SqliteSync,
+    background_checkpoints: bool,
+}
+
+impl SqliteSetup {
+    fn pragmas(&self) -> String {
+        let synchronous = match self.sync {
+            SqliteSync::Full => "FULL",
+            SqliteSync::Normal => "NORMAL",
+        };
+        // WAL lets the CLI write while a server reads. A new database frees
+        // pages deleted rows leave behind on request (`reclaim_space`); an
+        // older one is converted there. The log file shrinks back after a
+        // burst instead of keeping its largest size.
+        let mut pragmas = format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; \
+             PRAGMA journal_size_limit = 16777216;"
+        );
+        if self.background_checkpoints {
+            pragmas.push_str(" PRAGMA wal_autocheckpoint = 0;");
+        }
+        pragmas
+    }
 }
 
 impl Database {
@@ -76,6 +109,11 @@ impl Database {
             .parse()
             .with_context(|| format!("invalid database_url '{}'", redact_url(url)))?;
         let options = options.log_statements(tracing::log::LevelFilter::Trace);
+        let setup = (backend == Backend::Sqlite).then(|| SqliteSetup {
+            file: sqlite_file(url),
+            sync,
+            background_checkpoints,
+        });
         let pool = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 8 } else { 16 })
             .acquire_timeout(Duration::from_secs(10))
@@ -83,27 +121,19 @@ impl Database {
             // stale: a ping before every acquire would only add a round trip
             // to the connection's thread on every commit.
             .test_before_acquire(backend != Backend::Sqlite)
-            .after_connect(move |conn, _meta| {
-                Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        // WAL lets the CLI write while a server reads.
-                        let pragmas = match sync {
-                            SqliteSync::Full => "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;",
-                            SqliteSync::Normal => "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;",
-                        };
-                        conn.execute(pragmas).await?;
-                        // A new database frees pages deleted rows leave behind
-                        // on request (`reclaim_space`); an older one is
-                        // converted there. The log file shrinks back after a
-                        // burst instead of keeping its largest size.
-                        conn.execute("PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_size_limit = 16777216;")
-                            .await?;
-                        if background_checkpoints {
-                            conn.execute("PRAGMA wal_autocheckpoint = 0;").await?;
+            .after_connect({
+                let setup = setup.clone();
+                move |conn, _meta| {
+                    let setup = setup.clone();
+                    Box::pin(async move {
+                        if let Some(setup) = setup {
+                            let pragmas = format!("{} PRAGMA busy_timeout = 5000;", setup.pragmas());
+                            conn.execute(sqlx::AssertSqlSafe(pragmas)).await?;
+                            conn.execute("PRAGMA auto_vacuum = INCREMENTAL;").await?;
                         }
-                    }
-                    Ok(())
-                })
+                        Ok(())
+                    })
+                }
             })
             .connect_with(options)
             .await
@@ -117,7 +147,25 @@ impl Database {
             pool,
             backend,
             write_gate: Arc::new(tokio::sync::Mutex::new(())),
+            sqlite: setup,
         })
+    }
+
+    /// A connection of its own to this database's SQLite file, set up as the
+    /// pool's are: the ledger writer runs its commits on it. `None` on
+    /// Postgres and for an in-memory database.
+    pub fn open_sqlite_writer(&self) -> anyhow::Result<Option<rusqlite::Connection>> {
+        let Some(setup) = &self.sqlite else { return Ok(None) };
+        let Some(file) = &setup.file else { return Ok(None) };
+        let connection = rusqlite::Connection::open_with_flags(
+            file,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .with_context(|| format!("cannot open {} for the ledger writer", file.display()))?;
+        connection
+            .execute_batch(&setup.pragmas())
+            .context("setting up the ledger writer's connection")?;
+        Ok(Some(connection))
     }
 
     /// Gives the space that deleted rows left back to the file system. On
@@ -225,6 +273,14 @@ async fn checkpoint_in_background(database: Database) {
             tracing::warn!(%error, log_pages, "WAL reset failed; retrying at the next checkpoint");
         }
     }
+}
+
+/// The file a `sqlite:` URL names, or `None` for an in-memory database.
+fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let options: sqlx::sqlite::SqliteConnectOptions = url.parse().ok()?;
+    let file = options.get_filename();
+    let in_memory = file.as_os_str().is_empty() || file.as_os_str() == ":memory:" || url.contains("mode=memory");
+    (!in_memory).then(|| file.to_path_buf())
 }
 
 /// The default SQLite URL for a data directory (created if missing).

@@ -1,7 +1,7 @@
 //! Multi-row inserts for the writer's commits: a batch of rows goes in runs
 //! of a few fixed sizes (largest first), each size one statement prepared once
-//! per connection, instead of one statement per row. On SQLite every
-//! statement is a round trip to the connection's thread.
+//! per connection, instead of one statement per row (each a prepare-bind-step
+//! on SQLite, and a round trip to the server on Postgres).
 
 use tollgate_core::db::Backend;
 
@@ -51,9 +51,10 @@ impl BatchInsert {
     }
 }
 
-/// SQLite gets anonymous `?`s: sqlx binds a numbered `$N` there by looking
-/// its name up, a scan of the statement's names for each one, which made a
-/// 32-row log insert (960 parameters) cost more than the insert itself.
+/// SQLite gets anonymous `?`s: binding a numbered `$N` there means looking
+/// its name up (`sqlite3_bind_parameter_name` scans the statement's list of
+/// names), which made a 32-row log insert (960 parameters) cost more than the
+/// insert itself. Anonymous ones have no names to scan.
 fn sql(backend: Backend, table: &str, columns: &str, width: usize, rows: usize, tail: &str) -> String {
     let values: Vec<String> = (0..rows)
         .map(|row| {

@@ -4,9 +4,8 @@
 //! transaction (or the sweeper's), so a grant, the postings out of it and the
 //! row that records it commit together.
 
-use sqlx::{Any, Transaction};
-
 use super::ReserveError;
+use super::sql::{WriteResult, WriteTx};
 use tollgate_core::money::Nanos;
 
 /// How much a gateway escrows when a wallet's grant runs short.
@@ -47,19 +46,20 @@ pub struct Grant {
 /// gateways racing for the same wallet can never together take more than its
 /// balance.
 pub async fn grow(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut impl WriteTx,
     holder: &str,
     workspace_id: &str,
     shortfall: i64,
     policy: LeasePolicy,
     expires_at_ms: i64,
-) -> sqlx::Result<Result<Grant, ReserveError>> {
-    let available: Option<i64> =
-        sqlx::query_scalar("SELECT balance_nano - reserved_nano FROM wallets WHERE workspace_id = $1")
-            .bind(workspace_id)
-            .fetch_optional(&mut **tx)
-            .await?;
-    let available = available.unwrap_or(0);
+) -> WriteResult<Result<Grant, ReserveError>> {
+    let available = tx
+        .fetch_i64(
+            "SELECT balance_nano - reserved_nano FROM wallets WHERE workspace_id = $1",
+            &[workspace_id.into()],
+        )
+        .await?
+        .unwrap_or(0);
     let wanted = policy.grant(shortfall, available);
     // Another gateway may have taken some since the read: fall back to exactly
     // the shortfall before refusing.
@@ -70,15 +70,13 @@ pub async fn grow(
         &[shortfall]
     };
     for &amount in tries {
-        let updated = sqlx::query(
-            "UPDATE wallets SET reserved_nano = reserved_nano + $1 \
-             WHERE workspace_id = $2 AND balance_nano - reserved_nano >= $1",
-        )
-        .bind(amount)
-        .bind(workspace_id)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
+        let updated = tx
+            .execute(
+                "UPDATE wallets SET reserved_nano = reserved_nano + $1 \
+                 WHERE workspace_id = $2 AND balance_nano - reserved_nano >= $1",
+                &[amount.into(), workspace_id.into()],
+            )
+            .await?;
         if updated == 1 {
             granted = Some(amount);
             break;
@@ -90,15 +88,11 @@ pub async fn grow(
             available: Nanos(available.max(0)),
         }));
     };
-    sqlx::query(
+    tx.execute(
         "INSERT INTO wallet_holds (holder, workspace_id, granted_nano, held_nano, expires_at) VALUES ($1, $2, $3, 0, $4) \
          ON CONFLICT (holder, workspace_id) DO UPDATE SET granted_nano = wallet_holds.granted_nano + $3, expires_at = $4",
+        &[holder.into(), workspace_id.into(), amount.into(), expires_at_ms.into()],
     )
-    .bind(holder)
-    .bind(workspace_id)
-    .bind(amount)
-    .bind(expires_at_ms)
-    .execute(&mut **tx)
     .await?;
     Ok(Ok(Grant {
         amount,
@@ -129,32 +123,31 @@ pub struct Written {
 }
 
 /// Applies postings and trims to the wallet and writes the row.
-pub async fn write_row(tx: &mut Transaction<'_, Any>, row: &RowWrite<'_>) -> sqlx::Result<Written> {
+pub async fn write_row(tx: &mut impl WriteTx, row: &RowWrite<'_>) -> WriteResult<Written> {
     let leaving = row.posted + row.trimmed;
     let mut free = None;
     if leaving != 0 {
-        free = sqlx::query_scalar(
-            "UPDATE wallets SET balance_nano = balance_nano - $1, reserved_nano = reserved_nano - $2 \
-             WHERE workspace_id = $3 RETURNING balance_nano - reserved_nano",
-        )
-        .bind(row.posted)
-        .bind(leaving)
-        .bind(row.workspace_id)
-        .fetch_optional(&mut **tx)
-        .await?;
+        free = tx
+            .fetch_i64(
+                "UPDATE wallets SET balance_nano = balance_nano - $1, reserved_nano = reserved_nano - $2 \
+                 WHERE workspace_id = $3 RETURNING balance_nano - reserved_nano",
+                &[row.posted.into(), leaving.into(), row.workspace_id.into()],
+            )
+            .await?;
     }
-    let updated = sqlx::query(
-        "UPDATE wallet_holds SET granted_nano = granted_nano - $1, held_nano = $2, expires_at = $3 \
-         WHERE holder = $4 AND workspace_id = $5",
-    )
-    .bind(leaving)
-    .bind(row.held)
-    .bind(row.expires_at_ms)
-    .bind(row.holder)
-    .bind(row.workspace_id)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+    let updated = tx
+        .execute(
+            "UPDATE wallet_holds SET granted_nano = granted_nano - $1, held_nano = $2, expires_at = $3 \
+             WHERE holder = $4 AND workspace_id = $5",
+            &[
+                leaving.into(),
+                row.held.into(),
+                row.expires_at_ms.into(),
+                row.holder.into(),
+                row.workspace_id.into(),
+            ],
+        )
+        .await?;
     Ok(Written {
         row_found: updated == 1,
         free,
@@ -163,25 +156,23 @@ pub async fn write_row(tx: &mut Transaction<'_, Any>, row: &RowWrite<'_>) -> sql
 
 /// Hands a wallet's whole grant back and deletes the row. Returns the amount
 /// returned (what the row held, which the book may have undercounted).
-pub async fn give_back(tx: &mut Transaction<'_, Any>, holder: &str, workspace_id: &str) -> sqlx::Result<i64> {
-    let granted: Option<i64> =
-        sqlx::query_scalar("SELECT granted_nano FROM wallet_holds WHERE holder = $1 AND workspace_id = $2")
-            .bind(holder)
-            .bind(workspace_id)
-            .fetch_optional(&mut **tx)
-            .await?;
+pub async fn give_back(tx: &mut impl WriteTx, holder: &str, workspace_id: &str) -> WriteResult<i64> {
+    let row = [holder.into(), workspace_id.into()];
+    let granted = tx
+        .fetch_i64(
+            "SELECT granted_nano FROM wallet_holds WHERE holder = $1 AND workspace_id = $2",
+            &row,
+        )
+        .await?;
     let Some(granted) = granted else { return Ok(0) };
-    sqlx::query("DELETE FROM wallet_holds WHERE holder = $1 AND workspace_id = $2")
-        .bind(holder)
-        .bind(workspace_id)
-        .execute(&mut **tx)
+    tx.execute("DELETE FROM wallet_holds WHERE holder = $1 AND workspace_id = $2", &row)
         .await?;
     if granted > 0 {
-        sqlx::query("UPDATE wallets SET reserved_nano = reserved_nano - $1 WHERE workspace_id = $2")
-            .bind(granted)
-            .bind(workspace_id)
-            .execute(&mut **tx)
-            .await?;
+        tx.execute(
+            "UPDATE wallets SET reserved_nano = reserved_nano - $1 WHERE workspace_id = $2",
+            &[granted.into(), workspace_id.into()],
+        )
+        .await?;
     }
     Ok(granted)
 }

@@ -25,6 +25,7 @@ mod book;
 mod holds;
 mod log_row;
 mod record;
+mod sql;
 mod sweeper;
 mod writer;
 
@@ -155,6 +156,7 @@ impl Ledger {
         let book = Arc::new(book::Book::default());
         let holder = tollgate_core::db::new_id("gw");
         let row_ttl = config.row_ttl();
+        let store = writer::Store::open(&database)?;
         tokio::spawn(writer::run(
             writer::Writer {
                 database: database.clone(),
@@ -166,6 +168,7 @@ impl Ledger {
                 settled,
                 max_batch: config.max_batch.max(1),
             },
+            store,
             receiver,
         ));
         tokio::spawn(tick(

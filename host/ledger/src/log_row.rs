@@ -3,10 +3,9 @@
 
 use std::sync::LazyLock;
 
-use serde_json::{Map, Value};
-use sqlx::{Any, Transaction};
-
 use super::batch_insert::BatchInsert;
+use super::sql::{self, WriteResult, WriteTx};
+use serde_json::{Map, Value};
 use tollgate_core::db::Backend;
 use tollgate_core::money::Nanos;
 
@@ -152,49 +151,51 @@ static LOG_INSERT: LazyLock<BatchInsert> = LazyLock::new(|| {
 
 /// Writes the request log rows of one commit.
 pub(crate) async fn write_logs(
-    tx: &mut Transaction<'_, Any>,
+    tx: &mut impl WriteTx,
     backend: Backend,
     rows: &[(&RequestLogRow, Settlement<'_>)],
-) -> sqlx::Result<()> {
-    let tokens = |v: Option<u64>| v.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+) -> WriteResult<()> {
+    let tokens = |v: Option<u64>| sql::Value::Int(v.map(|n| i64::try_from(n).unwrap_or(i64::MAX)));
+    let mut values = Vec::new();
     for (statement, run) in LOG_INSERT.runs(backend, rows) {
-        let mut query = sqlx::query(statement);
+        values.clear();
         for (log, settlement) in run {
-            query = query
-                .bind(&log.request_id)
-                .bind(&log.key_id)
-                .bind(&log.workspace_id)
-                .bind(&log.model)
-                .bind(&log.provider)
-                .bind(&log.upstream_model)
-                .bind(i64::from(log.streamed))
-                .bind(settlement.outcome.as_str())
-                .bind(log.status.map(i64::from))
-                .bind(tokens(log.input_tokens))
-                .bind(tokens(log.output_tokens))
-                .bind(tokens(log.cached_tokens))
-                .bind(tokens(log.reasoning_tokens))
-                .bind(log.usage_source)
-                .bind(settlement.cost.0)
-                .bind(log.reserved.0)
-                .bind(log.snapshot_id)
-                .bind(&log.attempts)
-                .bind(i64::from(log.attempt_count))
-                .bind(log.started_at_ms)
-                .bind(log.duration_ms)
-                .bind(settlement.settled_at_ms)
-                .bind(settlement.source)
-                .bind(log.kind.as_str())
-                .bind(&log.parent_request_id)
-                .bind(log.provenance.as_ref().map(|p| p.run_id.as_str()))
-                .bind(log.provenance.as_ref().map(|p| p.trail.as_str()))
-                .bind(log.provenance.as_ref().map(|p| p.signature.as_str()))
+            values.extend::<[sql::Value; LOG_COLUMN_COUNT]>([
+                (&log.request_id).into(),
+                (&log.key_id).into(),
+                (&log.workspace_id).into(),
+                (&log.model).into(),
+                (&log.provider).into(),
+                (&log.upstream_model).into(),
+                i64::from(log.streamed).into(),
+                settlement.outcome.as_str().into(),
+                log.status.map(i64::from).into(),
+                tokens(log.input_tokens),
+                tokens(log.output_tokens),
+                tokens(log.cached_tokens),
+                tokens(log.reasoning_tokens),
+                log.usage_source.into(),
+                settlement.cost.0.into(),
+                log.reserved.0.into(),
+                log.snapshot_id.into(),
+                (&log.attempts).into(),
+                i64::from(log.attempt_count).into(),
+                log.started_at_ms.into(),
+                log.duration_ms.into(),
+                settlement.settled_at_ms.into(),
+                settlement.source.into(),
+                log.kind.as_str().into(),
+                (&log.parent_request_id).into(),
+                log.provenance.as_ref().map(|p| p.run_id.as_str()).into(),
+                log.provenance.as_ref().map(|p| p.trail.as_str()).into(),
+                log.provenance.as_ref().map(|p| p.signature.as_str()).into(),
                 // A settlement that posted less (an expired hold posts
                 // nothing) keeps the fee inside what was posted.
-                .bind(log.fee.0.min(settlement.cost.0).max(0))
-                .bind(&log.detail);
+                log.fee.0.min(settlement.cost.0).max(0).into(),
+                (&log.detail).into(),
+            ]);
         }
-        query.execute(&mut **tx).await?;
+        tx.execute(statement, &values).await?;
     }
     Ok(())
 }

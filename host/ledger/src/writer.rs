@@ -21,6 +21,7 @@ use super::batch_insert::BatchInsert;
 use super::book::Book;
 use super::holds::{self, LeasePolicy, RowWrite};
 use super::log_row::{RequestLogRow, Settlement, write_logs};
+use super::sql::{SqliteWriter, Value, WriteError, WriteResult, WriteTx};
 use super::{Hold, ReserveError, Settled};
 use crate::SettleNotifier;
 use tollgate_core::db::{Backend, Database, now_ms};
@@ -126,8 +127,24 @@ struct Effect {
     asks: Vec<(usize, Nanos)>,
 }
 
-pub async fn run(writer: Writer, mut receiver: mpsc::Receiver<Command>) {
-    let mut connection = Connection::default();
+/// Where the writer's transactions run: its own connection to a SQLite
+/// file, or one held from the pool (Postgres).
+pub enum Store {
+    Sqlite(SqliteWriter),
+    Pool(Connection),
+}
+
+impl Store {
+    /// The writer's own connection when the database is a SQLite file.
+    pub fn open(database: &Database) -> anyhow::Result<Self> {
+        Ok(match database.open_sqlite_writer()? {
+            Some(connection) => Store::Sqlite(SqliteWriter::new(connection)?),
+            None => Store::Pool(Connection::default()),
+        })
+    }
+}
+
+pub async fn run(writer: Writer, mut store: Store, mut receiver: mpsc::Receiver<Command>) {
     let mut batch = Vec::with_capacity(writer.max_batch);
     let mut waited_on = 0;
     while let Some(first) = receiver.recv().await {
@@ -160,13 +177,13 @@ pub async fn run(writer: Writer, mut receiver: mpsc::Receiver<Command>) {
         // Only what somebody waits on counts: a lone request's settlement
         // often shares its commit with the row write its own hold asked for.
         waited_on = batch.iter().filter(|command| !lingers(command)).count();
-        match writer.commit(&mut connection, &batch).await {
+        match writer.commit(&mut store, &batch).await {
             Ok(outcomes) => writer.reply_all(batch.drain(..), outcomes),
             Err(error) if batch.len() == 1 => writer.fail(batch.pop().expect("one command"), &error),
             Err(error) => {
                 tracing::warn!(%error, size = batch.len(), "ledger batch failed; retrying its commands one by one");
                 for command in batch.drain(..) {
-                    match writer.commit(&mut connection, std::slice::from_ref(&command)).await {
+                    match writer.commit(&mut store, std::slice::from_ref(&command)).await {
                         Ok(outcomes) => writer.reply_all(std::iter::once(command), outcomes),
                         Err(error) => writer.fail(command, &error),
                     }
@@ -181,7 +198,7 @@ pub async fn run(writer: Writer, mut receiver: mpsc::Receiver<Command>) {
 /// ping: on SQLite a round trip to the connection's thread, added to every
 /// answer's wait for its settlement.
 #[derive(Default)]
-struct Connection(Option<PoolConnection<Any>>);
+pub struct Connection(Option<PoolConnection<Any>>);
 
 impl Connection {
     async fn begin<'c>(&'c mut self, database: &Database) -> sqlx::Result<Transaction<'c, Any>> {
@@ -200,7 +217,7 @@ impl Connection {
 }
 
 impl Writer {
-    async fn commit(&self, connection: &mut Connection, commands: &[Command]) -> sqlx::Result<Vec<Outcome>> {
+    async fn commit(&self, store: &mut Store, commands: &[Command]) -> WriteResult<Vec<Outcome>> {
         let refresh = commands
             .iter()
             .any(|c| matches!(c, Command::Tick { refresh: true, .. }));
@@ -222,78 +239,34 @@ impl Writer {
         let _turn = self.database.write_turn().await;
         // Grants taken out of the book, before the database hands them back.
         let mut idle_grants = Vec::new();
-        let written = async {
-            let mut tx = connection.begin(&self.database).await?;
-            let mut effects: HashMap<String, Effect> = HashMap::new();
-            let mut outcomes = Vec::with_capacity(commands.len());
-            // Written together after the loop: a statement per batch size, not per row.
-            let mut posts = Vec::new();
-            let mut logs = Vec::new();
-            for command in commands {
-                let index = outcomes.len();
-                outcomes.push(match command {
-                    Command::Settle { hold, amount, log, .. } => {
-                        let (settled, posted) = self.settle(hold.as_ref(), *amount, log, &mut posts, &mut logs);
-                        if let Some(hold) = hold {
-                            let effect = effects.entry(hold.workspace_id.clone()).or_default();
-                            effect.released += hold.amount.0;
-                            effect.posted += posted;
-                        }
-                        Outcome::Settle(settled)
-                    }
-                    Command::Grow {
-                        workspace_id, amount, ..
-                    } => {
-                        let effect = effects.entry(workspace_id.clone()).or_default();
-                        // Grants earlier in this batch are not in the book yet,
-                        // and the reserves that asked for them will take them.
-                        let shortfall =
-                            self.book.shortfall(workspace_id, Nanos(effect.asked + amount.0)) - effect.grown;
-                        effect.asked += amount.0;
-                        if shortfall <= 0 {
-                            effect.asks.push((index, *amount));
-                            Outcome::Grow(Ok(Granted::Retry))
-                        } else {
-                            let grown = holds::grow(
-                                &mut tx,
-                                &self.holder,
-                                workspace_id,
-                                shortfall,
-                                self.policy,
-                                expires_at_ms,
-                            )
-                            .await?;
-                            Outcome::Grow(match grown {
-                                Ok(grant) => {
-                                    effect.grown += grant.amount;
-                                    effect.lease = Some(grant.lease);
-                                    effect.asks.push((index, *amount));
-                                    Ok(Granted::Retry)
-                                }
-                                Err(ReserveError::Insufficient { available, .. }) => Err(ReserveError::Insufficient {
-                                    needed: *amount,
-                                    available: Nanos(available.0 + self.book.room(workspace_id)),
-                                }),
-                                Err(other) => Err(other),
-                            })
-                        }
-                    }
-                    Command::Flush | Command::Tick { .. } => Outcome::Done,
-                });
+        let written = match store {
+            Store::Sqlite(connection) => {
+                let written = async {
+                    let mut tx = connection.begin().await?;
+                    let written = self
+                        .write(&mut tx, commands, &dirty, idle_since, expires_at_ms, &mut idle_grants)
+                        .await?;
+                    tx.commit()?;
+                    Ok(written)
+                }
+                .await;
+                if written.is_err() {
+                    connection.rollback();
+                }
+                written
             }
-            write_posts(&mut tx, self.database.backend, &posts).await?;
-            write_logs(&mut tx, self.database.backend, &logs).await?;
-            self.write_rows(&mut tx, &dirty, &effects, expires_at_ms).await?;
-            if let Some(since) = idle_since {
-                idle_grants = self.book.take_idle(since, |id| effects.contains_key(id));
+            Store::Pool(connection) => {
+                async {
+                    let mut tx = connection.begin(&self.database).await?;
+                    let written = self
+                        .write(&mut tx, commands, &dirty, idle_since, expires_at_ms, &mut idle_grants)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(written)
+                }
+                .await
             }
-            for (workspace_id, _) in &idle_grants {
-                holds::give_back(&mut tx, &self.holder, workspace_id).await?;
-            }
-            tx.commit().await?;
-            Ok::<_, sqlx::Error>((outcomes, effects))
-        }
-        .await;
+        };
         match written {
             Ok((mut outcomes, effects)) => {
                 for (workspace_id, effect) in effects {
@@ -314,7 +287,9 @@ impl Writer {
                 Ok(outcomes)
             }
             Err(error) => {
-                connection.discard();
+                if let Store::Pool(connection) = store {
+                    connection.discard();
+                }
                 for workspace_id in &dirty {
                     self.book.mark_dirty(workspace_id);
                 }
@@ -326,15 +301,88 @@ impl Writer {
         }
     }
 
+    /// The statements of one commit, in its open transaction: each
+    /// command's, then the batched inserts, the wallets' rows and the idle
+    /// grants handed back (taken out of the book into `idle_grants`).
+    async fn write(
+        &self,
+        tx: &mut impl WriteTx,
+        commands: &[Command],
+        dirty: &[String],
+        idle_since: Option<Option<Instant>>,
+        expires_at_ms: i64,
+        idle_grants: &mut Vec<(String, i64)>,
+    ) -> WriteResult<(Vec<Outcome>, HashMap<String, Effect>)> {
+        let mut effects: HashMap<String, Effect> = HashMap::new();
+        let mut outcomes = Vec::with_capacity(commands.len());
+        // Written together after the loop: a statement per batch size, not per row.
+        let mut posts = Vec::new();
+        let mut logs = Vec::new();
+        for command in commands {
+            let index = outcomes.len();
+            outcomes.push(match command {
+                Command::Settle { hold, amount, log, .. } => {
+                    let (settled, posted) = self.settle(hold.as_ref(), *amount, log, &mut posts, &mut logs);
+                    if let Some(hold) = hold {
+                        let effect = effects.entry(hold.workspace_id.clone()).or_default();
+                        effect.released += hold.amount.0;
+                        effect.posted += posted;
+                    }
+                    Outcome::Settle(settled)
+                }
+                Command::Grow {
+                    workspace_id, amount, ..
+                } => {
+                    let effect = effects.entry(workspace_id.clone()).or_default();
+                    // Grants earlier in this batch are not in the book yet,
+                    // and the reserves that asked for them will take them.
+                    let shortfall = self.book.shortfall(workspace_id, Nanos(effect.asked + amount.0)) - effect.grown;
+                    effect.asked += amount.0;
+                    if shortfall <= 0 {
+                        effect.asks.push((index, *amount));
+                        Outcome::Grow(Ok(Granted::Retry))
+                    } else {
+                        let grown =
+                            holds::grow(tx, &self.holder, workspace_id, shortfall, self.policy, expires_at_ms).await?;
+                        Outcome::Grow(match grown {
+                            Ok(grant) => {
+                                effect.grown += grant.amount;
+                                effect.lease = Some(grant.lease);
+                                effect.asks.push((index, *amount));
+                                Ok(Granted::Retry)
+                            }
+                            Err(ReserveError::Insufficient { available, .. }) => Err(ReserveError::Insufficient {
+                                needed: *amount,
+                                available: Nanos(available.0 + self.book.room(workspace_id)),
+                            }),
+                            Err(other) => Err(other),
+                        })
+                    }
+                }
+                Command::Flush | Command::Tick { .. } => Outcome::Done,
+            });
+        }
+        write_posts(tx, self.database.backend, &posts).await?;
+        write_logs(tx, self.database.backend, &logs).await?;
+        self.write_rows(tx, dirty, &effects, expires_at_ms).await?;
+        if let Some(since) = idle_since {
+            *idle_grants = self.book.take_idle(since, |id| effects.contains_key(id));
+        }
+        for (workspace_id, _) in idle_grants.iter() {
+            holds::give_back(tx, &self.holder, workspace_id).await?;
+        }
+        Ok((outcomes, effects))
+    }
+
     /// Writes the rows of the wallets this commit touched, trimming direct
     /// grants back to what stays in flight.
     async fn write_rows(
         &self,
-        tx: &mut Transaction<'_, Any>,
+        tx: &mut impl WriteTx,
         dirty: &[String],
         effects: &HashMap<String, Effect>,
         expires_at_ms: i64,
-    ) -> sqlx::Result<()> {
+    ) -> WriteResult<()> {
         let mut touched: Vec<&str> = dirty.iter().map(String::as_str).collect();
         touched.extend(
             effects
@@ -458,7 +506,7 @@ impl Writer {
         }
     }
 
-    fn fail(&self, command: Command, error: &sqlx::Error) {
+    fn fail(&self, command: Command, error: &WriteError) {
         tracing::error!(%error, "ledger write failed");
         let unavailable = || ReserveError::Unavailable(error.to_string());
         match command {
@@ -496,18 +544,20 @@ const JOURNAL_COLUMNS: &str = "id, workspace_id, kind, amount_nano, created_at";
 static POST_INSERT: LazyLock<BatchInsert> =
     LazyLock::new(|| BatchInsert::new("ledger_entries", JOURNAL_COLUMNS, 5, "ON CONFLICT (id) DO NOTHING"));
 
-async fn write_posts(tx: &mut Transaction<'_, Any>, backend: Backend, posts: &[Post<'_>]) -> sqlx::Result<()> {
+async fn write_posts(tx: &mut impl WriteTx, backend: Backend, posts: &[Post<'_>]) -> WriteResult<()> {
+    let mut values = Vec::new();
     for (statement, run) in POST_INSERT.runs(backend, posts) {
-        let mut query = sqlx::query(statement);
+        values.clear();
         for post in run {
-            query = query
-                .bind(post.id)
-                .bind(post.workspace_id)
-                .bind("post")
-                .bind(post.amount)
-                .bind(post.at_ms);
+            values.extend::<[Value; 5]>([
+                post.id.into(),
+                post.workspace_id.into(),
+                "post".into(),
+                post.amount.into(),
+                post.at_ms.into(),
+            ]);
         }
-        query.execute(&mut **tx).await?;
+        tx.execute(statement, &values).await?;
     }
     Ok(())
 }
