@@ -253,24 +253,26 @@ mod tests {
         let mut tx = writer.begin().await.unwrap();
         // A numbered parameter used twice, then the next ones in order.
         let changed = tx
-            .execute("INSERT INTO t (a, b, c) VALUES ($1, $2, $1 + $3)", &[
-                7.into(),
-                "seven".into(),
-                1.into(),
-            ])
+            .execute(
+                "INSERT INTO t (a, b, c) VALUES ($1, $2, $1 + $3)",
+                &[7.into(), "seven".into(), 1.into()],
+            )
             .await
             .unwrap();
         assert_eq!(changed, 1);
         // Anonymous parameters over two rows, with typed nulls.
         let changed = tx
-            .execute("INSERT INTO t (a, b, c) VALUES (?, ?, ?), (?, ?, ?)", &[
-                Value::Int(None),
-                "x".into(),
-                2.into(),
-                3.into(),
-                Value::Text(None),
-                4.into(),
-            ])
+            .execute(
+                "INSERT INTO t (a, b, c) VALUES (?, ?, ?), (?, ?, ?)",
+                &[
+                    Value::Int(None),
+                    "x".into(),
+                    2.into(),
+                    3.into(),
+                    Value::Text(None),
+                    4.into(),
+                ],
+            )
             .await
             .unwrap();
         assert_eq!(changed, 2);
@@ -284,7 +286,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(nulls, Some(2));
-        let none = tx.fetch_i64("SELECT a FROM t WHERE a = $1", &[99.into()]).await.unwrap();
+        let none = tx
+            .fetch_i64("SELECT a FROM t WHERE a = $1", &[99.into()])
+            .await
+            .unwrap();
         assert_eq!(none, None);
         let missing = tx.execute("INSERT INTO t (a, b) VALUES ($1, $2)", &[1.into()]).await;
         assert!(missing.is_err(), "too few values is an error, not a NULL");
@@ -296,7 +301,11 @@ mod tests {
         let mut writer = table();
         let mut tx = writer.begin().await.unwrap();
         tx.execute("INSERT INTO t (a) VALUES ($1)", &[1.into()]).await.unwrap();
-        assert!(tx.execute("INSERT INTO nowhere (a) VALUES ($1)", &[1.into()]).await.is_err());
+        assert!(
+            tx.execute("INSERT INTO nowhere (a) VALUES ($1)", &[1.into()])
+                .await
+                .is_err()
+        );
         writer.rollback();
         let mut tx = writer.begin().await.unwrap();
         assert_eq!(tx.fetch_i64("SELECT count(*) FROM t", &[]).await.unwrap(), Some(0));
@@ -319,7 +328,10 @@ mod tests {
             other.execute_batch("INSERT INTO t VALUES (1); COMMIT").unwrap();
         });
         let mut tx = writer.begin().await.unwrap();
-        assert!(started.elapsed() >= held, "took the lock while another connection held it");
+        assert!(
+            started.elapsed() >= held,
+            "took the lock while another connection held it"
+        );
         assert_eq!(tx.fetch_i64("SELECT count(*) FROM t", &[]).await.unwrap(), Some(1));
         tx.commit().unwrap();
         releaser.join().unwrap();

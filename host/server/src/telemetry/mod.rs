@@ -109,8 +109,18 @@ pub fn init(format: LogFormat) {
         EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,wasmtime=warn,cranelift=warn"))
     };
-    // Exported spans are for the collector, not the log.
-    let not_exported = || tracing_subscriber::filter::filter_fn(|meta| meta.target() != SPAN_TARGET);
+    // Exported spans are for the collector, not the log. The level hint lets
+    // `log` records below the filter's levels stop at the `log` crate: without
+    // one, every `log::trace!` of wasmtime's instantiation (one per request)
+    // was turned into a tracing event only for the filter to drop it.
+    let level_hint = filter().max_level_hint();
+    let not_exported = || {
+        let filter = tracing_subscriber::filter::filter_fn(|meta| meta.target() != SPAN_TARGET);
+        match level_hint {
+            Some(level) => filter.with_max_level_hint(level),
+            None => filter,
+        }
+    };
     let terminal = std::io::stderr().is_terminal();
     let json = format.json(std::env::var("TOLLGATE_LOG_FORMAT").ok().as_deref(), terminal);
     let log_layer = if json {
