@@ -107,11 +107,23 @@ impl WriteTx for sqlx::Transaction<'_, sqlx::Any> {
 /// A write transaction on the writer's own SQLite connection (`BEGIN
 /// IMMEDIATE` taken by [`SqliteWriter::begin`]). Its futures are ready at
 /// once: SQLite works in place.
-pub struct SqliteTx<'c>(&'c mut rusqlite::Connection);
+pub struct SqliteTx<'c> {
+    connection: &'c mut rusqlite::Connection,
+    fsyncs: bool,
+}
 
 impl SqliteTx<'_> {
+    /// Commits. With `synchronous = FULL` the commit waits for an fsync
+    /// (about a millisecond here): on a multi-threaded runtime this thread's
+    /// other tasks move to another thread for that time instead of waiting.
     pub fn commit(self) -> WriteResult<()> {
-        Ok(self.0.execute_batch("COMMIT")?)
+        let commit = || self.connection.execute_batch("COMMIT");
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|runtime| runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        Ok(match self.fsyncs && multi_thread {
+            true => tokio::task::block_in_place(commit),
+            false => commit(),
+        }?)
     }
 }
 
@@ -121,7 +133,7 @@ impl WriteTx for SqliteTx<'_> {
         statement: &'static str,
         values: &[Value<'_>],
     ) -> impl Future<Output = WriteResult<u64>> + Send {
-        ready(run(self.0, statement, values, |statement| {
+        ready(run(self.connection, statement, values, |statement| {
             Ok(statement.raw_execute()? as u64)
         }))
     }
@@ -131,7 +143,7 @@ impl WriteTx for SqliteTx<'_> {
         statement: &'static str,
         values: &[Value<'_>],
     ) -> impl Future<Output = WriteResult<Option<i64>>> + Send {
-        ready(run(self.0, statement, values, |statement| {
+        ready(run(self.connection, statement, values, |statement| {
             let mut rows = statement.raw_query();
             match rows.next()? {
                 Some(row) => Ok(row.get::<_, Option<i64>>(0)?),
@@ -188,7 +200,11 @@ fn run<T>(
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The ledger writer's own connection to a SQLite database file.
-pub struct SqliteWriter(rusqlite::Connection);
+pub struct SqliteWriter {
+    connection: rusqlite::Connection,
+    /// `synchronous = FULL`: every commit waits for an fsync.
+    fsyncs: bool,
+}
 
 impl SqliteWriter {
     /// Takes over a connection (see [`Self::begin`] for the lock wait).
@@ -196,7 +212,12 @@ impl SqliteWriter {
         connection.busy_timeout(std::time::Duration::ZERO)?;
         // Every batch size of both inserts, and the row statements.
         connection.set_prepared_statement_cache_capacity(32);
-        Ok(Self(connection))
+        // 2 = FULL, 3 = EXTRA.
+        let synchronous: i64 = connection.query_row("PRAGMA synchronous", [], |row| row.get(0))?;
+        Ok(Self {
+            connection,
+            fsyncs: synchronous >= 2,
+        })
     }
 
     /// Takes SQLite's write lock (`BEGIN IMMEDIATE`). The connection has no
@@ -207,8 +228,13 @@ impl SqliteWriter {
         let started = tokio::time::Instant::now();
         let mut pause = std::time::Duration::from_micros(250);
         loop {
-            match self.0.execute_batch("BEGIN IMMEDIATE") {
-                Ok(()) => return Ok(SqliteTx(&mut self.0)),
+            match self.connection.execute_batch("BEGIN IMMEDIATE") {
+                Ok(()) => {
+                    return Ok(SqliteTx {
+                        connection: &mut self.connection,
+                        fsyncs: self.fsyncs,
+                    });
+                }
                 Err(error) if is_busy(&error) && started.elapsed() < LOCK_WAIT => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(std::time::Duration::from_millis(10));
@@ -220,8 +246,8 @@ impl SqliteWriter {
 
     /// Ends a failed transaction (if SQLite has not ended it already).
     pub fn rollback(&mut self) {
-        if !self.0.is_autocommit()
-            && let Err(error) = self.0.execute_batch("ROLLBACK")
+        if !self.connection.is_autocommit()
+            && let Err(error) = self.connection.execute_batch("ROLLBACK")
         {
             tracing::warn!(%error, "ledger writer rollback failed");
         }
@@ -335,5 +361,31 @@ mod tests {
         assert_eq!(tx.fetch_i64("SELECT count(*) FROM t", &[]).await.unwrap(), Some(1));
         tx.commit().unwrap();
         releaser.join().unwrap();
+    }
+
+    async fn commit_with_full_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let connection = rusqlite::Connection::open(dir.path().join("t.db")).unwrap();
+        connection
+            .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE t (a INTEGER)")
+            .unwrap();
+        let mut writer = SqliteWriter::new(connection).unwrap();
+        assert!(writer.fsyncs);
+        let mut tx = writer.begin().await.unwrap();
+        tx.execute("INSERT INTO t (a) VALUES ($1)", &[1.into()]).await.unwrap();
+        tx.commit().unwrap();
+        let mut tx = writer.begin().await.unwrap();
+        assert_eq!(tx.fetch_i64("SELECT count(*) FROM t", &[]).await.unwrap(), Some(1));
+        tx.commit().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_durable_commit_works_on_a_multi_threaded_runtime() {
+        commit_with_full_sync().await;
+    }
+
+    #[tokio::test]
+    async fn a_durable_commit_works_on_a_current_thread_runtime() {
+        commit_with_full_sync().await;
     }
 }
