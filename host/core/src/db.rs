@@ -63,10 +63,8 @@ impl SqliteSetup {
             SqliteSync::Full => "FULL",
             SqliteSync::Normal => "NORMAL",
         };
-        // WAL lets the CLI write while a server reads. A new database frees
-        // pages deleted rows leave behind on request (`reclaim_space`); an
-        // older one is converted there. The log file shrinks back after a
-        // burst instead of keeping its largest size.
+        // WAL lets the CLI write while a server reads. The log file shrinks
+        // back after a burst instead of keeping its largest size.
         let mut pragmas = format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; \
              PRAGMA journal_size_limit = 16777216;"
@@ -129,6 +127,9 @@ impl Database {
                         if let Some(setup) = setup {
                             let pragmas = format!("{} PRAGMA busy_timeout = 5000;", setup.pragmas());
                             conn.execute(sqlx::AssertSqlSafe(pragmas)).await?;
+                            // A new database frees pages deleted rows leave
+                            // behind on request (`reclaim_space`); an older
+                            // one is converted there.
                             conn.execute("PRAGMA auto_vacuum = INCREMENTAL;").await?;
                         }
                         Ok(())

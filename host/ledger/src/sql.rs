@@ -82,6 +82,11 @@ pub trait WriteTx: Send {
         statement: &'static str,
         values: &[Value<'_>],
     ) -> impl Future<Output = WriteResult<Option<i64>>> + Send;
+
+    /// Commits the transaction.
+    fn commit(self) -> impl Future<Output = WriteResult<()>> + Send
+    where
+        Self: Sized;
 }
 
 impl WriteTx for sqlx::Transaction<'_, sqlx::Any> {
@@ -101,6 +106,10 @@ impl WriteTx for sqlx::Transaction<'_, sqlx::Any> {
                 Value::Text(value) => query.bind(value),
             });
         Ok(query.fetch_optional(&mut **self).await?)
+    }
+
+    async fn commit(self) -> WriteResult<()> {
+        Ok(sqlx::Transaction::commit(self).await?)
     }
 }
 
@@ -150,6 +159,10 @@ impl WriteTx for SqliteTx<'_> {
                 None => Ok(None),
             }
         }))
+    }
+
+    fn commit(self) -> impl Future<Output = WriteResult<()>> + Send {
+        ready(SqliteTx::commit(self))
     }
 }
 

@@ -242,12 +242,9 @@ impl Writer {
         let written = match store {
             Store::Sqlite(connection) => {
                 let written = async {
-                    let mut tx = connection.begin().await?;
-                    let written = self
-                        .write(&mut tx, commands, &dirty, idle_since, expires_at_ms, &mut idle_grants)
-                        .await?;
-                    tx.commit()?;
-                    Ok(written)
+                    let tx = connection.begin().await?;
+                    self.write(tx, commands, &dirty, idle_since, expires_at_ms, &mut idle_grants)
+                        .await
                 }
                 .await;
                 if written.is_err() {
@@ -257,12 +254,9 @@ impl Writer {
             }
             Store::Pool(connection) => {
                 async {
-                    let mut tx = connection.begin(&self.database).await?;
-                    let written = self
-                        .write(&mut tx, commands, &dirty, idle_since, expires_at_ms, &mut idle_grants)
-                        .await?;
-                    tx.commit().await?;
-                    Ok(written)
+                    let tx = connection.begin(&self.database).await?;
+                    self.write(tx, commands, &dirty, idle_since, expires_at_ms, &mut idle_grants)
+                        .await
                 }
                 .await
             }
@@ -301,12 +295,12 @@ impl Writer {
         }
     }
 
-    /// The statements of one commit, in its open transaction: each
-    /// command's, then the batched inserts, the wallets' rows and the idle
-    /// grants handed back (taken out of the book into `idle_grants`).
+    /// One commit in its open transaction: each command's statements, then
+    /// the batched inserts, the wallets' rows and the idle grants handed back
+    /// (taken out of the book into `idle_grants`).
     async fn write(
         &self,
-        tx: &mut impl WriteTx,
+        mut tx: impl WriteTx,
         commands: &[Command],
         dirty: &[String],
         idle_since: Option<Option<Instant>>,
@@ -342,8 +336,15 @@ impl Writer {
                         effect.asks.push((index, *amount));
                         Outcome::Grow(Ok(Granted::Retry))
                     } else {
-                        let grown =
-                            holds::grow(tx, &self.holder, workspace_id, shortfall, self.policy, expires_at_ms).await?;
+                        let grown = holds::grow(
+                            &mut tx,
+                            &self.holder,
+                            workspace_id,
+                            shortfall,
+                            self.policy,
+                            expires_at_ms,
+                        )
+                        .await?;
                         Outcome::Grow(match grown {
                             Ok(grant) => {
                                 effect.grown += grant.amount;
@@ -362,15 +363,16 @@ impl Writer {
                 Command::Flush | Command::Tick { .. } => Outcome::Done,
             });
         }
-        write_posts(tx, self.database.backend, &posts).await?;
-        write_logs(tx, self.database.backend, &logs).await?;
-        self.write_rows(tx, dirty, &effects, expires_at_ms).await?;
+        write_posts(&mut tx, self.database.backend, &posts).await?;
+        write_logs(&mut tx, self.database.backend, &logs).await?;
+        self.write_rows(&mut tx, dirty, &effects, expires_at_ms).await?;
         if let Some(since) = idle_since {
             *idle_grants = self.book.take_idle(since, |id| effects.contains_key(id));
         }
         for (workspace_id, _) in idle_grants.iter() {
-            holds::give_back(tx, &self.holder, workspace_id).await?;
+            holds::give_back(&mut tx, &self.holder, workspace_id).await?;
         }
+        tx.commit().await?;
         Ok((outcomes, effects))
     }
 
