@@ -170,7 +170,11 @@ async fn assign_request_id(mut request: Request, next: Next) -> Response {
                 .into_response()
         }
     };
-    span.record("http.response.status_code", i64::from(response.status().as_u16()));
+    // Only the exported span has the field (recording it re-serialises the
+    // log layer's JSON of the span's fields).
+    if crate::telemetry::exporting() {
+        span.record("http.response.status_code", i64::from(response.status().as_u16()));
+    }
     if !response.headers().contains_key("x-request-id")
         && let Ok(value) = HeaderValue::from_str(&id.0)
     {

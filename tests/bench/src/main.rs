@@ -6,6 +6,7 @@
 //! See `--help`; build with `cargo build --release -p tollgate-bench`.
 
 mod configs;
+mod floor;
 mod litellm;
 mod load;
 mod measure;
@@ -88,6 +89,12 @@ struct Args {
     /// How long the mock and each gateway may take to become healthy.
     #[arg(long, default_value_t = 120)]
     startup_timeout_secs: u64,
+    /// Also measure the floor: `bench-floor`, a bare relay built from the
+    /// gateway's own parts (axum, hyper, reqwest, tokio), in front of the same
+    /// mock. What it adds is one more loopback hop on this machine, below
+    /// which no gateway goes; the acceptance notes quote it.
+    #[arg(long, conflicts_with = "self_test")]
+    floor: bool,
     /// Also measure LiteLLM (`litellm[proxy]`, pinned in
     /// tests/bench/litellm-requirements.txt) in front of the same mock; the
     /// first run installs it into --litellm-venv. A failed install is reported
@@ -202,6 +209,20 @@ async fn run(args: Args) -> Result<()> {
         (None, Some(url)) => vec![rows::external(&args, &plan, &client, &direct, url).await?],
         (None, None) => rows::self_test(&args, &plan, &client, &direct, &mock_url).await?,
     };
+    if args.floor {
+        eprintln!("bench: floor (bare relay)");
+        let floor = floor::row(
+            &plan,
+            &client,
+            &direct,
+            &mock_url,
+            &args.direct_model,
+            args.stream_words,
+            timeout,
+        )
+        .await?;
+        configs.push(floor);
+    }
     let litellm = match args.litellm {
         true => Some(rows::litellm(&args, &plan, &client, &direct, &mock_url, &mut configs).await),
         false => None,

@@ -14,7 +14,7 @@ pub struct Report {
     pub cores: usize,
     pub concurrency: Vec<usize>,
     /// One entry per measured configuration, in the order they ran; the
-    /// LiteLLM row, when measured, is the last.
+    /// floor row (`--floor`) and the LiteLLM row, when measured, are the last.
     pub configs: Vec<ConfigResult>,
     /// Present when `--litellm` was given, whether or not its row exists.
     pub litellm: Option<LitellmInfo>,
@@ -25,7 +25,7 @@ pub struct Report {
 #[derive(Serialize)]
 pub struct ConfigResult {
     pub name: String,
-    /// `gateway`, `litellm`, `self-test` or `external`.
+    /// `gateway`, `floor`, `litellm`, `self-test` or `external`.
     pub kind: &'static str,
     /// What the configuration changes (`KEY=value`, or LiteLLM's pin).
     pub settings: Vec<String>,

@@ -7,7 +7,8 @@ const DEFAULT: &str = "default";
 const WALLET_OFF: &str = "wallet-off";
 
 pub fn evaluate(configs: &[ConfigResult]) -> Acceptance {
-    let row = |name: &str| configs.iter().find(|c| c.name == name && c.kind != "litellm");
+    let row = |name: &str| configs.iter().find(|c| c.name == name && c.kind == "gateway");
+    let floor = configs.iter().find(|c| c.kind == "floor");
     let Some(default) = row(DEFAULT) else {
         return Acceptance {
             configuration: None,
@@ -34,14 +35,26 @@ pub fn evaluate(configs: &[ConfigResult]) -> Acceptance {
     };
 
     let checks = vec![
-        at_most("c=1 added p50", c1.map(|l| l.added_p50_us), 150.0, "µs", None),
-        at_most("c=1 added p99", c1.map(|l| l.added_p99_us), 1000.0, "µs", None),
+        at_most(
+            "c=1 added p50",
+            c1.map(|l| l.added_p50_us),
+            150.0,
+            "µs",
+            floor_note(floor, |f| Some(level(f, 1)?.added_p50_us), "µs"),
+        ),
+        at_most(
+            "c=1 added p99",
+            c1.map(|l| l.added_p99_us),
+            1000.0,
+            "µs",
+            floor_note(floor, |f| Some(level(f, 1)?.added_p99_us), "µs"),
+        ),
         at_least(
             "c=64 req/s, share of direct",
             c64.map(|l| percent(l.throughput_ratio)),
             15.0,
             "%",
-            None,
+            floor_note(floor, |f| Some(percent(level(f, 64)?.throughput_ratio)), "%"),
         ),
         at_least(
             "c=64 req/s, share of wallet-off",
@@ -55,7 +68,7 @@ pub fn evaluate(configs: &[ConfigResult]) -> Acceptance {
             Some(default.stream.added_ttfb_p50_us),
             200.0,
             "µs",
-            None,
+            floor_note(floor, |f| Some(f.stream.added_ttfb_p50_us), "µs"),
         ),
         Check {
             // The target is the peak under c=64 load: without that level the
@@ -77,6 +90,16 @@ pub fn evaluate(configs: &[ConfigResult]) -> Acceptance {
         configuration: Some(DEFAULT.into()),
         checks,
     }
+}
+
+/// The floor row's reading of the same figure: what a bare relay reaches.
+fn floor_note(
+    floor: Option<&ConfigResult>,
+    figure: impl Fn(&ConfigResult) -> Option<f64>,
+    unit: &str,
+) -> Option<String> {
+    let value = figure(floor?)?;
+    Some(format!("bare relay (floor row): {value:.1} {unit}"))
 }
 
 fn level(row: &ConfigResult, concurrency: usize) -> Option<&Level> {
@@ -190,6 +213,30 @@ mod tests {
                 ("peak RSS (VmHWM), c=64", Some(70.0), Some(false)),
             ]
         );
+    }
+
+    #[test]
+    fn quotes_the_floor_row_beside_the_default_figures() {
+        let mut floor = row("floor", &[(1, 1000.0, 800.0), (64, 10_000.0, 4_500.0)], 90.0, None);
+        floor.kind = "floor";
+        let a = evaluate(&[
+            row("default", &[(1, 1000.0, 500.0), (64, 10_000.0, 1_900.0)], 150.0, None),
+            floor,
+        ]);
+        let notes: Vec<_> = a.checks.iter().map(|c| (c.what, c.note.as_deref())).collect();
+        assert_eq!(
+            notes,
+            [
+                ("c=1 added p50", Some("bare relay (floor row): 100.0 µs")),
+                ("c=1 added p99", Some("bare relay (floor row): 1200.0 µs")),
+                ("c=64 req/s, share of direct", Some("bare relay (floor row): 45.0 %")),
+                ("c=64 req/s, share of wallet-off", None),
+                ("streaming TTFB added p50, c=1", Some("bare relay (floor row): 90.0 µs")),
+                ("peak RSS (VmHWM), c=64", None),
+            ]
+        );
+        // The floor is never read as the configuration under test.
+        assert_eq!(a.configuration.as_deref(), Some("default"));
     }
 
     #[test]

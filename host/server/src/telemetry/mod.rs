@@ -170,6 +170,18 @@ pub fn shutdown() {
 /// The span a request is served in. Its parent is the caller's `traceparent`,
 /// if any.
 pub fn server_span(method: &str, path: &str, request_id: &str, headers: &http::HeaderMap) -> tracing::Span {
+    if !exporting() {
+        // The log's JSON layer formats a span's fields when the span opens,
+        // for every request: without an exporter only the fields a log line
+        // needs are given.
+        return tracing::info_span!(
+            target: "tollgate::http",
+            "request",
+            http.request.method = %method,
+            url.path = %path,
+            request_id = %request_id,
+        );
+    }
     let span = tracing::info_span!(
         target: "tollgate::http",
         "request",
@@ -180,12 +192,9 @@ pub fn server_span(method: &str, path: &str, request_id: &str, headers: &http::H
         request_id = %request_id,
         http.response.status_code = tracing::field::Empty,
     );
-    if exporting() {
-        let parent = global::get_text_map_propagator(|propagator| {
-            propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
-        });
-        let _ = span.set_parent(parent);
-    }
+    let parent =
+        global::get_text_map_propagator(|propagator| propagator.extract(&opentelemetry_http::HeaderExtractor(headers)));
+    let _ = span.set_parent(parent);
     span
 }
 
