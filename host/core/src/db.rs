@@ -153,19 +153,20 @@ impl Database {
     }
 
     /// A connection of its own to this database's SQLite file, set up as the
-    /// pool's are: the ledger writer runs its commits on it. `None` on
-    /// Postgres and for an in-memory database.
-    pub fn open_sqlite_writer(&self) -> anyhow::Result<Option<rusqlite::Connection>> {
+    /// pool's are, for a steady user that runs its statements in one place:
+    /// the ledger writer's commits, a metering dispatcher's feed reads.
+    /// `None` on Postgres and for an in-memory database.
+    pub fn open_sqlite_connection(&self) -> anyhow::Result<Option<rusqlite::Connection>> {
         let Some(setup) = &self.sqlite else { return Ok(None) };
         let Some(file) = &setup.file else { return Ok(None) };
         let connection = rusqlite::Connection::open_with_flags(
             file,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .with_context(|| format!("cannot open {} for the ledger writer", file.display()))?;
+        .with_context(|| format!("cannot open {}", file.display()))?;
         connection
             .execute_batch(&setup.pragmas())
-            .context("setting up the ledger writer's connection")?;
+            .context("setting up a SQLite connection")?;
         Ok(Some(connection))
     }
 

@@ -137,7 +137,7 @@ pub enum Store {
 impl Store {
     /// The writer's own connection when the database is a SQLite file.
     pub fn open(database: &Database) -> anyhow::Result<Self> {
-        Ok(match database.open_sqlite_writer()? {
+        Ok(match database.open_sqlite_connection()? {
             Some(connection) => Store::Sqlite(SqliteWriter::new(connection)?),
             None => Store::Pool(Connection::default()),
         })

@@ -18,6 +18,8 @@ use tollgate_core::db::{Database, now_ms};
 
 pub struct Dispatcher {
     pub database: Database,
+    /// Where the settled requests are read.
+    pub feed: feed::Reader,
     pub sink_name: String,
     pub sink: Arc<dyn Sink>,
     pub identity: Identity,
@@ -63,7 +65,7 @@ impl Dispatcher {
                     continue;
                 }
             };
-            let batch = match feed::read(&self.database, position, batch_size).await {
+            let batch = match self.feed.read(position, batch_size).await {
                 Ok(batch) => batch,
                 Err(error) => {
                     tracing::warn!(sink = %self.sink_name, %error, "cannot read the usage feed");
@@ -311,6 +313,7 @@ mod tests {
             ..MeteringConfig::default()
         };
         let dispatcher = Dispatcher {
+            feed: feed::Reader::open(&database).unwrap(),
             database: database.clone(),
             sink_name: "flaky".into(),
             sink: sink.clone(),

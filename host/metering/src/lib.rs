@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 
 pub use config::{HttpMode, MeteringConfig, SinkConfig};
 pub use event::{BUDGET_SCHEMA, BUDGET_SCHEMA_PATH, BUDGET_THRESHOLD_EVENT_TYPE, EVENT_TYPE, SCHEMA, SCHEMA_PATH};
-pub use feed::{Backlog, Position, SettledRequest, backlog, delivered_everywhere, read as read_feed};
+pub use feed::{Backlog, Position, Reader as FeedReader, SettledRequest, backlog, delivered_everywhere};
 
 use tollgate_core::db::{Database, now_ms};
 
@@ -110,6 +110,8 @@ impl Metering {
         }
         for (name, sink) in &self.sinks {
             let dispatcher = dispatcher::Dispatcher {
+                feed: feed::Reader::open(database)
+                    .map_err(|e| anyhow::anyhow!("cannot open the usage feed for sink '{name}': {e:#}"))?,
                 database: database.clone(),
                 sink_name: name.clone(),
                 sink: sink.clone(),

@@ -11,7 +11,7 @@ use common::PgSchema;
 use rand::Rng;
 use sqlx::{AnyPool, Executor};
 use tollgate_core::db::{Backend, Database, SqliteSync, sqlite_url};
-use tollgate_metering::{Position, read_feed};
+use tollgate_metering::{FeedReader, Position};
 
 /// A database of each kind this machine has; Postgres is skipped (outside CI)
 /// when no server runs.
@@ -45,10 +45,13 @@ async fn insert_row(executor: impl Executor<'_, Database = sqlx::Any>, request_i
 
 /// Reads the feed from `from` to its current end; returns the ids and the new position.
 async fn drain(database: &Database, from: Position) -> (Vec<String>, Position) {
+    // On a SQLite file the reader has a connection of its own; on Postgres
+    // it reads through the pool.
+    let reader = FeedReader::open(database).unwrap();
     let mut position = from;
     let mut ids = Vec::new();
     loop {
-        let rows = read_feed(database, position, 64).await.unwrap();
+        let rows = reader.read(position, 64).await.unwrap();
         if rows.is_empty() {
             return (ids, position);
         }
@@ -205,7 +208,11 @@ async fn upgrading_from_the_outbox_table_redelivers_what_was_pending() {
         let (pending, _) = drain(&database, cursor("caught-up").await).await;
         assert!(pending.is_empty(), "{pending:?}");
         // Old rows are complete events: attempts counted, settlement time derived.
-        let rows = read_feed(&database, Position::default(), 10).await.unwrap();
+        let rows = FeedReader::open(&database)
+            .unwrap()
+            .read(Position::default(), 10)
+            .await
+            .unwrap();
         assert_eq!(rows.len(), 6);
         assert!(
             rows.iter()
