@@ -39,7 +39,7 @@ pub use admin::{
     ActorRunRow, Spend, UsageQuery, UsageRow, WalletBalances, actor_run, credit, credit_in, debit_in, journal_credit,
     open_wallet, request_log, spend, usage, verify, wallet,
 };
-pub use log_row::{RequestKind, RequestLogRow, RunProvenance, compact_attempts, expand_attempts};
+pub use log_row::{RequestKind, RequestLogRow, RunProvenance, StoredAttempt, expand_attempts};
 pub use sweeper::sweep;
 
 use tollgate_core::db::Database;

@@ -31,7 +31,7 @@ pub struct RequestLogRow {
     /// The plan's gateway fee within the posted amount (never more than it).
     pub fee: Nanos,
     pub snapshot_id: Option<i64>,
-    /// The attempts, as [`compact_attempts`] stores them.
+    /// The attempts, as [`StoredAttempt::compact`] stores them.
     pub attempts: String,
     /// How many upstream attempts `attempts` lists.
     pub attempt_count: u32,
@@ -220,25 +220,49 @@ const ATTEMPT_FIELDS: [&str; 12] = [
 ];
 const COST: usize = 11;
 
-/// `service.attempts` (an array of attempt objects) as the log stores it.
-pub fn compact_attempts(attempts: &Value) -> String {
-    let Value::Array(attempts) = attempts else {
-        return "[]".into();
-    };
-    let rows: Vec<Value> = attempts
-        .iter()
-        .map(|attempt| {
-            let values = ATTEMPT_FIELDS.iter().enumerate().map(|(index, field)| {
-                let value = attempt.get(*field).cloned().unwrap_or(Value::Null);
-                match (index, &value) {
-                    (COST, Value::String(usd)) => Nanos::from_usd(usd).map_or(value, |n| Value::from(n.0)),
-                    _ => value,
-                }
-            });
-            Value::Array(values.collect())
-        })
-        .collect();
-    Value::Array(rows).to_string()
+/// One attempt as the log stores it: its values in [`ATTEMPT_FIELDS`] order,
+/// written as a JSON array. Built straight from the request's attempts, so a
+/// settlement does not build `service.attempts`' objects a second time only
+/// to take them apart.
+#[derive(Debug)]
+pub struct StoredAttempt<'a> {
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub adapter: &'a str,
+    pub outcome: &'a str,
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    pub cost: Nanos,
+}
+
+impl StoredAttempt<'_> {
+    /// The attempts in the form [`expand_attempts`] reads.
+    pub fn compact(attempts: &[StoredAttempt<'_>]) -> String {
+        let rows: Vec<_> = attempts.iter().map(StoredAttempt::values).collect();
+        serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into())
+    }
+
+    fn values(&self) -> impl serde::Serialize + '_ {
+        (
+            self.provider,
+            self.model,
+            self.adapter,
+            self.outcome,
+            self.status,
+            self.latency_ms,
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.reasoning_tokens,
+            self.cost.0,
+        )
+    }
 }
 
 /// The attempts of a stored row as `service.attempts` showed them. Rows
@@ -273,7 +297,37 @@ mod tests {
 
     #[test]
     fn attempts_round_trip_through_the_compact_form() {
-        let attempts = json!([
+        let attempts = [
+            StoredAttempt {
+                provider: "a",
+                model: "m-1",
+                adapter: "openai",
+                outcome: "upstream_error",
+                status: Some(503),
+                latency_ms: 12,
+                input_tokens: None,
+                output_tokens: None,
+                cache_read_tokens: None,
+                cache_write_tokens: None,
+                reasoning_tokens: None,
+                cost: Nanos(0),
+            },
+            StoredAttempt {
+                provider: "b",
+                model: "m-2",
+                adapter: "anthropic",
+                outcome: "success",
+                status: Some(200),
+                latency_ms: 80,
+                input_tokens: Some(10),
+                output_tokens: Some(20),
+                cache_read_tokens: Some(4),
+                cache_write_tokens: Some(2),
+                reasoning_tokens: Some(1),
+                cost: Nanos(12_345),
+            },
+        ];
+        let shown = json!([
             {"provider": "a", "model": "m-1", "adapter": "openai", "outcome": "upstream_error", "status": 503,
              "latency_ms": 12, "input_tokens": null, "output_tokens": null, "cache_read_tokens": null,
              "cache_write_tokens": null, "reasoning_tokens": null, "cost_usd": "0.000000000"},
@@ -281,9 +335,13 @@ mod tests {
              "latency_ms": 80, "input_tokens": 10, "output_tokens": 20, "cache_read_tokens": 4,
              "cache_write_tokens": 2, "reasoning_tokens": 1, "cost_usd": "0.000012345"}
         ]);
-        let stored = compact_attempts(&attempts);
-        assert!(stored.len() * 2 < attempts.to_string().len(), "{stored}");
-        assert_eq!(expand_attempts(&stored), attempts);
+        let stored = StoredAttempt::compact(&attempts);
+        assert_eq!(
+            stored,
+            r#"[["a","m-1","openai","upstream_error",503,12,null,null,null,null,null,0],["b","m-2","anthropic","success",200,80,10,20,4,2,1,12345]]"#
+        );
+        assert!(stored.len() * 2 < shown.to_string().len(), "{stored}");
+        assert_eq!(expand_attempts(&stored), shown);
     }
 
     #[test]

@@ -349,7 +349,7 @@ impl Bill {
         self.log.output_tokens = usage.map(|u| u.output);
         self.log.cached_tokens = usage.and_then(|u| u.cache_read);
         self.log.reasoning_tokens = usage.and_then(|u| u.reasoning);
-        self.log.attempts = tollgate_ledger::compact_attempts(&trail.to_json());
+        self.log.attempts = trail.stored();
         self.log.attempt_count = trail.0.len() as u32;
         self.log.duration_ms = self.started.elapsed().as_millis() as i64;
         let request_id = self.log.request_id.clone();

@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use tollgate_core::money::{Kind, Nanos, PicoPerToken};
+use tollgate_ledger::StoredAttempt;
 use tollgate_plugin_host::Usage;
 use tollgate_routing::catalog::ModelRoute;
 
@@ -126,6 +127,33 @@ impl Trail {
         out.insert("provider_usd".into(), Value::String(provider.usd_string()));
         out.insert("fee_usd".into(), Value::String(billed.fee.usd_string()));
         Value::Object(out)
+    }
+
+    /// The attempts as the request log stores them; they read back
+    /// ([`tollgate_ledger::expand_attempts`]) as [`Self::to_json`] shows them.
+    pub fn stored(&self) -> String {
+        let attempts: Vec<StoredAttempt<'_>> = self
+            .0
+            .iter()
+            .map(|attempt| {
+                let usage = attempt.metered.usage;
+                StoredAttempt {
+                    provider: &attempt.route.provider.id,
+                    model: &attempt.route.upstream_model,
+                    adapter: &attempt.route.provider.adapter,
+                    outcome: &attempt.outcome,
+                    status: attempt.status,
+                    latency_ms: attempt.latency.as_millis() as u64,
+                    input_tokens: usage.map(|u| u.input),
+                    output_tokens: usage.map(|u| u.output),
+                    cache_read_tokens: usage.and_then(|u| u.cache_read),
+                    cache_write_tokens: usage.and_then(|u| u.cache_write),
+                    reasoning_tokens: usage.and_then(|u| u.reasoning),
+                    cost: attempt.metered.cost,
+                }
+            })
+            .collect();
+        StoredAttempt::compact(&attempts)
     }
 
     pub fn to_json(&self) -> Value {
@@ -268,3 +296,45 @@ pub fn render(mut object: Map<String, Value>, cost: Nanos) -> Vec<u8> {
 }
 
 const RENDER_CAPACITY: usize = 2048;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use tollgate_routing::catalog::Catalog;
+
+    #[test]
+    fn the_stored_attempts_read_back_as_the_answer_shows_them() {
+        let catalog = Catalog::build(&BTreeMap::new(), &|_| None).unwrap();
+        let route = |id: &str| catalog.resolve(id).unwrap().clone();
+        let mut trail = Trail::default();
+        trail.push(Attempt {
+            route: route("openai/gpt-4o-mini"),
+            outcome: "upstream_error".into(),
+            status: Some(503),
+            latency: Duration::from_millis(12),
+            metered: Metered::NOTHING,
+        });
+        trail.push(Attempt {
+            route: route("anthropic/claude-sonnet-4-6"),
+            outcome: "success".into(),
+            status: Some(200),
+            latency: Duration::from_millis(80),
+            metered: Metered {
+                usage: Some(Usage {
+                    input: 10,
+                    output: 20,
+                    cache_read: Some(4),
+                    cache_write: None,
+                    reasoning: Some(1),
+                }),
+                cost: Nanos(12_345),
+                fee: Nanos::ZERO,
+            },
+        });
+        let stored = trail.stored();
+        assert_eq!(tollgate_ledger::expand_attempts(&stored), trail.to_json(), "{stored}");
+        assert_eq!(Trail::default().stored(), "[]");
+    }
+}
