@@ -19,17 +19,17 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// than inside a request's free.
 #[cfg(target_os = "linux")]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static JEMALLOC_CONF: CString =
-    CString(c"narenas:1,background_thread:true,dirty_decay_ms:200,muzzy_decay_ms:0".as_ptr());
+static JEMALLOC_CONF: StaticCStrPtr =
+    StaticCStrPtr(c"narenas:1,background_thread:true,dirty_decay_ms:200,muzzy_decay_ms:0".as_ptr());
 
 /// A C string's address, as jemalloc reads `malloc_conf` (`const char *`).
 #[cfg(target_os = "linux")]
 #[repr(transparent)]
-struct CString(*const std::ffi::c_char);
+struct StaticCStrPtr(*const std::ffi::c_char);
 
 // SAFETY: the pointer is to a string literal, never written.
 #[cfg(target_os = "linux")]
-unsafe impl Sync for CString {}
+unsafe impl Sync for StaticCStrPtr {}
 
 fn main() -> std::process::ExitCode {
     limit_malloc_arenas();
