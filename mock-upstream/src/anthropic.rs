@@ -15,6 +15,7 @@
 //! drops the connection. With `thinking` enabled the answer starts with a
 //! `thinking` block (`render`).
 
+mod count;
 mod errors;
 mod render;
 mod restate;
@@ -36,7 +37,9 @@ use crate::neutral;
 use crate::sse::{Playback, abort_after_flush};
 
 pub(crate) fn routes() -> Router<Shared> {
-    Router::new().route("/v1/messages", post(messages))
+    Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count::count_tokens))
 }
 
 /// `POST /v1/messages`.
@@ -47,27 +50,8 @@ async fn messages(State(app): State<Shared>, request: Request) -> Response {
         return errors::error(413, "Request exceeds the maximum allowed number of bytes.", &request_id);
     };
     app.count_chat_request();
-    let key = parts.headers.get("x-api-key").map(|v| v.as_bytes().to_vec());
-    // The anthropic SDK (2.x) sends an API key as a bearer token.
-    let bearer = parts.headers.contains_key(header::AUTHORIZATION);
-    let key_ok = match (&key, bearer) {
-        (Some(key), _) => app.key_matches(Some(key)),
-        (None, true) => app.authorized(&parts.headers),
-        (None, false) => app.key_matches(None),
-    };
-    let has_version = parts.headers.contains_key("anthropic-version");
-    app.recorder.record(parts, body.clone());
-    sleep(app.latency()).await;
-    if !key_ok {
-        let message = if key.is_some() || bearer {
-            "invalid x-api-key"
-        } else {
-            "x-api-key header is required"
-        };
-        return errors::error(401, message, &request_id);
-    }
-    if !has_version {
-        return errors::invalid("anthropic-version: header is required", &request_id);
+    if let Err(refused) = admit(&app, parts, &body, &request_id).await {
+        return refused;
     }
     let request: Map<String, Value> = match serde_json::from_slice(&body) {
         Ok(Value::Object(map)) => map,
@@ -155,6 +139,39 @@ async fn messages(State(app): State<Shared>, request: Request) -> Response {
         }
         .into_response(),
     )
+}
+
+/// Records the request and checks what every Messages route checks first:
+/// the key (401) and the `anthropic-version` header (400).
+async fn admit(
+    app: &Shared,
+    parts: axum::http::request::Parts,
+    body: &Bytes,
+    request_id: &str,
+) -> Result<(), Response> {
+    let key = parts.headers.get("x-api-key").map(|v| v.as_bytes().to_vec());
+    // The anthropic SDK (2.x) sends an API key as a bearer token.
+    let bearer = parts.headers.contains_key(header::AUTHORIZATION);
+    let key_ok = match (&key, bearer) {
+        (Some(key), _) => app.key_matches(Some(key)),
+        (None, true) => app.authorized(&parts.headers),
+        (None, false) => app.key_matches(None),
+    };
+    let has_version = parts.headers.contains_key("anthropic-version");
+    app.recorder.record(parts, body.clone());
+    sleep(app.latency()).await;
+    if !key_ok {
+        let message = if key.is_some() || bearer {
+            "invalid x-api-key"
+        } else {
+            "x-api-key header is required"
+        };
+        return Err(errors::error(401, message, request_id));
+    }
+    if !has_version {
+        return Err(errors::invalid("anthropic-version: header is required", request_id));
+    }
+    Ok(())
 }
 
 /// The reasoning of an answer with `thinking` enabled (`validate` has

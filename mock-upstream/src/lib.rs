@@ -18,7 +18,8 @@
 //!   goes in `x-goog-api-key` (or `?key=`)
 //! - `POST /v1/messages`: the Anthropic Messages API (JSON, or SSE with
 //!   `"stream": true`); the key goes in `x-api-key`, and `anthropic-version`
-//!   is required
+//!   is required; `POST /v1/messages/count_tokens` counts the prompt's
+//!   `input_tokens` as the answer would bill them
 //! - `POST /v2/chat`: Cohere v2 Chat (JSON, or SSE events with `"stream":
 //!   true`); the key goes in `Authorization: Bearer`
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
@@ -45,6 +46,11 @@
 //!   items after the first get ` 2`, ` 3`, … appended); `const`, first `enum`
 //!   value, first `examples` value, `$ref`,
 //!   `anyOf`/`oneOf` (first non-null branch) and `allOf` (merged) are honoured.
+//! - A `<mock>{"reply", "tool", "arguments"}</mock>` script in a user message's
+//!   text scripts a client whose body a test cannot touch (a coding agent run
+//!   unmodified): with `tool`, one call to that offered tool with `arguments`
+//!   until a tool result follows the script's message, then `Tool result: …`;
+//!   without it, no tool call and the reply is `reply` (see `openai/answer.rs`).
 //! - `response_format` `json_object` → `{"reply":"<reply text>"}`;
 //!   `json_schema` → an instance of `json_schema.schema`.
 //! - Usage: `prompt_tokens` = Σ over messages of (whitespace-separated words in

@@ -319,3 +319,33 @@ async fn faults_from_model_names() {
     let resp = send(&base, &body, &[VERSION]).await;
     assert!(resp.text().await.is_err(), "a cut stream must not end cleanly");
 }
+
+#[tokio::test]
+async fn count_tokens_counts_what_the_answer_bills() {
+    let base = start(MockOptions::default()).await;
+    let body =
+        json!({"model": "claude-x", "system": "Be brief.", "messages": [{"role": "user", "content": "hello claude"}]});
+    let count = |body: Value| {
+        let base = base.clone();
+        async move {
+            let resp = reqwest::Client::new()
+                .post(format!("{base}/v1/messages/count_tokens"))
+                .header(VERSION.0, VERSION.1)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, counted) = count(body.clone()).await;
+    assert_eq!((status, &counted), (200, &json!({"input_tokens": 12})));
+    let mut answered = body.clone();
+    answered["max_tokens"] = json!(50);
+    let (_, answer) = messages(&base, &answered).await;
+    assert_eq!(answer["usage"]["input_tokens"], counted["input_tokens"]);
+    // An answer's own settings are no part of a count.
+    let (status, error) = count(answered).await;
+    assert_eq!(status, 400);
+    assert_eq!(error["error"]["message"], "max_tokens: Extra inputs are not permitted");
+}

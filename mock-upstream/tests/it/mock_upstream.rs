@@ -229,6 +229,41 @@ async fn tool_calls_follow_the_schema() {
     assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
 }
 
+/// A client run unmodified can be scripted only through its prompt.
+#[tokio::test]
+async fn a_script_in_the_prompt_calls_the_named_tool_once_or_none() {
+    let base = start(MockOptions::default()).await;
+    let prompt = r#"<system-reminder>x</system-reminder> read it <mock>{"tool": "get_time", "arguments": {"zone": "CET"}}</mock>"#;
+    let body = json!({"model": "small", "messages": user(prompt), "tools": weather_tools()});
+    let v = completion(&base, body).await;
+    let call = &v["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(
+        (call["name"].as_str(), call["arguments"].as_str()),
+        (Some("get_time"), Some(r#"{"zone":"CET"}"#))
+    );
+
+    // The result came back, followed by more user text: the call is not repeated.
+    let after = json!({"model": "small", "tools": weather_tools(), "messages": [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "get_time", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12:00"},
+        {"role": "user", "content": "<system-reminder>more</system-reminder>"},
+    ]});
+    let v = completion(&base, after).await;
+    assert_eq!(v["choices"][0]["message"]["content"], "Tool result: 12:00");
+
+    // No tool named: no call although tools are offered.
+    let plain = json!({"model": "small", "tools": weather_tools(),
+        "messages": user(r#"hi <mock>{"reply": "scripted pong"}</mock>"#)});
+    let v = completion(&base, plain).await;
+    assert_eq!(v["choices"][0]["message"]["content"], "scripted pong");
+
+    let unknown = json!({"model": "small", "tools": weather_tools(),
+        "messages": user(r#"<mock>{"tool": "rm_rf"}</mock>"#)});
+    assert_eq!(post(&base, unknown).await.status(), 400);
+}
+
 #[tokio::test]
 async fn response_formats() {
     let base = start(MockOptions::default()).await;
