@@ -24,6 +24,24 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q chromium
 fi
 
+echo "== coding agents (pinned in tests/agents: Claude Code and Codex, for tests/python/test_coding_agents.py)"
+# npm ci installs exactly the lockfile; a stamp of the lockfile's hash skips it
+# when node_modules already matches, so later runs need no registry.
+if command -v npm >/dev/null 2>&1; then
+  agents="$root/tests/agents"
+  stamp="$agents/node_modules/.installed-lock.sha256"
+  want=$(sha256sum "$agents/package-lock.json" | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    if (cd "$agents" && npm ci --no-audit --no-fund --loglevel=error); then
+      echo "$want" >"$stamp"
+    else
+      echo "npm ci failed in tests/agents: the coding-agent tests will be skipped" >&2
+    fi
+  fi
+else
+  echo "npm not found: the coding-agent tests will be skipped" >&2
+fi
+
 echo "== build (host + wasm plugins)"
 # The A2A kit's scripted mode is a test double: built for the tests only.
 features="--features tollgate/a2a-conformance"
