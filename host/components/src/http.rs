@@ -4,6 +4,9 @@
 //! request is bounded by the HTTP timeout and the call's remaining wall time.
 //! A named credential is placed by the host, only for the credential's
 //! origins, so a component can use a key it can never read or send elsewhere.
+//! Internal addresses are refused on the address connected to (see `egress`),
+//! and every failure to connect reads the same, so a component cannot map
+//! which ports are open, closed or refused.
 
 use std::time::Duration;
 
@@ -11,6 +14,7 @@ use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::bindings::tool_server::tollgate::host::http::{Error, Host, Request, Response};
+use crate::egress::unreachable;
 use crate::grants::{Origin, Placement};
 use crate::state::CallState;
 
@@ -24,15 +28,6 @@ const HOST_OWNED_HEADERS: [&str; 6] = [
     "proxy-authorization",
 ];
 
-/// The client every component request goes through: no redirects, no proxy
-/// from the environment (a component's traffic goes where its URL says).
-pub fn client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .build()?)
-}
-
 impl Host for CallState {
     fn send(&mut self, request: Request) -> Result<Response, Error> {
         let prepared = self.prepare(request)?;
@@ -40,7 +35,7 @@ impl Host for CallState {
         let timeout = Duration::from_millis(self.limits.http_timeout_ms);
         let install = self.invocation.install.clone();
         tracing::debug!(install = %install, origin = %prepared.origin, "component http request");
-        self.block_on(timeout, perform(prepared.request, cap))
+        self.block_on(timeout, perform(prepared.request, &prepared.origin, cap))
             .unwrap_or(Err(Error::Timeout))
     }
 }
@@ -70,6 +65,10 @@ impl CallState {
                 list(&self.grants.origins)
             )));
         }
+        let Some(client) = self.egress.client_for(&origin, &url) else {
+            tracing::debug!(install = %self.invocation.install, %origin, "component request to an internal address refused");
+            return Err(Error::Failed(unreachable(&origin)));
+        };
         if request.body.len() > self.limits.http_max_body_bytes {
             return Err(Error::InvalidRequest(format!(
                 "the request body is larger than {} bytes",
@@ -90,7 +89,7 @@ impl CallState {
         if let Some(name) = &request.credential {
             self.place_credential(name, &origin, &mut url, &mut headers)?;
         }
-        let request = self.http.request(method, url).headers(headers).body(request.body);
+        let request = client.request(method, url).headers(headers).body(request.body);
         Ok(Prepared { origin, request })
     }
 
@@ -145,8 +144,8 @@ impl CallState {
 }
 
 /// Sends the request and reads at most `cap` bytes of the answer.
-async fn perform(request: reqwest::RequestBuilder, cap: usize) -> Result<Response, Error> {
-    let response = request.send().await.map_err(transport_error)?;
+async fn perform(request: reqwest::RequestBuilder, origin: &Origin, cap: usize) -> Result<Response, Error> {
+    let response = request.send().await.map_err(|e| transport_error(e, origin))?;
     let status = response.status().as_u16();
     let headers = response
         .headers()
@@ -159,7 +158,7 @@ async fn perform(request: reqwest::RequestBuilder, cap: usize) -> Result<Respons
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(transport_error)?;
+        let chunk = chunk.map_err(|e| transport_error(e, origin))?;
         if body.len() + chunk.len() > cap {
             return Err(Error::TooLarge(cap as u64));
         }
@@ -168,12 +167,16 @@ async fn perform(request: reqwest::RequestBuilder, cap: usize) -> Result<Respons
     Ok(Response { status, headers, body })
 }
 
-/// The error without its URL: a query credential would be in it.
-fn transport_error(error: reqwest::Error) -> Error {
+/// One text for every way a request can fail to get an answer: a refused
+/// address, a name that does not resolve, a closed port and a connection the
+/// peer drops all read alike. The cause goes to the operator's log only,
+/// without the URL (a query credential would be in it).
+fn transport_error(error: reqwest::Error, origin: &Origin) -> Error {
     if error.is_timeout() {
         return Error::Timeout;
     }
-    Error::Failed(tollgate_core::error_text::describe(error))
+    tracing::debug!(%origin, error = %tollgate_core::error_text::describe(error.without_url()), "component request failed");
+    Error::Failed(unreachable(origin))
 }
 
 fn list(origins: &[Origin]) -> String {

@@ -5,6 +5,7 @@
 //! Each host capability is one module that owns its rules and limits, as
 //! Spin's host components do:
 //! - `http`: approved origins, no redirects, capped bodies and time, credentials placed by the host;
+//!   no internal addresses unless the operator allows them ([`Egress`]);
 //! - `config`: the install's settings;
 //! - `log`: lines into the request's trace, capped;
 //! - `models`: chat completions through the server's metered pipeline ([`ModelAccess`]);
@@ -16,6 +17,7 @@
 
 mod bindings;
 mod config;
+mod egress;
 mod grants;
 mod http;
 mod limits;
@@ -31,6 +33,7 @@ use std::sync::Arc;
 
 pub use bindings::skill::exports::tollgate::skill::runner::SkillError;
 pub use bindings::{CallContext, Content, ModelError, ToolError};
+pub use egress::{Egress, is_internal};
 pub use grants::{Credential, Grants, Origin, Placement};
 pub use limits::ComponentLimits;
 pub use skill::{Skill, SkillSpec};
@@ -63,7 +66,7 @@ pub enum CallError {
 }
 
 /// Shared by every tool server and skill: the engine, the compiled-component
-/// cache, the limits, and the outbound HTTP client. Cheap to clone.
+/// cache, the limits, and the outbound HTTP policy. Cheap to clone.
 #[derive(Clone)]
 pub struct ComponentHost {
     inner: Arc<Inner>,
@@ -75,7 +78,7 @@ struct Inner {
     memory_cap: usize,
     cache_dir: PathBuf,
     limits: Arc<ComponentLimits>,
-    http: reqwest::Client,
+    egress: Arc<Egress>,
 }
 
 impl ComponentHost {
@@ -89,8 +92,8 @@ impl ComponentHost {
                 ticker: engine.ticker().clone(),
                 memory_cap: engine.memory_cap(),
                 cache_dir: cache_dir.to_path_buf(),
+                egress: Arc::new(Egress::new(&limits.allow_internal_origins)?),
                 limits: Arc::new(limits),
-                http: http::client()?,
             }),
         })
     }
@@ -108,6 +111,11 @@ impl ComponentHost {
 
     pub fn limits(&self) -> &ComponentLimits {
         &self.inner.limits
+    }
+
+    /// Where components' outbound HTTP may go; installs check their origins with it.
+    pub fn egress(&self) -> &Egress {
+        &self.inner.egress
     }
 
     pub(crate) fn engine(&self) -> &wasmtime::Engine {
@@ -131,7 +139,7 @@ impl ComponentHost {
             invocation,
             grants,
             capabilities,
-            self.inner.http.clone(),
+            self.inner.egress.clone(),
             runtime,
             self.inner.ticker.awake(),
         )

@@ -1,5 +1,6 @@
 //! What one component call may use: memory, guest compute, wall time, output,
-//! outbound HTTP, log lines and nesting. Configured under `[components]`.
+//! outbound HTTP (and where it may go), log lines and nesting. Configured
+//! under `[components]`.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +25,10 @@ pub struct ComponentLimits {
     pub max_log_lines: u32,
     /// How deep tool calls may nest (a skill calling a tool is depth 1).
     pub max_depth: u32,
+    /// Origins (`scheme://host[:port]`) components may reach although they
+    /// are loopback, private, link-local or otherwise internal. Empty by
+    /// default: no component reaches the gateway's own network.
+    pub allow_internal_origins: Vec<String>,
 }
 
 impl Default for ComponentLimits {
@@ -37,6 +42,7 @@ impl Default for ComponentLimits {
             http_max_body_bytes: 4 << 20,
             max_log_lines: 100,
             max_depth: 4,
+            allow_internal_origins: Vec::new(),
         }
     }
 }
@@ -57,6 +63,10 @@ impl ComponentLimits {
             self.http_timeout_ms >= 1,
             "components.http_timeout_ms must be at least 1"
         );
+        for origin in &self.allow_internal_origins {
+            crate::grants::Origin::parse(origin)
+                .map_err(|e| anyhow::anyhow!("components.allow_internal_origins: {e}"))?;
+        }
         Ok(())
     }
 }

@@ -10,6 +10,7 @@ use futures_util::future::BoxFuture;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 
 use crate::bindings::{Content, ModelError, ToolError};
+use crate::egress::Egress;
 use crate::grants::Grants;
 use crate::limits::ComponentLimits;
 
@@ -56,7 +57,7 @@ pub struct CallState {
     pub(crate) invocation: Invocation,
     pub(crate) grants: Arc<Grants>,
     pub(crate) capabilities: Capabilities,
-    pub(crate) http: reqwest::Client,
+    pub(crate) egress: Arc<Egress>,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) log_lines: u32,
     memory_cap: usize,
@@ -76,7 +77,7 @@ impl CallState {
         invocation: Invocation,
         grants: Arc<Grants>,
         capabilities: Capabilities,
-        http: reqwest::Client,
+        egress: Arc<Egress>,
         runtime: tokio::runtime::Handle,
         awake: tollgate_plugin_host::Awake,
     ) -> Self {
@@ -89,7 +90,7 @@ impl CallState {
             invocation,
             grants,
             capabilities,
-            http,
+            egress,
             runtime,
             log_lines: 0,
             memory_cap_hit: false,

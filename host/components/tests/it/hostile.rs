@@ -27,6 +27,11 @@ async fn load(host: &ComponentHost) -> Arc<ToolServer> {
 }
 
 fn limits() -> ComponentLimits {
+    allowing(&[])
+}
+
+/// The test limits, with `servers` (on loopback) allowed by the operator.
+fn allowing(servers: &[&servers::Server]) -> ComponentLimits {
     ComponentLimits {
         memory_mib: 16,
         cpu_ms: 200,
@@ -34,6 +39,7 @@ fn limits() -> ComponentLimits {
         max_output_bytes: 1 << 20,
         http_timeout_ms: 1_000,
         http_max_body_bytes: 1 << 20,
+        allow_internal_origins: servers.iter().map(|s| s.url("")).collect(),
         ..ComponentLimits::default()
     }
 }
@@ -119,10 +125,10 @@ fn grants_for(allowed: &servers::Server, also: &[&servers::Server]) -> Arc<Grant
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outbound_http_reaches_only_approved_origins_and_keys_stay_on_theirs() {
-    let (host, _cache) = host(limits());
-    let server = load(&host).await;
     let allowed = servers::start().await;
     let other = servers::start().await;
+    let (host, _cache) = host(allowing(&[&allowed, &other]));
+    let server = load(&host).await;
     let grants = grants_for(&allowed, &[]);
 
     // Approved origin, with the credential: the host puts it on.
@@ -185,9 +191,9 @@ async fn outbound_http_reaches_only_approved_origins_and_keys_stay_on_theirs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_and_large_answers_are_cut_off_by_the_host() {
-    let (host, _cache) = host(limits());
-    let server = load(&host).await;
     let upstream = servers::start().await;
+    let (host, _cache) = host(allowing(&[&upstream]));
+    let server = load(&host).await;
     let grants = grants_for(&upstream, &[]);
 
     let started = Instant::now();

@@ -1,8 +1,10 @@
 //! The component host against real components: the built-in calculator and
 //! summarize skill, and the hostile test tool server (a loop, a memory bomb,
 //! a huge answer, a panic, fetches off its origins and through a redirect),
-//! each contained to its own call while the next call works.
+//! each contained to its own call while the next call works; and the egress
+//! policy, which keeps every component off internal addresses.
 
+mod egress;
 mod hostile;
 mod servers;
 mod skills;
