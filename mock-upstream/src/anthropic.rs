@@ -12,8 +12,9 @@
 //! ends the stream with an `error` event. Stream faults count content deltas
 //! as the OpenAI route counts content chunks: `cut-3` sends the preamble
 //! (`message_start`, `content_block_start`, `ping`) and three deltas, then
-//! drops the connection. With `thinking` enabled the answer starts with a
-//! `thinking` block (`render`).
+//! drops the connection; `eof-3` sends the same, then ends the body cleanly
+//! without `message_delta` or `message_stop`. With `thinking` enabled the
+//! answer starts with a `thinking` block (`render`).
 
 mod count;
 mod errors;
@@ -100,7 +101,7 @@ async fn messages(State(app): State<Shared>, request: Request) -> Response {
         response
     };
     if !streaming {
-        if matches!(faults.stream, StreamFault::CutAfter(_)) {
+        if faults.stream.cuts_whole_answer() {
             return aborted_json();
         }
         let body = Bytes::from(rendered.whole().to_string());
@@ -123,6 +124,15 @@ async fn messages(State(app): State<Shared>, request: Request) -> Response {
         StreamFault::ErrorAfter(n) => {
             events.truncate(PREAMBLE + n.saturating_sub(1));
             (false, true)
+        }
+        StreamFault::EndAfter(n) => {
+            // Never `message_delta` (the stop reason) nor `message_stop`.
+            let closing = events
+                .iter()
+                .position(|(name, _)| *name == "message_delta")
+                .unwrap_or(events.len());
+            events.truncate((PREAMBLE + n.saturating_sub(1)).min(closing));
+            (false, false)
         }
     };
     if error {

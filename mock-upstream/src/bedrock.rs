@@ -101,13 +101,17 @@ async fn answer(app: Shared, model: String, request: Request, streaming: bool) -
     }
     let answer = render::Rendered::new(&decision, app.next_id(), faults.latency.as_millis() as u64);
     if !streaming {
-        if matches!(faults.stream, StreamFault::CutAfter(_)) {
+        if faults.stream.cuts_whole_answer() {
             return aborted_json();
         }
         return answer.converse_response(&request_id);
     }
-    let mut frames: Vec<Bytes> = answer
-        .stream_events()
+    let events = answer.stream_events();
+    let stopping = events
+        .iter()
+        .position(|(event, _)| *event == "messageStop")
+        .unwrap_or(events.len());
+    let mut frames: Vec<Bytes> = events
         .iter()
         .map(|(event, payload)| frames::event_frame(event, payload))
         .collect();
@@ -123,6 +127,11 @@ async fn answer(app: Shared, model: String, request: Request, streaming: bool) -
                 "throttlingException",
                 "Too many tokens, please wait before trying again.",
             ));
+            false
+        }
+        StreamFault::EndAfter(n) => {
+            // Whole frames only, and never `messageStop` or what follows it.
+            frames.truncate(n.min(stopping));
             false
         }
     };

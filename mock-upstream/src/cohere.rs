@@ -15,7 +15,8 @@
 //! `finish_reason` is `ERROR`, as Cohere reports them. Stream faults count
 //! content events after `message-start` and the first `content-start` /
 //! `tool-call-start` as the OpenAI route counts chunks after its role chunk:
-//! `cut-3` sends three deltas, then drops the connection.
+//! `cut-3` sends three deltas, then drops the connection; `eof-3` sends them,
+//! then ends the body cleanly without `message-end`.
 //!
 //! With `--api-key`, the key must come as `Authorization: Bearer <key>`: none
 //! is a 401 "no api key supplied", a wrong one a 401 "invalid api token".
@@ -95,7 +96,7 @@ async fn chat(State(app): State<Shared>, request: Request) -> Response {
         finish,
     };
     if !streaming {
-        if matches!(faults.stream, StreamFault::CutAfter(_)) {
+        if faults.stream.cuts_whole_answer() {
             return aborted_json();
         }
         return json_response(rendered.whole().to_string().into());
@@ -113,6 +114,10 @@ async fn chat(State(app): State<Shared>, request: Request) -> Response {
         StreamFault::ErrorAfter(n) => {
             events.truncate(keep(n));
             events.push(rendered.error_end(errors::RATE_LIMITED));
+            false
+        }
+        StreamFault::EndAfter(n) => {
+            events.truncate(keep(n));
             false
         }
     };

@@ -28,6 +28,10 @@ pub struct Directives {
     pub cut_after: Option<usize>,
     /// Stream: send this many frames, then an error frame, then end.
     pub stream_error_after: Option<usize>,
+    /// Stream: send this many frames, then end the body cleanly without the
+    /// protocol's terminal event (no `finish_reason`, `[DONE]`,
+    /// `message_stop`, `finishReason`, `messageStop` or `message-end`).
+    pub eof_after: Option<usize>,
     /// Report this many prompt tokens as read from the prompt cache (at most
     /// the prompt): OpenAI's `prompt_tokens_details.cached_tokens`,
     /// Anthropic's `cache_read_input_tokens`.

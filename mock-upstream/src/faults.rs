@@ -16,6 +16,18 @@ pub enum StreamFault {
     CutAfter(usize),
     /// Send this many frames, then an error frame, then end (no terminator).
     ErrorAfter(usize),
+    /// Send this many frames, then end the body cleanly with no terminal
+    /// event: what a proxy that closes an idle or long connection gracefully
+    /// delivers, and what only the protocol's own terminal event tells apart
+    /// from a finished answer.
+    EndAfter(usize),
+}
+
+impl StreamFault {
+    /// Whether a non-streamed answer is cut (head sent, body aborted).
+    pub fn cuts_whole_answer(self) -> bool {
+        matches!(self, StreamFault::CutAfter(_) | StreamFault::EndAfter(_))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -51,9 +63,13 @@ impl Faults {
             StreamFault::CutAfter(n)
         } else if let Some(n) = directives.stream_error_after {
             StreamFault::ErrorAfter(n)
+        } else if let Some(n) = directives.eof_after {
+            StreamFault::EndAfter(n)
         } else if let ModelFault::Cut(n) = by_name {
             // `cut-<n>` counts content chunks: the role chunk comes first.
             StreamFault::CutAfter(n.saturating_add(1))
+        } else if let ModelFault::EndAfter(n) = by_name {
+            StreamFault::EndAfter(n.saturating_add(1))
         } else if let ModelFault::RateLimitAfter(n) = by_name {
             StreamFault::ErrorAfter(n.saturating_add(1))
         } else {
@@ -74,6 +90,8 @@ enum ModelFault {
     None,
     Fail(u16),
     Cut(usize),
+    /// `eof-<n>`: n content chunks, then a clean end with no terminal event.
+    EndAfter(usize),
     /// `ratelimit-<n>`: n content chunks, then a rate-limit error frame.
     RateLimitAfter(usize),
     Slow(u64),
@@ -85,6 +103,8 @@ impl ModelFault {
             rest.parse().ok().filter(|s| *s >= 400).map(Self::Fail)
         } else if let Some(rest) = model.strip_prefix("cut-") {
             rest.parse().ok().map(Self::Cut)
+        } else if let Some(rest) = model.strip_prefix("eof-") {
+            rest.parse().ok().map(Self::EndAfter)
         } else if let Some(rest) = model.strip_prefix("ratelimit-") {
             rest.parse().ok().map(Self::RateLimitAfter)
         } else if let Some(rest) = model.strip_prefix("slow-") {
@@ -104,6 +124,7 @@ mod tests {
     fn model_names() {
         assert_eq!(ModelFault::parse("fail-429"), ModelFault::Fail(429));
         assert_eq!(ModelFault::parse("cut-3"), ModelFault::Cut(3));
+        assert_eq!(ModelFault::parse("eof-4"), ModelFault::EndAfter(4));
         assert_eq!(ModelFault::parse("slow-20"), ModelFault::Slow(20));
         assert_eq!(ModelFault::parse("ratelimit-5"), ModelFault::RateLimitAfter(5));
         assert_eq!(ModelFault::parse("small"), ModelFault::None);
@@ -122,5 +143,12 @@ mod tests {
         assert_eq!(f.latency, Duration::from_millis(15));
         let f = Faults::resolve(&Directives::default(), "cut-2");
         assert_eq!(f.stream, StreamFault::CutAfter(3));
+        let f = Faults::resolve(&Directives::default(), "eof-2");
+        assert_eq!(f.stream, StreamFault::EndAfter(3));
+        let d = Directives {
+            eof_after: Some(5),
+            ..Default::default()
+        };
+        assert_eq!(Faults::resolve(&d, "small").stream, StreamFault::EndAfter(5));
     }
 }

@@ -18,7 +18,8 @@
 //! `{"error": {"code", "message", "status"}}` (`errors`), a
 //! `RESOURCE_EXHAUSTED` error event mid-stream for `ratelimit-<n>`.
 //! Stream faults count Gemini events as the OpenAI route counts content
-//! chunks: `cut-3` sends three events, then drops the connection.
+//! chunks: `cut-3` sends three events, then drops the connection; `eof-3`
+//! sends them, then ends the body cleanly with no `finishReason` seen.
 //!
 //! With `--api-key`, the key must come in `x-goog-api-key` (or `?key=`): none
 //! is a 403 `PERMISSION_DENIED`, a wrong one a 400 `API_KEY_INVALID`, a
@@ -115,7 +116,7 @@ async fn generate(State(app): State<Shared>, Path(rest): Path<String>, request: 
         response_id: format!("mock-gemini-{}", app.next_id()),
     };
     if !streaming {
-        if matches!(faults.stream, StreamFault::CutAfter(_)) {
+        if faults.stream.cuts_whole_answer() {
             return aborted_json();
         }
         return json_response(rendered.whole().to_string().into());
@@ -131,6 +132,15 @@ async fn generate(State(app): State<Shared>, Path(rest): Path<String>, request: 
         StreamFault::ErrorAfter(n) => {
             events.truncate(n.saturating_sub(1));
             (false, true)
+        }
+        StreamFault::EndAfter(n) => {
+            // Never the event that carries `finishReason`.
+            let finishing = events
+                .iter()
+                .position(|event| event["candidates"][0].get("finishReason").is_some())
+                .unwrap_or(events.len());
+            events.truncate(n.saturating_sub(1).min(finishing));
+            (false, false)
         }
     };
     if error {

@@ -77,12 +77,14 @@
 //! | `chunk_delay_ms` | delay between stream frames |
 //! | `cut_after` (n) | stream: send n `data:` frames (role chunk included), then drop the connection |
 //! | `stream_error_after` (n) | stream: send n frames, then an error frame, then end without `[DONE]` |
+//! | `eof_after` (n) | stream: send at most n frames, never the protocol's terminal event (`finish_reason` chunk and `[DONE]`, `message_stop`, `finishReason`, `messageStop`, `message-end`), then end the body cleanly |
 //! | `cached_tokens` (n) | usage reports n prompt tokens read from the prompt cache (`prompt_tokens_details.cached_tokens`; Anthropic `cache_read_input_tokens`) |
 //! | `cache_write_tokens` (n) | Anthropic: usage reports n prompt tokens written to the cache (`cache_creation_input_tokens`) |
 //!
 //! Model names script faults too, so fallback candidates can differ:
 //! `fail-<status>` always answers that status, `cut-<n>` streams the role chunk
-//! and n content chunks then drops the connection, `ratelimit-<n>` streams n
+//! and n content chunks then drops the connection, `eof-<n>` streams the same
+//! then ends the body cleanly with no terminal event, `ratelimit-<n>` streams n
 //! content chunks then a rate-limit error frame, `slow-<ms>` delays the head.
 //!
 //! A request whose last message is an `assistant` message holding the start of

@@ -100,7 +100,7 @@ pub(crate) async fn chat(app: Shared, parts: Parts, recorded: Bytes, body: Bytes
         model: &req.model,
     };
     if !req.streaming() {
-        if matches!(faults.stream, StreamFault::CutAfter(_)) {
+        if faults.stream.cuts_whole_answer() {
             // Head sent, body aborted: the non-streaming form of a cut.
             return aborted_json();
         }
@@ -116,6 +116,12 @@ pub(crate) async fn chat(app: Shared, parts: Parts, recorded: Bytes, body: Bytes
         StreamFault::CutAfter(n) => {
             frames.truncate(n);
             true
+        }
+        StreamFault::EndAfter(n) => {
+            // Never the `finish_reason` chunk, nor the usage chunk after it.
+            let before_finish = frames.len() - 1 - usize::from(req.include_usage());
+            frames.truncate(n.min(before_finish));
+            false
         }
         StreamFault::ErrorAfter(n) => {
             frames.truncate(n);
