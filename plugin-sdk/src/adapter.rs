@@ -108,6 +108,14 @@ impl AdapterError {
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorClass::Internal, message)
     }
+
+    /// What `finish` / `native-finish` return when the upstream body ended
+    /// before the protocol's terminal event (`upstream(502)`): the host
+    /// records the attempt as `upstream_truncated` and fails over or ends
+    /// the stream with an error, as for any broken stream.
+    pub fn cut_short(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Upstream(502), message)
+    }
 }
 
 impl std::fmt::Display for ErrorClass {

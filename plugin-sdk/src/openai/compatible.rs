@@ -88,6 +88,11 @@ impl Protocol for Compatible {
 /// `provider`; a usage-only chunk (`choices: []` plus `usage`) is held back to
 /// be the last one, else [`finish`](StreamTranslator::finish) synthesizes a
 /// final chunk from the last chunk's id, model and `created`.
+///
+/// The answer is finished once a choice names its `finish_reason` or the
+/// `[DONE]` sentinel arrives; a stream that ends before either was cut short
+/// (a proxy that closes the connection cleanly looks exactly like the end of
+/// the body), and `finish` says so.
 #[derive(Debug, Default)]
 pub struct CompatibleStream {
     usage: Option<Usage>,
@@ -95,6 +100,7 @@ pub struct CompatibleStream {
     /// The last usage-only chunk, held back so `finish` can return it.
     usage_chunk: Option<Vec<u8>>,
     done: bool,
+    finish_reason_seen: bool,
 }
 
 impl CompatibleStream {
@@ -102,6 +108,25 @@ impl CompatibleStream {
     pub fn saw_done(&self) -> bool {
         self.done
     }
+
+    /// Whether the upstream said the answer is finished: a `finish_reason`
+    /// or `[DONE]`.
+    pub fn finished(&self) -> bool {
+        self.done || self.finish_reason_seen
+    }
+}
+
+/// Whether a chunk's `choices` name a non-null `finish_reason`.
+fn names_finish_reason(chunk: &RawObject<'_>) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Choice {
+        #[serde(default)]
+        finish_reason: Option<serde::de::IgnoredAny>,
+    }
+    matches!(
+        chunk.parse_value::<Vec<Choice>>("choices"),
+        Some(Ok(choices)) if choices.iter().any(|c| c.finish_reason.is_some())
+    )
 }
 
 impl StreamTranslator for CompatibleStream {
@@ -125,6 +150,9 @@ impl StreamTranslator for CompatibleStream {
             return Err(openai::classify_detail(&detail));
         }
         self.meta.remember(&chunk);
+        if !self.finish_reason_seen {
+            self.finish_reason_seen = names_finish_reason(&chunk);
+        }
         let usage = chunk.get_non_null("usage").and_then(openai::usage_from_raw);
         let usage_only = usage.is_some() && chunk.get("choices").is_some_and(is_empty_array);
         if usage.is_some() {
@@ -141,6 +169,11 @@ impl StreamTranslator for CompatibleStream {
     }
 
     fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
+        if !self.finished() {
+            return Err(AdapterError::cut_short(
+                "the stream ended before a finish_reason or [DONE]",
+            ));
+        }
         if let Some(chunk) = self.usage_chunk.take() {
             return Ok(vec![chunk]);
         }

@@ -12,7 +12,7 @@
 //! cache write) for billing, and turns an `error` event into an error.
 
 use serde_json::{Map, Value};
-use tollgate_plugin_sdk::{AdapterError, AuthSlot, CallContext, ErrorClass, Event, OutboundRequest, Usage};
+use tollgate_plugin_sdk::{AdapterError, AuthSlot, CallContext, Event, OutboundRequest, Usage};
 
 use crate::adapter::{ANTHROPIC_VERSION, API_KEY_HEADER};
 use crate::request::DEFAULT_MAX_TOKENS;
@@ -129,10 +129,7 @@ impl Native {
     /// `message_stop` was cut short.
     pub fn finish(&mut self) -> Result<Vec<Event>, AdapterError> {
         if !self.stopped {
-            return Err(AdapterError::new(
-                ErrorClass::Upstream(502),
-                "Anthropic's stream ended before message_stop",
-            ));
+            return Err(AdapterError::cut_short("Anthropic's stream ended before message_stop"));
         }
         Ok(Vec::new())
     }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use tollgate_plugin_sdk::stream::{ChunkWriter, tool_call_arguments};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, StreamTranslator, Usage};
+use tollgate_plugin_sdk::{AdapterError, CallContext, Event, StreamTranslator, Usage};
 
 use crate::error;
 use crate::request::Shape;
@@ -174,10 +174,7 @@ impl StreamTranslator for StreamState {
     /// over or continue on another candidate.
     fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
         let Some(reason) = self.stop_reason.take() else {
-            return Err(AdapterError::new(
-                ErrorClass::Upstream(502),
-                "Bedrock's stream ended before messageStop",
-            ));
+            return Err(AdapterError::cut_short("Bedrock's stream ended before messageStop"));
         };
         let mut out = Vec::with_capacity(2);
         self.ensure_role(&mut out)?;

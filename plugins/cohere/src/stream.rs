@@ -20,7 +20,7 @@
 
 use serde_json::{Value, json};
 use tollgate_plugin_sdk::stream::{ChunkWriter, EventData, event_data, tool_call_arguments, tool_call_start};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, StreamTranslator, Usage};
+use tollgate_plugin_sdk::{AdapterError, CallContext, Event, StreamTranslator, Usage};
 
 use crate::{error, response};
 
@@ -140,10 +140,7 @@ impl StreamTranslator for StreamState {
     /// The stream ended: the closing chunk, or an error if it was cut short.
     fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
         if !self.finished {
-            return Err(AdapterError::new(
-                ErrorClass::Upstream(502),
-                "Cohere's stream ended before message-end",
-            ));
+            return Err(AdapterError::cut_short("Cohere's stream ended before message-end"));
         }
         Ok(vec![self.chunks.final_chunk()?])
     }

@@ -16,7 +16,7 @@
 
 use serde_json::{Value, json};
 use tollgate_plugin_sdk::stream::{ChunkWriter, EventData, event_data, tool_call_start};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, Event, StreamTranslator, Usage, time};
+use tollgate_plugin_sdk::{AdapterError, CallContext, Event, StreamTranslator, Usage, time};
 
 use crate::error;
 use crate::response::{self, Part};
@@ -105,8 +105,7 @@ impl StreamTranslator for StreamState {
     /// The stream ended: the closing chunk, or an error if it was cut short.
     fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
         if !self.finished {
-            return Err(AdapterError::new(
-                ErrorClass::Upstream(502),
+            return Err(AdapterError::cut_short(
                 "Gemini's stream ended before the answer finished (no finishReason)",
             ));
         }

@@ -199,6 +199,39 @@ fn finish_is_empty_when_nothing_was_seen() {
     assert!(a.finish().unwrap().is_empty());
 }
 
+/// A body that ends before the provider said the answer is finished (no
+/// `finish_reason`, no `[DONE]`) was cut short, however cleanly it ended.
+#[test]
+fn a_stream_without_finish_reason_or_done_is_cut_short() {
+    let mut a = adapter(true);
+    let out = a
+        .on_events(vec![ev(&chunk("c1", "Hel")), ev(&chunk("c1", "lo"))])
+        .unwrap();
+    assert_eq!(out.len(), 2, "what arrived is relayed");
+    let e = a.finish().unwrap_err();
+    assert_eq!(e.class, ErrorClass::Upstream(502));
+    assert!(e.message.contains("finish_reason"), "{}", e.message);
+
+    let mut a = adapter(true);
+    a.on_events(vec![ev("")]).unwrap();
+    assert!(a.finish().is_err(), "an empty body is no answer either");
+}
+
+#[test]
+fn a_finish_reason_alone_or_done_alone_ends_the_answer() {
+    let mut a = adapter(true);
+    let finishing = json!({"id": "c1", "created": 7, "model": "gpt-up",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    a.on_events(vec![ev(&chunk("c1", "Hi")), ev(&finishing.to_string())])
+        .unwrap();
+    assert!(!a.saw_done());
+    assert_eq!(a.finish().unwrap().len(), 1);
+
+    let mut a = adapter(true);
+    a.on_events(vec![ev(&chunk("c1", "Hi")), ev("[DONE]")]).unwrap();
+    assert_eq!(a.finish().unwrap().len(), 1);
+}
+
 #[test]
 fn usage_on_content_chunk_is_recorded_and_emitted() {
     let mut a = adapter(true);
