@@ -162,6 +162,7 @@ async fn start(
             request_id: "req_run".into(),
             max_cost_nanos: None,
             events,
+            engine: Default::default(),
         },
     )
     .await

@@ -6,9 +6,12 @@
 //! trail of what it did: the step count before each step, the depth before
 //! each sub-run, the wall-clock deadline around every host call, and the
 //! cost budget by the host holding each call's worst case (see `meter`).
+//! The operator's caps ([`RunLimits`]) bound what the run makes the gateway
+//! do: steps, sub-runs, bytes rendered and the trail's size; templates and
+//! schema checks run on the [`Engine`]'s bounded blocking pool.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
@@ -16,11 +19,12 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tollgate_core::money::Nanos;
 
-use super::templates::{self, Scope};
+use super::limits::{Engine, RunLimits};
+use super::templates::{self, Problem, Renderer, Scope};
 use super::{ComponentKind, DeltaSink, Events, Failure, Host, Meter, ModelAnswer, ModelCall, RunError, RunEvent};
 use super::{RunOutcome, ToolCall};
 use crate::ActorId;
-use crate::ir::{Action, AgentStep, Ir, LlmStep, MapStep, ResponseFormat, Step, SubtaskStep, ToolStep};
+use crate::ir::{Action, AgentStep, Ir, LlmStep, MapStep, ResponseFormat, Shape, Step, SubtaskStep, Template, ToolStep};
 use crate::provenance::{ModelCallTrail, RunTrail, StepTrail, ToolCallTrail, TrailError, digest};
 
 /// Separates a tool alias from the tool's name in what an agent's model sees.
@@ -37,6 +41,8 @@ pub struct RunSpec {
     /// The caller's own cap on cost, on top of the actor's.
     pub max_cost_nanos: Option<i64>,
     pub events: Option<Events>,
+    /// The gateway's limits and render pool.
+    pub engine: Arc<Engine>,
 }
 
 /// Runs an actor to its end: an output, or the error that stopped it. The
@@ -48,16 +54,21 @@ pub async fn run<H: Host>(host: Arc<H>, spec: RunSpec) -> RunOutcome {
         (a, b) => a.or(b),
     };
     let root = Meter::root(cap);
+    let limits = spec.engine.limits();
     let shared = Arc::new(Shared {
         host,
         events: spec.events,
         request_id: spec.request_id,
-        max_steps: budget.max_steps,
+        max_steps: budget.max_steps.min(limits.max_steps),
         max_depth: budget.max_depth,
         deadline: tokio::time::Instant::now() + std::time::Duration::from_millis(budget.max_wall_ms),
         steps_taken: AtomicU32::new(0),
+        sub_runs: AtomicU32::new(0),
+        rendered_bytes: AtomicU64::new(0),
+        trail_bytes: AtomicU64::new(0),
         root: root.clone(),
         cap,
+        engine: spec.engine,
     });
     let (result, trail) = run_actor(
         shared,
@@ -85,11 +96,91 @@ struct Shared<H> {
     max_depth: u32,
     deadline: tokio::time::Instant,
     steps_taken: AtomicU32,
+    /// Subtasks and map items started, nested ones included.
+    sub_runs: AtomicU32,
+    rendered_bytes: AtomicU64,
+    /// The trail's JSON size so far, as steps and runs finish.
+    trail_bytes: AtomicU64,
     root: Meter,
     cap: Option<i64>,
+    engine: Arc<Engine>,
 }
 
 impl<H> Shared<H> {
+    fn limits(&self) -> &RunLimits {
+        self.engine.limits()
+    }
+
+    /// Evaluates templates of `step` on the render pool, inside the run's
+    /// wall time, and counts what they produced against the run's cap.
+    async fn render<T: Send + 'static>(
+        &self,
+        step: &str,
+        frame: &Frame,
+        scope: Option<Scope>,
+        work: impl FnOnce(&mut Renderer) -> Result<T, Problem> + Send + 'static,
+    ) -> Result<T, RunError> {
+        let ir = frame.ir.clone();
+        let scope = scope.unwrap_or_else(|| frame.scope.clone());
+        let job = self.engine.blocking(move |engine| {
+            let mut renderer = Renderer::new(engine, &ir, &scope);
+            let result = work(&mut renderer);
+            (result, renderer.bytes)
+        });
+        let (result, bytes) = match tokio::time::timeout_at(self.deadline, job).await {
+            Ok(done) => done,
+            Err(_) => return Err(self.timed_out(step)),
+        };
+        let rendered = self.rendered_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let value = result.map_err(|problem| match problem {
+            Problem::Invalid(message) => template_error(self, step, message),
+            Problem::Limit(message) => self.error(
+                "template_limit",
+                format!("The run stopped at step '{step}': {message}."),
+                step,
+            ),
+        })?;
+        if rendered > self.limits().max_rendered_bytes {
+            return Err(self.error(
+                "run_limit",
+                format!(
+                    "The run stopped at step '{step}': its templates have produced {rendered} bytes, more than the {} a run may.",
+                    self.limits().max_rendered_bytes
+                ),
+                step,
+            ));
+        }
+        Ok(value)
+    }
+
+    /// Checks `instance` against `schema` on the render pool: a tenant's
+    /// schema (its patterns included) is tenant computation too.
+    async fn check(&self, schema: &Value, instance: &Value) -> Result<(), String> {
+        let (schema, instance) = (schema.clone(), instance.clone());
+        let job = self.engine.blocking(move |_| check_schema(&schema, &instance));
+        match tokio::time::timeout_at(self.deadline, job).await {
+            Ok(checked) => checked,
+            Err(_) => Err("the check ran past the run's wall-time limit".into()),
+        }
+    }
+
+    /// Counts `count` more sub-runs, or refuses past the run's cap.
+    fn claim_sub_runs(&self, step: &str, count: usize) -> Result<(), RunError> {
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        let started = self.sub_runs.fetch_add(count, Ordering::Relaxed).saturating_add(count);
+        if started > self.limits().max_sub_runs {
+            return Err(self.error(
+                "run_limit",
+                format!(
+                    "The run stopped at step '{step}': it would start {started} sub-actor runs (subtasks and map items, nested ones included), more than the {} a run may.",
+                    self.limits().max_sub_runs
+                ),
+                step,
+            ));
+        }
+        Ok(())
+    }
+
     fn emit(&self, event: RunEvent) {
         if let Some(events) = &self.events {
             let _ = events.send(event);
@@ -181,7 +272,7 @@ fn run_actor<H: Host>(
             steps: Vec::new(),
             last_output: Value::Null,
         };
-        let result = match check_schema(&ir.inputs, &input) {
+        let result = match shared.check(&ir.inputs, &input).await {
             Err(problem) => Err(RunError {
                 code: "invalid_input".into(),
                 message: format!("The input does not match the actor's input schema: {problem}."),
@@ -193,16 +284,17 @@ fn run_actor<H: Host>(
                 Err(error) => Err(error),
             },
         };
-        let result = result.and_then(|output| match &ir.outputs {
-            Some(schema) => check_schema(schema, &output)
-                .map(|()| output)
-                .map_err(|problem| RunError {
+        let result = match (result, &ir.outputs) {
+            (Ok(output), Some(schema)) => match shared.check(schema, &output).await {
+                Ok(()) => Ok(output),
+                Err(problem) => Err(RunError {
                     code: "invalid_output".into(),
                     message: format!("The actor's output does not match its output schema: {problem}."),
                     step: None,
                 }),
-            None => Ok(output),
-        });
+            },
+            (result, _) => result,
+        };
         let trail = RunTrail {
             run_id,
             actor_id: actor_id.to_string(),
@@ -221,6 +313,8 @@ fn run_actor<H: Host>(
             duration_ms: elapsed_ms(started),
             steps: frame.steps,
         };
+        // The run's own fields; its steps were counted as they finished.
+        shared.trail_bytes.fetch_add(RUN_TRAIL_BYTES, Ordering::Relaxed);
         (result, trail)
     })
 }
@@ -265,6 +359,18 @@ async fn exec_step<H: Host>(shared: &Arc<Shared<H>>, frame: &mut Frame, step: &S
             &step.id,
         ));
     }
+    let trail_bytes = shared.trail_bytes.load(Ordering::Relaxed);
+    if trail_bytes > shared.limits().max_trail_bytes {
+        return Err(shared.error(
+            "run_limit",
+            format!(
+                "The run stopped before step '{}': its provenance trail has reached {trail_bytes} bytes, more than the {} a run may keep.",
+                step.id,
+                shared.limits().max_trail_bytes
+            ),
+            &step.id,
+        ));
+    }
     shared.emit(RunEvent::StepStarted {
         run_id: frame.run_id.clone(),
         step: step.id.clone(),
@@ -281,8 +387,10 @@ async fn exec_step<H: Host>(shared: &Arc<Shared<H>>, frame: &mut Frame, step: &S
     let outcome = match &step.action {
         Action::If(branch) => {
             // The `if` is recorded before its branch, whose steps follow it.
-            let taken = templates::value(&frame.ir, &branch.condition, &frame.scope)
-                .map_err(|e| template_error(shared, &step.id, e))
+            let condition = branch.condition.clone();
+            let taken = shared
+                .render(&step.id, frame, None, move |r| r.value(&condition))
+                .await
                 .map(|condition| templates::truthy(&condition));
             record.status = if taken.is_ok() { "succeeded" } else { "failed" }.into();
             record.error = taken.as_ref().err().map(|e| e.message.clone());
@@ -293,9 +401,13 @@ async fn exec_step<H: Host>(shared: &Arc<Shared<H>>, frame: &mut Frame, step: &S
             let branch_steps = if taken? { &branch.then } else { &branch.otherwise };
             return exec_block(shared, frame, branch_steps).await;
         }
-        Action::Return(shape) => templates::shape(&frame.ir, shape, &frame.scope)
-            .map(|value| (value, true))
-            .map_err(|e| template_error(shared, &step.id, e)),
+        Action::Return(shape) => {
+            let shape = shape.clone();
+            shared
+                .render(&step.id, frame, None, move |r| r.shape(&shape))
+                .await
+                .map(|value| (value, true))
+        }
         Action::Llm(llm) => llm_step(shared, frame, &step.id, llm, &mut record)
             .await
             .map(|v| (v, false)),
@@ -335,7 +447,22 @@ async fn exec_step<H: Host>(shared: &Arc<Shared<H>>, frame: &mut Frame, step: &S
     }
 }
 
-fn finish<H>(shared: &Shared<H>, frame: &mut Frame, record: StepTrail, kind: &'static str) {
+/// A run's trail without its steps, in bytes of JSON (ids, digests, timings).
+const RUN_TRAIL_BYTES: u64 = 512;
+
+/// The JSON size of a step's record, its child runs left out (their steps
+/// were counted as they finished).
+fn record_bytes(record: &mut StepTrail) -> u64 {
+    let children = std::mem::take(&mut record.child_runs);
+    let bytes = serde_json::to_vec(&*record).map_or(0, |json| json.len() as u64);
+    record.child_runs = children;
+    bytes
+}
+
+fn finish<H>(shared: &Shared<H>, frame: &mut Frame, mut record: StepTrail, kind: &'static str) {
+    shared
+        .trail_bytes
+        .fetch_add(record_bytes(&mut record), Ordering::Relaxed);
     shared.emit(RunEvent::StepFinished {
         run_id: frame.run_id.clone(),
         step: record.id.clone(),
@@ -351,7 +478,7 @@ fn finish<H>(shared: &Shared<H>, frame: &mut Frame, record: StepTrail, kind: &'s
     frame.steps.push(record);
 }
 
-fn template_error<H>(shared: &Shared<H>, step: &str, problem: String) -> RunError {
+fn template_error<H>(shared: &Shared<H>, step: &str, problem: impl std::fmt::Display) -> RunError {
     shared.error(
         "template_error",
         format!("The run stopped at step '{step}': {problem}."),
@@ -360,17 +487,24 @@ fn template_error<H>(shared: &Shared<H>, step: &str, problem: String) -> RunErro
 }
 
 /// The opening messages of an `llm` or `agent` step.
-fn opening_messages(
+async fn opening_messages<H: Host>(
+    shared: &Arc<Shared<H>>,
     frame: &Frame,
-    system: Option<&crate::ir::Template>,
-    prompt: &crate::ir::Template,
-) -> Result<Vec<Value>, String> {
-    let mut messages = Vec::with_capacity(2);
-    if let Some(system) = system {
-        messages.push(json!({"role": "system", "content": templates::text(&frame.ir, system, &frame.scope)?}));
-    }
-    messages.push(json!({"role": "user", "content": templates::text(&frame.ir, prompt, &frame.scope)?}));
-    Ok(messages)
+    step: &str,
+    system: Option<&Template>,
+    prompt: &Template,
+) -> Result<Vec<Value>, RunError> {
+    let (system, prompt) = (system.cloned(), prompt.clone());
+    shared
+        .render(step, frame, None, move |r| {
+            let mut messages = Vec::with_capacity(2);
+            if let Some(system) = &system {
+                messages.push(json!({"role": "system", "content": r.text(system)?}));
+            }
+            messages.push(json!({"role": "user", "content": r.text(&prompt)?}));
+            Ok(messages)
+        })
+        .await
 }
 
 /// What one model call sends, besides the profile.
@@ -456,8 +590,7 @@ async fn llm_step<H: Host>(
     llm: &LlmStep,
     record: &mut StepTrail,
 ) -> Result<Value, RunError> {
-    let messages =
-        opening_messages(frame, llm.system.as_ref(), &llm.prompt).map_err(|e| template_error(shared, step, e))?;
+    let messages = opening_messages(shared, frame, step, llm.system.as_ref(), &llm.prompt).await?;
     record.input_digest = Some(digest(&Value::Array(messages.clone())));
     let response_format = match &llm.response {
         ResponseFormat::Text => None,
@@ -492,7 +625,7 @@ async fn llm_step<H: Host>(
                 )
             })?;
             if let Some(schema) = schema {
-                check_schema(schema, &value).map_err(|problem| {
+                shared.check(schema, &value).await.map_err(|problem| {
                     shared.error(
                         "invalid_model_output",
                         format!(
@@ -514,8 +647,7 @@ async fn agent_step<H: Host>(
     agent: &AgentStep,
     record: &mut StepTrail,
 ) -> Result<Value, RunError> {
-    let mut messages =
-        opening_messages(frame, agent.system.as_ref(), &agent.prompt).map_err(|e| template_error(shared, step, e))?;
+    let mut messages = opening_messages(shared, frame, step, agent.system.as_ref(), &agent.prompt).await?;
     record.input_digest = Some(digest(&Value::Array(messages.clone())));
     // Offer every tool of each named server (and each skill as `<alias>__run`).
     let mut offered = Vec::new();
@@ -657,8 +789,7 @@ async fn tool_step<H: Host>(
     tool: &ToolStep,
     record: &mut StepTrail,
 ) -> Result<Value, RunError> {
-    let arguments =
-        templates::shape(&frame.ir, &tool.arguments, &frame.scope).map_err(|e| template_error(shared, step, e))?;
+    let arguments = render_shape(shared, frame, step, None, &tool.arguments).await?;
     record.input_digest = Some(digest(&arguments));
     let Some(pin) = frame.ir.tools.get(&tool.server).cloned() else {
         return Err(shared.error(
@@ -704,6 +835,17 @@ async fn tool_step<H: Host>(
         ));
     }
     Ok(answer.output)
+}
+
+async fn render_shape<H: Host>(
+    shared: &Arc<Shared<H>>,
+    frame: &Frame,
+    step: &str,
+    scope: Option<Scope>,
+    shape: &Shape,
+) -> Result<Value, RunError> {
+    let shape = shape.clone();
+    shared.render(step, frame, scope, move |r| r.shape(&shape)).await
 }
 
 /// A sub-run's budget slice: the step's, capped by the sub-actor's own.
@@ -753,10 +895,10 @@ async fn subtask_step<H: Host>(
     subtask: &SubtaskStep,
     record: &mut StepTrail,
 ) -> Result<Value, RunError> {
-    let input =
-        templates::shape(&frame.ir, &subtask.input, &frame.scope).map_err(|e| template_error(shared, step, e))?;
+    let input = render_shape(shared, frame, step, None, &subtask.input).await?;
     record.input_digest = Some(digest(&input));
     let (id, ir) = load_child(shared, frame, step, &subtask.actor).await?;
+    shared.claim_sub_runs(step, 1)?;
     let meter = frame
         .meter
         .child(slice(subtask.max_cost_nanos, ir.budget.max_cost_nanos));
@@ -785,7 +927,8 @@ async fn map_step<H: Host>(
     map: &MapStep,
     record: &mut StepTrail,
 ) -> Result<Value, RunError> {
-    let items = templates::value(&frame.ir, &map.items, &frame.scope).map_err(|e| template_error(shared, step, e))?;
+    let items = map.items.clone();
+    let items = shared.render(step, frame, None, move |r| r.value(&items)).await?;
     let Value::Array(items) = items else {
         return Err(shared.error(
             "template_error",
@@ -806,12 +949,13 @@ async fn map_step<H: Host>(
     }
     record.input_digest = Some(digest(&Value::Array(items.clone())));
     let (id, ir) = load_child(shared, frame, step, &map.actor).await?;
+    shared.claim_sub_runs(step, items.len())?;
     let cap = slice(map.max_cost_nanos, ir.budget.max_cost_nanos);
     let mut runs = Vec::with_capacity(items.len());
     for (index, item) in items.into_iter().enumerate() {
         let mut scope = frame.scope.clone();
         scope.item = Some((item, index));
-        let input = templates::shape(&frame.ir, &map.input, &scope).map_err(|e| template_error(shared, step, e))?;
+        let input = render_shape(shared, frame, step, Some(scope), &map.input).await?;
         runs.push(run_actor(
             shared.clone(),
             ir.clone(),

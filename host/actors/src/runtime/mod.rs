@@ -9,6 +9,7 @@
 //! the parent's conversation is reachable from it.
 
 mod exec;
+pub mod limits;
 mod meter;
 pub mod templates;
 
@@ -20,6 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use exec::{RunSpec, run};
+pub use limits::{Engine, RunLimits};
 pub use meter::{BudgetExceeded, Hold, Meter};
 pub use templates::Scope;
 
@@ -169,8 +171,9 @@ pub type Events = tokio::sync::mpsc::UnboundedSender<RunEvent>;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunError {
     /// `budget_exceeded`, `step_limit`, `depth_limit`, `timeout`,
-    /// `invalid_input`, `invalid_output`, `template_error`, `model_error`,
-    /// `tool_error`, `actor_unavailable`, `max_iterations`.
+    /// `invalid_input`, `invalid_output`, `template_error`, `template_limit`,
+    /// `run_limit`, `model_error`, `tool_error`, `actor_unavailable`,
+    /// `max_iterations`.
     pub code: String,
     pub message: String,
     /// The step that failed, as `<run id>/<step id>` paths down to it.

@@ -30,7 +30,7 @@ use ed25519_dalek::SigningKey;
 use serde_json::Value;
 use tollgate_actors::ActorId;
 use tollgate_actors::ir::Ir;
-use tollgate_actors::runtime::{Events, RunError, RunSpec};
+use tollgate_actors::runtime::{Engine, Events, RunError, RunSpec};
 use tollgate_core::db::now_ms;
 use tollgate_core::money::Nanos;
 use tollgate_ledger::{RequestKind, RequestLogRow, RunProvenance};
@@ -66,6 +66,8 @@ pub struct Actors {
     /// its deployment. Changes made here clear it at once; gateways sharing
     /// the database see them within [`DEPLOYMENT_TTL`].
     deployments: Mutex<HashMap<(String, String), CachedDeployment>>,
+    /// The operator's per-run limits and the pool templates render on.
+    engine: Arc<Engine>,
 }
 
 /// Most actor IRs kept parsed in memory (docs/operations.md, "Memory").
@@ -149,6 +151,7 @@ impl Actors {
             billing,
             pending_runs: Mutex::new(HashMap::new()),
             deployments: Mutex::new(HashMap::new()),
+            engine: Arc::new(Engine::default()),
         }
     }
 
@@ -258,6 +261,7 @@ impl Actors {
                 request_id: request_id.clone(),
                 max_cost_nanos: max_cost.map(|n| n.0),
                 events,
+                engine: self.engine.clone(),
             },
         )
         .await;
