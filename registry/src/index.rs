@@ -93,14 +93,15 @@ impl Index {
             }
             None => {
                 sqlx::query(
-                    "INSERT INTO registry_packages (name, namespace, kind, description, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $5)",
+                    "INSERT INTO registry_packages (name, namespace, kind, description, created_at, updated_at, visibility) \
+                     VALUES ($1, $2, $3, $4, $5, $5, $6)",
                 )
                 .bind(&name)
                 .bind(manifest.name.namespace())
                 .bind(manifest.kind.as_str())
                 .bind(&manifest.description)
                 .bind(now)
+                .bind(crate::Visibility::default_for(manifest.kind).as_str())
                 .execute(&mut *tx)
                 .await?;
             }
@@ -207,22 +208,26 @@ impl Index {
     }
 
     /// Packages matching `kind` and `text` (in the name or description, any
-    /// case), most recently updated first.
+    /// case) that `viewer` (a workspace id, `None`: anonymous) may read, most
+    /// recently updated first.
     pub async fn search(
         &self,
         kind: Option<PackageKind>,
         text: Option<&str>,
         limit: u32,
+        viewer: Option<&str>,
     ) -> Result<Vec<PackageSummary>, IndexError> {
         let pattern = format!("%{}%", text.unwrap_or("").to_lowercase().replace(['%', '_'], ""));
         let rows = sqlx::query(
             "SELECT name, kind, description, updated_at FROM registry_packages \
              WHERE ($1 = '' OR kind = $1) AND (LOWER(name) LIKE $2 OR LOWER(description) LIKE $2) \
+             AND (visibility = 'public' OR namespace IN (SELECT name FROM registry_namespaces WHERE workspace_id = $4)) \
              ORDER BY updated_at DESC, name LIMIT $3",
         )
         .bind(kind.map_or("", PackageKind::as_str))
         .bind(pattern)
         .bind(i64::from(limit))
+        .bind(viewer.unwrap_or(""))
         .fetch_all(&self.pool)
         .await?;
         let mut found = Vec::with_capacity(rows.len());

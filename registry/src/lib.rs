@@ -12,12 +12,14 @@ pub mod index;
 pub mod manifest;
 mod registry;
 pub mod uploads;
+pub mod visibility;
 
 pub use blobs::{BlobStore, OpenedStore, StorageConfig};
 pub use index::{Index, PackageSummary, VersionRecord};
 pub use manifest::{Content, Manifest, ManifestError, Metadata};
 pub use registry::{Published, Registry, RegistryError};
 pub use uploads::QuotaError;
+pub use visibility::Visibility;
 
 use std::fmt;
 use std::str::FromStr;

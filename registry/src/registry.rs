@@ -186,8 +186,9 @@ impl Registry {
         kind: Option<PackageKind>,
         text: Option<&str>,
         limit: u32,
+        viewer: Option<&str>,
     ) -> Result<Vec<PackageSummary>, RegistryError> {
-        Ok(self.index.search(kind, text, limit.clamp(1, 200)).await?)
+        Ok(self.index.search(kind, text, limit.clamp(1, 200), viewer).await?)
     }
 }
 
@@ -231,6 +232,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_private_package_and_its_blob_are_readable_only_by_its_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = registry(dir.path()).await;
+        let adapter = Bytes::from(component_exporting("tollgate:provider/adapter@0.1.0"));
+        let v1 = manifest(PackageKind::ProviderAdapter, "1.0.0", &adapter);
+        registry.index.claim_namespace("acme", "ws_owner").await.unwrap();
+        registry.publish(&v1, adapter.clone(), "ws_owner:key").await.unwrap();
+        let digest = &v1.content.digest;
+        // Not an actor: public by default.
+        assert_eq!(registry.index.visibility(&v1.name).await.unwrap(), Some(crate::Visibility::Public));
+        assert!(registry.index.readable_by(&v1.name, None).await.unwrap());
+        assert!(registry.index.blob_readable_by(digest, Some("ws_other")).await.unwrap());
+
+        registry.index.set_visibility(&v1.name, crate::Visibility::Private).await.unwrap();
+        for viewer in [None, Some("ws_other"), Some("")] {
+            assert!(!registry.index.readable_by(&v1.name, viewer).await.unwrap(), "{viewer:?}");
+            assert!(!registry.index.blob_readable_by(digest, viewer).await.unwrap(), "{viewer:?}");
+            assert!(registry.search(None, None, 10, viewer).await.unwrap().is_empty(), "{viewer:?}");
+        }
+        assert!(registry.index.readable_by(&v1.name, Some("ws_owner")).await.unwrap());
+        assert!(registry.index.blob_readable_by(digest, Some("ws_owner")).await.unwrap());
+        assert_eq!(registry.search(None, None, 10, Some("ws_owner")).await.unwrap().len(), 1);
+        // A blob nobody published is nobody's to read.
+        assert!(!registry.index.blob_readable_by(&Digest::of(b"unpublished"), Some("ws_owner")).await.unwrap());
+    }
+
+    #[tokio::test]
     async fn versions_are_immutable_and_yank_hides_them() {
         let dir = tempfile::tempdir().unwrap();
         let registry = registry(dir.path()).await;
@@ -269,14 +297,14 @@ mod tests {
         assert_eq!(versions[1].deprecated.as_deref(), Some("use 2.x"));
 
         let found = registry
-            .search(Some(PackageKind::ProviderAdapter), Some("ECHO"), 10)
+            .search(Some(PackageKind::ProviderAdapter), Some("ECHO"), 10, None)
             .await
             .unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].latest, Some(v2.version.clone()));
         assert!(
             registry
-                .search(Some(PackageKind::Skill), None, 10)
+                .search(Some(PackageKind::Skill), None, 10, None)
                 .await
                 .unwrap()
                 .is_empty()

@@ -45,6 +45,9 @@ pub struct ApiError {
     /// it rate-limited us, or the gateway's own when it refused the request.
     pub retry_after: Option<u32>,
     pub failure: Failure,
+    /// RFC 6750's `error` for the `WWW-Authenticate` challenge of a 401:
+    /// `invalid_token` when a key was sent and refused, none when none was.
+    pub bearer_error: Option<&'static str>,
     /// Not logged: an expected refusal under load (shedding, shutdown), which
     /// would flood the log exactly when it matters; metrics count them.
     pub quiet: bool,
@@ -61,6 +64,7 @@ impl ApiError {
             request_id: None,
             attempts: None,
             retry_after: None,
+            bearer_error: None,
             quiet: false,
             failure: if status.is_server_error() {
                 Failure::Internal
@@ -120,6 +124,14 @@ impl ApiError {
             "invalid_api_key",
             message,
         )
+    }
+
+    /// A key (or session) was sent and refused: unknown, revoked, malformed or
+    /// expired. The challenge says `error="invalid_token"` (RFC 6750 §3.1).
+    pub fn invalid_token(message: impl Into<String>) -> Self {
+        let mut error = Self::unauthorized(message);
+        error.bearer_error = Some("invalid_token");
+        error
     }
 
     /// A console session's call without its `X-CSRF-Token` (or with a wrong one).
@@ -369,18 +381,37 @@ impl IntoResponse for ApiError {
         if let Some(value) = self.request_id.as_deref().and_then(|id| HeaderValue::from_str(id).ok()) {
             response.headers_mut().insert("x-request-id", value);
         }
+        self.set_headers(response.headers_mut());
         response
-            .headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+}
+
+impl ApiError {
+    /// The headers every error answer carries, whatever the body's dialect:
+    /// `Cache-Control: no-store`, the `WWW-Authenticate` challenge on a 401,
+    /// and `Retry-After` on a 429 or 503 that has one.
+    pub fn set_headers(&self, headers: &mut axum::http::HeaderMap) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, bearer_challenge(self.bearer_error));
+        }
         if matches!(
             self.status,
             StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
         ) && let Some(secs) = self.retry_after
         {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        response
     }
+}
+
+/// The `WWW-Authenticate` value every 401 carries (RFC 9110 §11.6.1, RFC 6750
+/// §3): `Bearer realm="tollgate"`, with `error="…"` when a credential was sent
+/// and refused.
+pub fn bearer_challenge(error: Option<&str>) -> HeaderValue {
+    let value = match error {
+        None => "Bearer realm=\"tollgate\"".to_string(),
+        Some(error) => format!("Bearer realm=\"tollgate\", error=\"{error}\""),
+    };
+    HeaderValue::from_str(&value).expect("a challenge is ASCII")
 }

@@ -29,6 +29,12 @@ use crate::ActorId;
 use crate::ir::{ComponentPin, Ir};
 use crate::provenance::RunTrail;
 
+/// Whether `input` matches the actor's input schema, checked the way a run
+/// checks it first, so a surface can refuse bad input before starting one.
+pub fn check_input(ir: &Ir, input: &Value) -> Result<(), String> {
+    exec::check_schema(&ir.inputs, input)
+}
+
 /// Why a call the host made failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]

@@ -80,6 +80,17 @@ impl Accounts {
             .collect())
     }
 
+    /// Whose key `key_id` is: `None` when the workspace has no such key,
+    /// `Some(None)` for a key made before users existed (it acts as the
+    /// workspace's owner).
+    pub async fn key_user(&self, workspace_id: &str, key_id: &str) -> sqlx::Result<Option<Option<String>>> {
+        sqlx::query_scalar("SELECT user_id FROM api_keys WHERE id = $1 AND workspace_id = $2")
+            .bind(key_id)
+            .bind(workspace_id)
+            .fetch_optional(&self.database.pool)
+            .await
+    }
+
     /// Revokes the key if it is not already; returns when it was revoked, or
     /// `None` if the workspace has no such key. The next data-plane request
     /// with it gets 401, on this gateway at once and on others sharing the

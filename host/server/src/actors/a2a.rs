@@ -16,7 +16,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -26,6 +26,9 @@ use tollgate_actors::runtime::RunEvent;
 
 use super::{Actors, Finished, Target};
 use crate::auth::Caller;
+use crate::control::error::{OPERATION_FAILED, RpcError, TOLLGATE_DOMAIN};
+use crate::control::error::OpError;
+use crate::error::ApiError;
 
 pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
@@ -36,17 +39,20 @@ pub fn routes() -> Router<crate::app::AppState> {
         .route("/v1/actors/{namespace}/{deployment}/a2a", post(rpc))
 }
 
-fn base_url(headers: &HeaderMap) -> String {
-    let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("localhost");
-    format!("http://{host}")
-}
-
 async fn card(
     State(actors): State<Arc<Actors>>,
+    State(control): State<Arc<crate::control::ControlPlane>>,
     Path((namespace, deployment)): Path<(String, String)>,
+    caller: Result<Caller, ApiError>,
     headers: HeaderMap,
 ) -> Response {
     let found = actors.store.deployment(&namespace, &deployment).await.ok().flatten();
+    // A private actor's deployment shows its card only to a caller with a key.
+    if let (Some(found), Err(refused)) = (&found, &caller)
+        && !actors.is_public(&found.actor_id).await
+    {
+        return refused.clone().into_response();
+    }
     let Some(found) = found else {
         return crate::error::ApiError::new(
             axum::http::StatusCode::NOT_FOUND,
@@ -63,7 +69,8 @@ async fn card(
         Ok(ir) => ir.metadata.description.clone(),
         Err(_) => String::new(),
     };
-    let url = format!("{}/v1/actors/{namespace}/{deployment}/a2a", base_url(&headers));
+    // `public_url` when configured; the Host header only without it (docs/configuration.md).
+    let url = format!("{}/v1/actors/{namespace}/{deployment}/a2a", control.public_url(Some(&headers)));
     axum::Json(json!({
         "name": format!("{namespace}/{deployment}"),
         "description": if description.is_empty() { format!("The hosted actor {namespace}/{deployment}.") } else { description.clone() },
@@ -87,12 +94,27 @@ async fn card(
     .into_response()
 }
 
-fn rpc_error(id: &Value, code: i64, message: impl Into<String>, data: Option<Value>) -> Value {
-    let mut error = json!({"code": code, "message": message.into()});
-    if let Some(data) = data {
-        error["data"] = data;
-    }
-    json!({"jsonrpc": "2.0", "id": id, "error": error})
+/// A JSON-RPC error answer whose `data` carries the `google.rpc.ErrorInfo`
+/// A2A 1.0 asks for (§9.5): the same errors the control plane answers.
+fn rpc_error(id: &Value, error: &RpcError) -> Response {
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})).into_response()
+}
+
+/// A refused caller (no key, a bad key, a viewer, over its rate) as a
+/// JSON-RPC error with the HTTP status and headers the data plane would send
+/// (`WWW-Authenticate` on 401, `Retry-After` on 429).
+fn refusal(error: ApiError) -> Response {
+    let reason = match error.status {
+        StatusCode::UNAUTHORIZED => "UNAUTHENTICATED",
+        StatusCode::FORBIDDEN => "PERMISSION_DENIED",
+        StatusCode::TOO_MANY_REQUESTS => "RESOURCE_EXHAUSTED",
+        _ => "INTERNAL",
+    };
+    let rpc = RpcError::new(OPERATION_FAILED, error.message.clone(), reason, TOLLGATE_DOMAIN);
+    let mut response = error.clone().into_response();
+    let body = json!({"jsonrpc": "2.0", "id": Value::Null, "error": rpc.to_json()});
+    *response.body_mut() = axum::body::Body::from(body.to_string());
+    response
 }
 
 fn new_id(prefix: &str) -> String {
@@ -132,49 +154,68 @@ fn run_metadata(finished: &Finished) -> Value {
 
 async fn rpc(
     State(actors): State<Arc<Actors>>,
+    State(control): State<Arc<crate::control::ControlPlane>>,
     Path((namespace, deployment)): Path<(String, String)>,
-    caller: Caller,
+    caller: Result<Caller, ApiError>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
-        return axum::Json(rpc_error(
-            &Value::Null,
-            -32700,
-            "Parse error: the body is not JSON",
-            None,
-        ))
-        .into_response();
+    if let Some(origin) = control.foreign_origin(&headers) {
+        let mut response = rpc_error(&Value::Null, &crate::control::rpc::foreign_origin(&origin));
+        *response.status_mut() = StatusCode::FORBIDDEN;
+        return response;
+    }
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(error) => return refusal(error),
+    };
+    if let Some(content_type) = crate::control::unsupported_content_type(&headers) {
+        let mut response = rpc_error(&Value::Null, &RpcError::content_type_not_supported(&content_type));
+        *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        return response;
+    }
+    let request = match serde_json::from_slice::<Value>(&body) {
+        Ok(request @ Value::Object(_)) => request,
+        Ok(_) => return rpc_error(&Value::Null, &RpcError::invalid_request("A request is one JSON-RPC object")),
+        Err(e) => return rpc_error(&Value::Null, &RpcError::parse_error(e)),
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let method = request["method"].as_str().unwrap_or_default();
     if request["jsonrpc"] != "2.0" || method.is_empty() {
-        return axum::Json(rpc_error(
-            &id,
-            -32600,
-            "Invalid Request: jsonrpc must be \"2.0\" with a method",
-            None,
-        ))
-        .into_response();
+        let error = RpcError::invalid_request("jsonrpc must be \"2.0\" with a method");
+        return rpc_error(&id, &error);
     }
+    if let Err(error) = crate::control::a2a_version(&headers) {
+        return rpc_error(&id, &error);
+    }
+    let params = &request["params"];
     let streaming = match method {
         "SendMessage" => false,
         "SendStreamingMessage" => true,
+        // Runs keep no task state: every task id is unknown here.
         "GetTask" | "CancelTask" | "SubscribeToTask" => {
-            return axum::Json(rpc_error(
-                &id,
-                -32001,
-                "Task not found: an actor's runs keep no task state; each message is a new run",
-                None,
-            ))
+            let task = params["id"].as_str().unwrap_or_default();
+            return rpc_error(&id, &RpcError::task_not_found(task));
+        }
+        "ListTasks" => {
+            return axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {
+                "tasks": [], "nextPageToken": "", "pageSize": 0, "totalSize": 0,
+            }}))
             .into_response();
         }
-        other => {
-            return axum::Json(rpc_error(&id, -32601, format!("Method not found: {other}"), None)).into_response();
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => return rpc_error(&id, &RpcError::push_not_supported()),
+        "GetExtendedAgentCard" => {
+            let error = RpcError::unsupported("This agent has no extended card (capabilities.extendedAgentCard is false)");
+            return rpc_error(&id, &error);
         }
+        other => return rpc_error(&id, &RpcError::method_not_found(other)),
     };
-    let message = &request["params"]["message"];
+    let message = &params["message"];
     if !message.is_object() {
-        return axum::Json(rpc_error(&id, -32602, "Invalid params: message is required", None)).into_response();
+        return rpc_error(&id, &RpcError::invalid_params("message is required"));
     }
     let target = Target::Deployment {
         namespace,
@@ -182,13 +223,16 @@ async fn rpc(
     };
     let resolved = match actors.resolve(&caller.0, &target).await {
         Ok(resolved) => resolved,
-        Err(error) => return axum::Json(rpc_error(&id, -32602, error.to_string(), None)).into_response(),
+        Err(error) => return rpc_error(&id, &OpError::from(error).into_rpc()),
     };
-    let input = match input_of(&resolved.1, message) {
+    // Checked here, before a run starts, so both paths answer bad input the
+    // same way: invalid params, not a failed task on one and an internal
+    // error on the other.
+    let input = match input_of(&resolved.1, message)
+        .and_then(|input| tollgate_actors::runtime::check_input(&resolved.1, &input).map(|()| input))
+    {
         Ok(input) => input,
-        Err(problem) => {
-            return axum::Json(rpc_error(&id, -32602, format!("Invalid params: {problem}"), None)).into_response();
-        }
+        Err(problem) => return rpc_error(&id, &RpcError::invalid_params(format!("Invalid params: {problem}"))),
     };
     let context_id = message["contextId"]
         .as_str()
@@ -211,16 +255,28 @@ async fn rpc(
                 }},
             }))
             .into_response(),
-            Err(error) => axum::Json(rpc_error(
-                &id,
-                -32603,
-                error.message.clone(),
-                Some(json!({"code": error.code, "run": run_metadata(&finished)})),
-            ))
-            .into_response(),
+            // A run that started and failed is a FAILED task, as on the
+            // streaming path.
+            Err(error) => {
+                let task_id = new_id("task");
+                axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
+                    "id": task_id,
+                    "contextId": context_id,
+                    "status": {"state": "TASK_STATE_FAILED", "timestamp": now_rfc3339(), "message": {
+                        "messageId": new_id("msg"), "role": "ROLE_AGENT", "taskId": task_id, "contextId": context_id,
+                        "parts": [{"data": {"error": {"code": error.code, "message": error.message}}}, {"text": error.message}],
+                    }},
+                    "metadata": run_metadata(&finished),
+                }}}))
+                .into_response()
+            }
         },
-        Err(error) => axum::Json(rpc_error(&id, -32603, error.to_string(), None)).into_response(),
+        Err(error) => rpc_error(&id, &OpError::from(error).into_rpc()),
     }
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// The run as an A2A task stream: the task (working), each text delta as an
@@ -254,7 +310,7 @@ fn stream(
             )
         }
     };
-    let status = |state: &str| json!({"state": state, "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)});
+    let status = |state: &str| json!({"state": state, "timestamp": now_rfc3339()});
     let opening =
         frame(json!({"task": {"id": task_id, "contextId": context_id, "status": status("TASK_STATE_WORKING")}}));
     let (ids, chunk_frame) = (

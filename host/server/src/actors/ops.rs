@@ -40,6 +40,10 @@ pub struct PublishParams {
     /// SPDX license of the package; default `UNLICENSED`.
     #[serde(default)]
     pub license: Option<String>,
+    /// `private` (default for a new actor: only this workspace reads its IR,
+    /// system prompts included) or `public`. Absent: unchanged.
+    #[serde(default)]
+    pub visibility: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -193,9 +197,17 @@ pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedActor,
         files: params.files,
     };
     let license = params.license.unwrap_or_else(|| "UNLICENSED".into());
-    Ok(actors(ctx)
+    let visibility = crate::packages::ops::parse_visibility(params.visibility.as_deref())?;
+    let published = actors(ctx)
         .publish(workspace, &publisher, &sources, version, &license)
-        .await?)
+        .await?;
+    if let Some(visibility) = visibility {
+        let package: tollgate_registry::PackageName =
+            published.package.parse().map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
+        let index = &ctx.packages().registry().index;
+        index.set_visibility(&package, visibility).await.map_err(|e| OpError::Internal(e.into()))?;
+    }
+    Ok(published)
 }
 
 pub async fn get(ctx: &Ctx, params: IdParams) -> Result<ActorShown, OpError> {
@@ -205,6 +217,15 @@ pub async fn get(ctx: &Ctx, params: IdParams) -> Result<ActorShown, OpError> {
         .await
         .map_err(|e| OpError::Internal(e.into()))?
         .ok_or_else(|| OpError::NotFound(format!("actor {}", params.id)))?;
+    // Another workspace's actor shows only when its package is public.
+    if record.workspace_id != ctx.scope().workspace_id {
+        let package: tollgate_registry::PackageName =
+            record.package.parse().map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
+        let index = &ctx.packages().registry().index;
+        if !index.readable_by(&package, None).await.map_err(|e| OpError::Internal(e.into()))? {
+            return Err(OpError::NotFound(format!("actor {}", params.id)));
+        }
+    }
     let ir = serde_json::from_str(&record.ir).map_err(|e| OpError::Internal(e.into()))?;
     Ok(ActorShown { record, ir })
 }
@@ -335,12 +356,13 @@ impl Actors {
         let held = self
             .packages
             .namespaces()
-            .held_by(workspace_id, namespace)
+            .owned_by(workspace_id, namespace)
             .await
             .map_err(|e| ActorError::Internal(anyhow::anyhow!("{e}")))?;
         if !held {
             return Err(ActorError::Forbidden(format!(
-                "namespace '{namespace}' is not this workspace's; create it first (`tollgate namespaces create {namespace}`)"
+                "namespace '{namespace}' is not this workspace's; create it first (`tollgate namespaces create {namespace}`); \
+                 a name another workspace holds or has published under cannot be used"
             )));
         }
         if self.store.actor(actor_id).await?.is_none() {

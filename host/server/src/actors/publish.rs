@@ -106,6 +106,16 @@ impl Actors {
             }
             (kind, RefSpec::Package { name, range }) => {
                 let package: PackageName = name.parse().map_err(|e: tollgate_registry::NameError| e.to_string())?;
+                // Another workspace's private package cannot be pulled in by
+                // reference (its content would land in this actor's IR).
+                let readable = registry
+                    .index
+                    .readable_by(&package, Some(workspace_id))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !readable {
+                    return Err(format!("package {package} not found"));
+                }
                 let requirement =
                     semver::VersionReq::parse(range).map_err(|e| format!("'{range}' is not a semver range: {e}"))?;
                 let record = registry
@@ -158,6 +168,19 @@ impl Actors {
             }
             (_, spec) => Err(format!("{spec} cannot be resolved on the gateway")),
         }
+    }
+
+    /// Whether the actor's package is public (anyone may read its IR and its
+    /// deployments' cards). An unknown actor is not.
+    pub async fn is_public(&self, actor_id: &str) -> bool {
+        let Ok(Some(record)) = self.store.actor(actor_id).await else {
+            return false;
+        };
+        let Ok(package) = record.package.parse::<PackageName>() else {
+            return false;
+        };
+        let index = &self.packages.registry().index;
+        index.readable_by(&package, None).await.unwrap_or(false)
     }
 
     /// Compiles and publishes `sources` (sub-actors first); answers the root.

@@ -49,6 +49,13 @@ impl AuthState {
         }
     }
 
+    /// Counts one more request by `principal` against its key's rate, for a
+    /// request that carries several (an MCP batch's entries after the first,
+    /// which the [`Caller`] extractor counted). `Err` holds how long to wait.
+    pub fn count_request(&self, principal: &Principal) -> Result<(), std::time::Duration> {
+        self.key_rates.check(principal)
+    }
+
     pub fn sessions(&self) -> &Sessions {
         &self.signin.sessions
     }
@@ -107,6 +114,7 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Ref
         .await
         .unwrap_or_else(|e| match e {});
     let reject = |message: &str| (ApiError::unauthorized(message).with_request_id(&request_id.0), None);
+    let refuse = |message: &str| (ApiError::invalid_token(message).with_request_id(&request_id.0), None);
     // Anthropic's clients send the key in `x-api-key`; everyone else as a
     // bearer token; the console's browser sends its session cookie.
     let resolved = match (parts.headers.get(header::AUTHORIZATION), parts.headers.get("x-api-key")) {
@@ -116,14 +124,14 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Ref
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
                 .map(str::trim)
-                .ok_or_else(|| reject("The Authorization header must be 'Bearer <API key>'."))?;
+                .ok_or_else(|| refuse("The Authorization header must be 'Bearer <API key>'."))?;
             auth.keys.resolve(secret).await
         }
         (None, Some(value)) => {
             let secret = value
                 .to_str()
                 .map(str::trim)
-                .map_err(|_| reject("The x-api-key header must hold the API key."))?;
+                .map_err(|_| refuse("The x-api-key header must hold the API key."))?;
             auth.keys.resolve(secret).await
         }
         (None, None) => match auth.session(&parts.headers).await {
@@ -134,7 +142,7 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Ref
                 ));
             }
             Err(SessionError::Refused(SessionRefusal::Invalid)) => {
-                return Err(reject("The console session has expired or ended; sign in again."));
+                return Err(refuse("The console session has expired or ended; sign in again."));
             }
             Err(SessionError::Refused(SessionRefusal::Csrf)) => {
                 return Err((ApiError::csrf_failed().with_request_id(&request_id.0), None));
@@ -161,7 +169,7 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Ref
             Ok(()) => Ok(Caller(principal)),
             Err(wait) => Err((rate_limited(&principal, auth, wait, &request_id), Some(principal))),
         },
-        Ok(None) => Err(reject("Invalid API key.")),
+        Ok(None) => Err(refuse("Invalid API key.")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
             Err((

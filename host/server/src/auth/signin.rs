@@ -66,6 +66,43 @@ pub struct SignIn {
     public_url: Option<String>,
     /// `control_plane.signup_credit_usd`: a first sign-in's opening credit.
     signup_credit: Nanos,
+    /// When a session cookie may go without `Secure` (docs/console.md).
+    plain_http: PlainHttp,
+}
+
+/// When the session cookie may go without `Secure`: only where the browser
+/// reaches the gateway over plain HTTP on loopback, which browsers treat as a
+/// secure context. `public_url` decides when it is set; without it, only a
+/// gateway listening on loopback alone trusts a loopback `Host` header (no
+/// remote client can reach it to send one), and every other gateway sets
+/// `Secure`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlainHttp {
+    Never,
+    Always,
+    LoopbackHost,
+}
+
+impl PlainHttp {
+    pub fn new(public_url: Option<&str>, listen: &str) -> Self {
+        let loopback_name = |host: &str| {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        };
+        match public_url {
+            Some(url) => match url::Url::parse(url) {
+                Ok(url) if url.scheme() == "http" && url.host_str().is_some_and(loopback_name) => PlainHttp::Always,
+                _ => PlainHttp::Never,
+            },
+            None => {
+                let host = listen.rsplit_once(':').map_or(listen, |(host, _)| host);
+                match loopback_name(host) {
+                    true => PlainHttp::LoopbackHost,
+                    false => PlainHttp::Never,
+                }
+            }
+        }
+    }
 }
 
 impl SignIn {
@@ -76,6 +113,7 @@ impl SignIn {
         sealing: tollgate_core::sealed::SealingKey,
         public_url: Option<String>,
         signup_credit: Nanos,
+        plain_http: PlainHttp,
     ) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(10))
@@ -88,7 +126,17 @@ impl SignIn {
             database,
             public_url,
             signup_credit,
+            plain_http,
         })
+    }
+
+    /// Whether this request's session cookie may go without `Secure`.
+    pub fn plain_http_cookie(&self, headers: &HeaderMap) -> bool {
+        match self.plain_http {
+            PlainHttp::Never => false,
+            PlainHttp::Always => true,
+            PlainHttp::LoopbackHost => sessions::loopback_host(headers),
+        }
     }
 
     fn base_url(&self, headers: &HeaderMap) -> String {
@@ -154,7 +202,7 @@ fn session_response(auth: &AuthState, headers: &HeaderMap, new: &NewSession, sta
         "/",
         "Strict",
         auth.sessions().ttl_secs(),
-        sessions::loopback_host(headers),
+        auth.signin.plain_http_cookie(headers),
     );
     let mut response = (
         status,
@@ -180,7 +228,7 @@ async fn sign_in_with_key(
     let secret = body.api_key.trim();
     match auth.resolve(secret).await {
         Ok(Some(_)) => {}
-        Ok(None) => return fail(ApiError::unauthorized("Invalid API key.")),
+        Ok(None) => return fail(ApiError::invalid_token("Invalid API key.")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
             return fail(ApiError::internal("Could not check the API key."));
@@ -272,7 +320,7 @@ async fn sign_out(State(auth): State<Arc<AuthState>>, request_id: RequestId, hea
         return fail(ApiError::internal("Could not end the session."));
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
-    let clear = sessions::set_cookie(SESSION_COOKIE, "", "/", "Strict", 0, sessions::loopback_host(&headers));
+    let clear = sessions::set_cookie(SESSION_COOKIE, "", "/", "Strict", 0, auth.signin.plain_http_cookie(&headers));
     if let Ok(value) = HeaderValue::from_str(&clear) {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
@@ -312,7 +360,7 @@ async fn oidc_login(
         // Lax: the provider's redirect back is a cross-site top-level GET.
         "Lax",
         LOGIN_TTL_MS / 1000,
-        sessions::loopback_host(&headers),
+        auth.signin.plain_http_cookie(&headers),
     );
     let mut response = (StatusCode::FOUND, [(header::LOCATION, url)]).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -344,7 +392,7 @@ async fn oidc_callback(
         STATE_COOKIE_PATH,
         "Lax",
         0,
-        sessions::loopback_host(&headers),
+        auth.signin.plain_http_cookie(&headers),
     );
     let mut response = match outcome {
         Ok((new, first_key)) => {
@@ -556,4 +604,26 @@ async fn take_login(database: &Database, provider: &str, state: &str) -> anyhow:
         nonce,
         pkce_verifier,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PlainHttp;
+
+    #[test]
+    fn the_session_cookie_is_secure_unless_the_gateway_is_plain_http_on_loopback() {
+        // public_url decides when set, whatever the listen address.
+        assert_eq!(PlainHttp::new(Some("https://gw.example.com"), "127.0.0.1:8080"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(Some("http://gw.example.com"), "127.0.0.1:8080"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(Some("https://localhost:8443"), "0.0.0.0:8443"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(Some("http://127.0.0.1:8080"), "0.0.0.0:8080"), PlainHttp::Always);
+        assert_eq!(PlainHttp::new(Some("http://[::1]:8080/"), "[::]:8080"), PlainHttp::Always);
+        // Without it, a gateway others can reach always sets Secure, whatever Host says.
+        assert_eq!(PlainHttp::new(None, "0.0.0.0:8080"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(None, "[::]:8080"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(None, "10.0.0.5:8080"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(None, "127.0.0.1:8080"), PlainHttp::LoopbackHost);
+        assert_eq!(PlainHttp::new(None, "[::1]:8080"), PlainHttp::LoopbackHost);
+        assert_eq!(PlainHttp::new(None, "localhost:8080"), PlainHttp::LoopbackHost);
+    }
 }

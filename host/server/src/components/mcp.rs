@@ -14,16 +14,28 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tollgate_components::{CallError, Content, SkillError};
 
 use super::Components;
 use super::calls::{self, CallSite};
-use crate::auth::Principal;
+use crate::auth::{AuthState, Principal};
 
 /// Protocol revisions this server speaks, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
+/// The most messages one batch may hold (JSON-RPC batches exist only in the
+/// 2025-03-26 revision). Each `tools/call` in it counts against the key's
+/// rate and the plan, as a request of its own would.
+pub const MAX_BATCH: usize = 32;
+/// A batch starts no message after this long; the message running then
+/// finishes within its own time limit (`components.wall_ms`).
+pub const BATCH_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A server error (JSON-RPC's implementation-defined range) for a call the
+/// key's rate or the workspace's plan refused.
+const REFUSED: i64 = -32000;
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
@@ -33,6 +45,8 @@ const INVALID_PARAMS: i64 = -32602;
 pub struct Scope<'a> {
     pub components: &'a Arc<Components>,
     pub caller: &'a Arc<Principal>,
+    /// Counts a batch's further calls against the key's rate.
+    pub auth: &'a AuthState,
     /// `/v1/mcp/{install}`: one install, with unprefixed tool names.
     pub only: Option<&'a str>,
 }
@@ -70,29 +84,89 @@ pub async fn serve(scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Respon
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         return answer(StatusCode::BAD_REQUEST, error(id, INVALID_REQUEST, &text));
     }
+    let mut counter = CallCounter::default();
     match message {
+        Value::Array(batch) if batch.len() > MAX_BATCH => {
+            let text = format!("a batch may hold at most {MAX_BATCH} messages; this one holds {}", batch.len());
+            answer(StatusCode::BAD_REQUEST, error(Value::Null, INVALID_REQUEST, &text))
+        }
         Value::Array(batch) if !batch.is_empty() => {
+            let deadline = tokio::time::Instant::now() + BATCH_DEADLINE;
             let mut replies = Vec::new();
             for message in batch {
-                if let Some(reply) = handle(&scope, message).await {
-                    replies.push(reply);
-                }
+                let reply = match tokio::time::Instant::now() < deadline {
+                    true => handle(&scope, message, &mut counter).await,
+                    false => late(&message),
+                };
+                replies.extend(reply);
             }
             match replies.is_empty() {
                 true => StatusCode::ACCEPTED.into_response(),
                 false => answer(StatusCode::OK, Value::Array(replies)),
             }
         }
-        message => match handle(&scope, message).await {
-            Some(reply) => answer(StatusCode::OK, reply),
+        message => match handle(&scope, message, &mut counter).await {
+            Some(reply) => {
+                let status = match counter.refused {
+                    true => StatusCode::TOO_MANY_REQUESTS,
+                    false => StatusCode::OK,
+                };
+                answer(status, reply)
+            }
             // Notifications and responses get 202 and no body.
             None => StatusCode::ACCEPTED.into_response(),
         },
     }
 }
 
+/// A batch message not started before [`BATCH_DEADLINE`].
+fn late(message: &Value) -> Option<Value> {
+    let id = message.get("id").cloned()?;
+    message.get("method")?;
+    let text = format!("not run: the batch passed its {} s deadline", BATCH_DEADLINE.as_secs());
+    Some(error(id, REFUSED, &text))
+}
+
+/// The `tools/call`s of one HTTP request: the first was counted against the
+/// key's rate when the request was authenticated; each further one counts
+/// again. Every one is admitted under the workspace's plan.
+#[derive(Default)]
+struct CallCounter {
+    calls: usize,
+    refused: bool,
+}
+
+impl CallCounter {
+    async fn admit(&mut self, scope: &Scope<'_>) -> Result<(), (i64, String)> {
+        self.calls += 1;
+        let outcome = self.check(scope).await;
+        self.refused |= outcome.is_err();
+        outcome
+    }
+
+    async fn check(&self, scope: &Scope<'_>) -> Result<(), (i64, String)> {
+        if self.calls > 1
+            && let Err(wait) = scope.auth.count_request(scope.caller)
+        {
+            let secs = crate::rate_limit::retry_after_secs(wait);
+            return Err((REFUSED, format!("rate_limited: this API key is over its request rate; retry after {secs} s")));
+        }
+        match scope.components.data.admit(scope.caller).await {
+            // Counted: the call is one of the month's requests.
+            Ok(_admitted) => Ok(()),
+            Err(error @ crate::billing::BillingError::LimitReached { .. }) => {
+                Err((REFUSED, format!("plan_limit_reached: {error}")))
+            }
+            Err(error) => {
+                tracing::error!(%error, "admitting an MCP tool call");
+                Err((REFUSED, "the workspace's plan could not be checked".into()))
+            }
+        }
+    }
+}
+
 /// One JSON-RPC message; `None` when it needs no reply.
-async fn handle(scope: &Scope<'_>, message: Value) -> Option<Value> {
+async fn handle(scope: &Scope<'_>, message: Value, counter: &mut CallCounter) -> Option<Value> {
     let Value::Object(message) = message else {
         return Some(error(Value::Null, INVALID_REQUEST, "a JSON-RPC message is an object"));
     };
@@ -116,7 +190,10 @@ async fn handle(scope: &Scope<'_>, message: Value) -> Option<Value> {
         "initialize" => Ok(initialize(&params)),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(list_tools(scope)),
-        "tools/call" => call_tool(scope, &params).await,
+        "tools/call" => match counter.admit(scope).await {
+            Ok(()) => call_tool(scope, &params).await,
+            Err(refused) => Err(refused),
+        },
         other => Err((METHOD_NOT_FOUND, format!("method '{other}' is not supported"))),
     };
     Some(match outcome {
@@ -221,6 +298,12 @@ pub fn tool_result(outcome: Result<Vec<Content>, CallError>) -> Value {
             json!({"content": [{"type": "text", "text": text}], "isError": true})
         }
     }
+}
+
+/// 403 for a browser `Origin` that may not call the MCP endpoint.
+pub fn foreign_origin(origin: &str) -> Response {
+    let text = format!("Origin '{origin}' may not call this MCP server (control_plane.allowed_origins)");
+    answer(StatusCode::FORBIDDEN, error(Value::Null, INVALID_REQUEST, &text))
 }
 
 fn error(id: Value, code: i64, message: &str) -> Value {

@@ -25,7 +25,8 @@ pub use installs::{InstallChange, InstallError, Installs, NewInstall};
 pub use store::{InstallRecord, Store};
 
 use crate::app::AppState;
-use crate::auth::Caller;
+use crate::auth::{AuthState, Caller};
+use crate::control::ControlPlane;
 use crate::data_plane::DataPlane;
 use crate::error::ApiError;
 use crate::server::RequestId;
@@ -57,31 +58,52 @@ pub fn routes() -> Router<AppState> {
 
 async fn mcp_all(
     State(components): State<Arc<Components>>,
-    caller: Caller,
+    State(control): State<Arc<ControlPlane>>,
+    State(auth): State<Arc<AuthState>>,
+    caller: Result<Caller, ApiError>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let scope = mcp::Scope {
-        components: &components,
-        caller: &caller.0,
-        only: None,
-    };
-    mcp::serve(scope, &headers, &body).await
+    mcp_call(&components, &control, &auth, caller, None, &headers, &body).await
 }
 
 async fn mcp_one(
     State(components): State<Arc<Components>>,
-    caller: Caller,
+    State(control): State<Arc<ControlPlane>>,
+    State(auth): State<Arc<AuthState>>,
+    caller: Result<Caller, ApiError>,
     Path(install): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let scope = mcp::Scope {
-        components: &components,
-        caller: &caller.0,
-        only: Some(&install),
+    mcp_call(&components, &control, &auth, caller, Some(&install), &headers, &body).await
+}
+
+/// The checks both MCP routes share, in the order MCP 2025-11-25 implies: a
+/// foreign browser `Origin` is refused (403) before the key is looked at.
+async fn mcp_call(
+    components: &Arc<Components>,
+    control: &ControlPlane,
+    auth: &AuthState,
+    caller: Result<Caller, ApiError>,
+    only: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if let Some(origin) = control.foreign_origin(headers) {
+        return mcp::foreign_origin(&origin);
+    }
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(error) => return error.into_response(),
     };
-    mcp::serve(scope, &headers, &body).await
+    let scope = mcp::Scope {
+        components,
+        caller: &caller.0,
+        auth,
+        only,
+    };
+    mcp::serve(scope, headers, body).await
 }
 
 /// The transport's `GET` opens a server-to-client stream; this server sends

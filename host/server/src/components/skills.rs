@@ -179,7 +179,8 @@ fn tokio_stream_from<T: Send + 'static>(
 }
 
 /// A failed run as the documented error: the skill's own failure is 422, a
-/// model error keeps the model call's status (402 for an empty wallet), and
+/// model error keeps the model call's status (402 `budget_exceeded` for a
+/// budget, `insufficient_balance` for an empty wallet), and
 /// a sandbox fault is 502.
 pub fn run_error(failure: CallError) -> ApiError {
     match failure {
@@ -187,6 +188,8 @@ pub fn run_error(failure: CallError) -> ApiError {
         CallError::Skill(SkillError::Model(error)) => {
             // The data plane's codes, kept where the caller acts on them.
             let (kind, code) = match error.status {
+                // A budget (the run's, or a spend control) refused, not the wallet.
+                402 if error.code == "budget_exceeded" => ("billing_error", "budget_exceeded"),
                 402 => ("billing_error", "insufficient_balance"),
                 429 => ("rate_limit_error", "rate_limit_exceeded"),
                 _ => ("skill_error", "model_call_failed"),

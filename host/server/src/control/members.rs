@@ -237,10 +237,45 @@ pub async fn key_list(ctx: &Ctx, _params: super::workspaces::Target) -> Result<K
     Ok(KeyList { keys })
 }
 
+/// Whose keys a role may revoke (docs/control-plane.md, "Keys"): an owner
+/// any key; an admin any key but an owner's (a user-less key acts as the
+/// owner); a developer only their own.
+async fn guard_key_revoke(ctx: &Ctx, key_id: &str) -> Result<(), OpError> {
+    let caller = ctx.caller()?;
+    let role = ctx.scope().role;
+    if role == Role::Owner {
+        return Ok(());
+    }
+    let workspace_id = &ctx.scope().workspace_id;
+    let key_user = ctx
+        .accounts()
+        .key_user(workspace_id, key_id)
+        .await?
+        .ok_or_else(|| OpError::NotFound(format!("key '{key_id}'")))?;
+    let own = key_user.is_some() && key_user == caller.user_id;
+    let allowed = match role {
+        Role::Owner => true,
+        _ if own => true,
+        Role::Admin => match &key_user {
+            None => false,
+            Some(user) => ctx.accounts().role_in(workspace_id, user).await? != Some(Role::Owner),
+        },
+        Role::Developer | Role::Viewer => false,
+    };
+    match allowed {
+        true => Ok(()),
+        false => Err(OpError::PermissionDenied(match role {
+            Role::Admin => format!("key '{key_id}' belongs to an owner; only an owner may revoke it"),
+            _ => format!("key '{key_id}' is not yours; a {} may revoke only keys they created", role.as_str()),
+        })),
+    }
+}
+
 /// Revokes the key: the next data-plane request with it gets 401, on this
 /// gateway at once and on others sharing the database within about a second
 /// (see docs/control-plane.md).
 pub async fn key_revoke(ctx: &Ctx, params: KeyParams) -> Result<RevokedKey, OpError> {
+    guard_key_revoke(ctx, &params.key_id).await?;
     let revoked_at = ctx
         .accounts()
         .revoke_key(&ctx.scope().workspace_id, &params.key_id)

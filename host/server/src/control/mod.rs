@@ -16,6 +16,7 @@ pub mod payments;
 pub mod protojson;
 pub mod registry;
 pub mod rpc;
+pub use rpc::{unsupported_content_type, version as a2a_version};
 pub mod tasks;
 pub mod workspaces;
 
@@ -39,6 +40,10 @@ pub struct ControlPlaneConfig {
     /// Base URL announced in the Agent Card (e.g. `https://gw.example.com`);
     /// defaults to `http://<Host header>`.
     pub public_url: Option<String>,
+    /// Browser origins (`scheme://host[:port]`) allowed to call `/v1/mcp` and
+    /// the A2A endpoints besides the gateway's own (`public_url`'s, or the
+    /// Host header's without it). A request with any other `Origin` gets 403.
+    pub allowed_origins: Vec<String>,
     /// Sign-ups accepted per minute from one client address (IPv6: one /64),
     /// in bursts of as many; 0 closes sign-up. Kept per gateway process.
     pub signup_per_minute: u32,
@@ -61,6 +66,7 @@ impl Default for ControlPlaneConfig {
     fn default() -> Self {
         Self {
             public_url: None,
+            allowed_origins: Vec::new(),
             signup_per_minute: 10,
             trusted_proxies: Vec::new(),
             max_namespaces_per_workspace: 20,
@@ -147,6 +153,37 @@ impl ControlPlane {
             .and_then(|h| h.to_str().ok())
             .unwrap_or("localhost");
         format!("http://{host}")
+    }
+}
+
+impl ControlPlane {
+    /// The request's `Origin` when a browser sent one that may not call
+    /// `/v1/mcp` or the A2A endpoints (MCP 2025-11-25 asks servers to refuse
+    /// such requests with 403, against DNS rebinding). No `Origin` (a
+    /// non-browser client) passes.
+    pub fn foreign_origin(&self, headers: &HeaderMap) -> Option<String> {
+        let origin = headers.get(axum::http::header::ORIGIN)?;
+        let Ok(origin) = origin.to_str() else {
+            return Some(String::from_utf8_lossy(origin.as_bytes()).into_owned());
+        };
+        let origin = origin.trim_end_matches('/');
+        let own = origin_of(&self.public_url(Some(headers)));
+        let same = |candidate: &str| origin.eq_ignore_ascii_case(candidate.trim_end_matches('/'));
+        // Without public_url the gateway's own origin is its Host header,
+        // over either scheme (TLS may end at a proxy in front of it).
+        let own_https = own.replacen("http://", "https://", 1);
+        let allowed = same(&own)
+            || (self.config.public_url.is_none() && same(&own_https))
+            || self.config.allowed_origins.iter().any(|allowed| same(allowed));
+        (!allowed).then(|| origin.to_string())
+    }
+}
+
+/// A public URL reduced to its origin (`scheme://host[:port]`).
+fn origin_of(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(url) => url.origin().ascii_serialization(),
+        Err(_) => url.trim_end_matches('/').to_string(),
     }
 }
 

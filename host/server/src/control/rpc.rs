@@ -18,7 +18,7 @@ use super::ControlPlane;
 use super::error::{OpError, RpcError};
 use super::registry::{self, Op};
 use super::{card, protojson, tasks};
-use crate::auth::{AuthState, Principal};
+use crate::auth::{AuthState, KeyScope, Principal};
 use tollgate_core::db::new_id;
 
 const MAX_BATCH: usize = 100;
@@ -37,6 +37,9 @@ pub async fn endpoint(
             return reply(rejection.status(), error_response(Value::Null, &error));
         }
     };
+    if let Some(origin) = control.foreign_origin(&headers) {
+        return reply(StatusCode::FORBIDDEN, error_response(Value::Null, &foreign_origin(&origin)));
+    }
     if let Some(content_type) = unsupported_content_type(&headers) {
         let error = RpcError::content_type_not_supported(&content_type);
         return reply(StatusCode::UNSUPPORTED_MEDIA_TYPE, error_response(Value::Null, &error));
@@ -164,6 +167,17 @@ fn reply(status: StatusCode, body: Value) -> Response {
     response
 }
 
+/// The error for a browser origin that may not call this endpoint
+/// (`control_plane.allowed_origins`).
+pub fn foreign_origin(origin: &str) -> RpcError {
+    RpcError::new(
+        super::error::OPERATION_FAILED,
+        format!("Origin '{origin}' may not call this endpoint (control_plane.allowed_origins)"),
+        "PERMISSION_DENIED",
+        super::error::TOLLGATE_DOMAIN,
+    )
+}
+
 fn error_response(id: Value, error: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() })
 }
@@ -171,7 +185,7 @@ fn error_response(id: Value, error: &RpcError) -> Value {
 /// The request's `Content-Type` when it is not JSON (`application/json` or an
 /// `application/*+json` type, any parameters). An absent header is taken as
 /// JSON, so minimal clients keep working.
-fn unsupported_content_type(headers: &HeaderMap) -> Option<String> {
+pub fn unsupported_content_type(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::CONTENT_TYPE)?;
     let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
     let essence = text.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
@@ -198,9 +212,10 @@ async fn authenticate(
             super::error::TOLLGATE_DOMAIN,
         );
         let mut response = reply(StatusCode::UNAUTHORIZED, error_response(Value::Null, &error));
+        // Every refusal here follows a credential that was sent.
         response
             .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            .insert(header::WWW_AUTHENTICATE, crate::error::bearer_challenge(Some("invalid_token")));
         response
     };
     let Some(value) = headers.get(header::AUTHORIZATION) else {
@@ -254,7 +269,7 @@ async fn authenticate(
 }
 
 /// `A2A-Version`: absent or empty means 0.3, which this server does not speak.
-fn version(headers: &HeaderMap) -> Result<(), RpcError> {
+pub fn version(headers: &HeaderMap) -> Result<(), RpcError> {
     let version = headers
         .get("a2a-version")
         .and_then(|v| v.to_str().ok())
@@ -268,12 +283,17 @@ fn version(headers: &HeaderMap) -> Result<(), RpcError> {
     }
 }
 
-/// Who owns the tasks a caller creates: its user (or, for a user-less key, the key).
+/// Who owns the tasks a caller creates, which is also who may read them: the
+/// key's scope. A user-scoped key's tasks are its user's; a key confined to
+/// one workspace sees only tasks made by the user's keys confined to that same
+/// workspace, so it cannot read what the user did elsewhere; a user-less key
+/// sees only its own.
 fn owner(principal: &Principal) -> String {
-    principal
-        .user_id
-        .clone()
-        .unwrap_or_else(|| format!("key:{}", principal.key_id))
+    match (&principal.user_id, principal.scope) {
+        (None, _) => format!("key:{}", principal.key_id),
+        (Some(user), KeyScope::User) => user.clone(),
+        (Some(user), KeyScope::Workspace) => format!("{user}@{}", principal.workspace_id),
+    }
 }
 
 struct Call {

@@ -77,7 +77,54 @@ pub fn op_task(op: &str, request: &Value, context_id: &str, outcome: &Result<Val
     task
 }
 
+/// What the task store keeps in place of a secret.
+pub const REDACTED: &str = "[redacted]";
+
+/// Object keys whose values are secrets wherever they appear in a task: a
+/// minted key (`api_key`), a credential's `value` (under `credentials`), and
+/// the usual names for passwords and tokens, so an op added later is covered
+/// without remembering to list it.
+const SECRET_KEYS: &[&str] = &[
+    "api_key",
+    "secret",
+    "client_secret",
+    "password",
+    "token",
+    "access_token",
+    "refresh_token",
+    "webhook_secret",
+];
+
+/// A copy of `task` fit to rest in the store: every secret replaced by
+/// [`REDACTED`]. The caller that created a secret sees it once, in the answer
+/// to its own call; `GetTask`/`ListTasks` never do.
+pub fn redacted(task: &Value) -> Value {
+    let mut task = task.clone();
+    redact(&mut task, false);
+    task
+}
+
+fn redact(value: &mut Value, in_credentials: bool) {
+    match value {
+        Value::Object(object) => {
+            for (key, value) in object.iter_mut() {
+                let secret = SECRET_KEYS.contains(&key.as_str()) || (in_credentials && key == "value");
+                match secret {
+                    true if !value.is_null() => *value = Value::String(REDACTED.into()),
+                    true => {}
+                    false => redact(value, in_credentials || key == "credentials"),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| redact(item, in_credentials)),
+        // A full key is a secret wherever it appears (a hint is shortened with "…").
+        Value::String(text) if text.starts_with("tg_live_") && !text.contains('…') => *text = REDACTED.into(),
+        _ => {}
+    }
+}
+
 pub async fn save(database: &Database, owner: &str, task: &Value) -> sqlx::Result<()> {
+    let task = redacted(task);
     sqlx::query(
         "INSERT INTO a2a_tasks (id, owner, context_id, state, task, updated_at_ms) VALUES ($1, $2, $3, $4, $5, $6)",
     )
@@ -93,6 +140,7 @@ pub async fn save(database: &Database, owner: &str, task: &Value) -> sqlx::Resul
 }
 
 pub async fn update(database: &Database, owner: &str, task: &Value) -> sqlx::Result<()> {
+    let task = redacted(task);
     sqlx::query("UPDATE a2a_tasks SET state = $1, task = $2, updated_at_ms = $3 WHERE id = $4 AND owner = $5")
         .bind(task["status"]["state"].as_str().unwrap_or_default())
         .bind(task.to_string())
@@ -240,6 +288,27 @@ pub async fn list(database: &Database, owner: &str, query: ListQuery) -> Result<
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_tasks_hold_no_secret() {
+        let request = json!({"parts": [{"data": {"op": "installs.create", "params": {
+            "package": "acme/search", "name": "s",
+            "credentials": {"search": {"value": "sk-live-credential", "placement": "bearer"}},
+            "config": {"value": "not a secret"},
+        }}}]});
+        let result = json!({"key_id": "key_1", "hint": "tg_live_AbCd…wxyz", "api_key": "tg_live_full_secret"});
+        let task = op_task("keys.create", &request, "ctx_1", &Ok(result));
+        let stored = redacted(&task).to_string();
+        assert!(!stored.contains("sk-live-credential"), "{stored}");
+        assert!(!stored.contains("tg_live_full_secret"), "{stored}");
+        assert!(stored.contains("tg_live_AbCd…wxyz"), "the hint stays: {stored}");
+        assert!(stored.contains("not a secret"), "a config value named `value` outside credentials stays");
+        assert!(stored.contains("\"placement\":\"bearer\""));
+        // The answer to the creating call still carries the secret.
+        assert!(task.to_string().contains("tg_live_full_secret"));
+    }
+
     #[test]
     fn formats_rfc3339() {
         assert_eq!(super::timestamp(0), "1970-01-01T00:00:00.000Z");

@@ -80,6 +80,19 @@ pub struct DataPlane {
 }
 
 impl DataPlane {
+    /// Admits one billable request of `caller` under its workspace's plan
+    /// (the monthly request limit); `None` when the ledger is off, where
+    /// nothing is limited or billed.
+    pub async fn admit(
+        &self,
+        caller: &crate::auth::Principal,
+    ) -> Result<Option<crate::billing::Admitted>, crate::billing::BillingError> {
+        match self.ledger.is_some() {
+            true => self.billing.admit(&caller.workspace_id, &caller.key_id).await.map(Some),
+            false => Ok(None),
+        }
+    }
+
     pub fn new(
         routes: Arc<RouteTable>,
         adapters: Arc<Adapters>,

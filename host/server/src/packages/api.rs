@@ -1,7 +1,8 @@
-//! The registry's HTTP API (docs/registry.md). Reads are public and cacheable:
-//! a manifest and a blob never change, so they are served as immutable; a
-//! package's index changes with every publish, yank and deprecation, so it is
-//! cached briefly. Writes need a key whose role may write namespaces
+//! The registry's HTTP API (docs/registry.md). Reads of public packages need
+//! no key and are cacheable: a manifest and a blob never change, so they are
+//! served as immutable; a package's index changes with every publish, yank and
+//! deprecation, so it is cached briefly. A private package (and its blobs)
+//! answers 404 to everyone but its workspace, and is never publicly cached. Writes need a key whose role may write namespaces
 //! (`namespace.write`) in the workspace that owns the package's namespace.
 
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate_registry::manifest::MAX_CONTENT_BYTES;
-use tollgate_registry::{Digest, Manifest, PackageKind, PackageName, QuotaError, RegistryError};
+use tollgate_registry::{Digest, Manifest, PackageKind, PackageName, QuotaError, RegistryError, Visibility};
 
 use super::Packages;
 use crate::auth::permissions::Permission;
@@ -25,6 +26,8 @@ use crate::server::RequestId;
 
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 const SHORT: &str = "public, max-age=30";
+/// A private package's answers: never kept by a shared cache.
+const PRIVATE: &str = "private, no-store";
 
 pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
@@ -102,15 +105,45 @@ async fn caller(auth: &AuthState, headers: &HeaderMap) -> Result<Arc<Principal>,
         .ok()
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim)
-        .ok_or_else(|| ApiError::unauthorized("The Authorization header must be 'Bearer <API key>'."))?;
+        .ok_or_else(|| ApiError::invalid_token("The Authorization header must be 'Bearer <API key>'."))?;
     match auth.resolve(secret).await {
         Ok(Some(principal)) => Ok(principal),
-        Ok(None) => Err(ApiError::unauthorized("Invalid API key.")),
+        Ok(None) => Err(ApiError::invalid_token("Invalid API key.")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
             Err(ApiError::internal("Could not check the API key."))
         }
     }
+}
+
+/// Who reads: `None` for an anonymous caller (public packages only); a sent
+/// key must be valid. Reading needs no role: a viewer reads its workspace's
+/// private packages too.
+async fn viewer(auth: &AuthState, headers: &HeaderMap) -> Result<Option<Arc<Principal>>, ApiError> {
+    match headers.contains_key(header::AUTHORIZATION) {
+        true => caller(auth, headers).await.map(Some),
+        false => Ok(None),
+    }
+}
+
+fn workspace_of(viewer: &Option<Arc<Principal>>) -> Option<&str> {
+    viewer.as_deref().map(|p| p.workspace_id.as_str())
+}
+
+/// A private package reads exactly like a missing one to anyone but its
+/// workspace; `Ok(cache)` is the Cache-Control its answers may carry.
+async fn readable(
+    packages: &Packages,
+    name: &PackageName,
+    viewer: &Option<Arc<Principal>>,
+    public_cache: &'static str,
+) -> Result<&'static str, ApiError> {
+    let index = &packages.registry.index;
+    if !index.readable_by(name, workspace_of(viewer)).await.map_err(registry_error)? {
+        return Err(registry_error(RegistryError::NotFound(format!("package {name} not found"))));
+    }
+    let public = index.visibility(name).await.map_err(registry_error)? == Some(Visibility::Public);
+    Ok(if public { public_cache } else { PRIVATE })
 }
 
 fn require_role(principal: &Principal, permission: Permission, what: &str) -> Result<(), ApiError> {
@@ -148,10 +181,13 @@ struct SearchQuery {
 
 async fn search(
     State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
+    headers: HeaderMap,
     query: Result<Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     answer(request_id, async move {
+        let viewer = viewer(&auth, &headers).await?;
         let Query(query) = query.map_err(|e| bad(e.body_text()))?;
         let kind = query
             .kind
@@ -161,26 +197,32 @@ async fn search(
             .map_err(|e| bad(e).with_param("kind"))?;
         let found = packages
             .registry
-            .search(kind, query.q.as_deref(), query.limit.unwrap_or(50))
+            .search(kind, query.q.as_deref(), query.limit.unwrap_or(50), workspace_of(&viewer))
             .await
             .map_err(registry_error)?;
-        Ok(cached(SHORT, json!({"object": "list", "data": found})))
+        let cache = if viewer.is_some() { PRIVATE } else { SHORT };
+        Ok(cached(cache, json!({"object": "list", "data": found})))
     })
     .await
 }
 
 async fn package_index(
     State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
+    headers: HeaderMap,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     answer(request_id, async move {
+        let viewer = viewer(&auth, &headers).await?;
         let name = package_name(&namespace, &name)?;
+        let cache = readable(&packages, &name, &viewer, SHORT).await?;
         let versions = packages.registry.index.versions(&name).await.map_err(registry_error)?;
         let kind = versions.first().map(|v| v.manifest.kind);
+        let visibility = if cache == PRIVATE { Visibility::Private } else { Visibility::Public };
         Ok(cached(
-            SHORT,
-            json!({"name": name, "kind": kind, "description": versions.first().map(|v| &v.manifest.description), "versions": versions}),
+            cache,
+            json!({"name": name, "kind": kind, "visibility": visibility, "description": versions.first().map(|v| &v.manifest.description), "versions": versions}),
         ))
     })
     .await
@@ -188,11 +230,15 @@ async fn package_index(
 
 async fn manifest(
     State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
+    headers: HeaderMap,
     Path((namespace, name, text)): Path<(String, String, String)>,
 ) -> Response {
     answer(request_id, async move {
+        let viewer = viewer(&auth, &headers).await?;
         let name = package_name(&namespace, &name)?;
+        let cache = readable(&packages, &name, &viewer, IMMUTABLE).await?;
         let record = packages
             .registry
             .index
@@ -201,20 +247,36 @@ async fn manifest(
             .map_err(registry_error)?;
         // The manifest is immutable; yank and deprecation state live in the index.
         Ok(cached(
-            IMMUTABLE,
+            cache,
             serde_json::to_value(&record.manifest).expect("manifests serialise"),
         ))
     })
     .await
 }
 
-async fn blob(State(packages): State<Arc<Packages>>, request_id: RequestId, Path(digest): Path<String>) -> Response {
+async fn blob(
+    State(packages): State<Arc<Packages>>,
+    State(auth): State<Arc<AuthState>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+    Path(digest): Path<String>,
+) -> Response {
     answer(request_id, async move {
+        let viewer = viewer(&auth, &headers).await?;
         let digest: Digest = digest.parse().map_err(|e| bad(format!("{e}")))?;
+        // Only a published version's content is served, and a private one's
+        // only to its workspace: otherwise as if the blob did not exist.
+        let index = &packages.registry.index;
+        let missing = || registry_error(tollgate_registry::blobs::BlobError::NotFound(digest.clone()));
+        let cache = match index.blob_readable_by(&digest, None).await.map_err(registry_error)? {
+            true => IMMUTABLE,
+            false if index.blob_readable_by(&digest, workspace_of(&viewer)).await.map_err(registry_error)? => PRIVATE,
+            false => return Err(missing()),
+        };
         let content = packages.registry.blobs.get(&digest).await.map_err(registry_error)?;
         let mut response = (
             [
-                (header::CACHE_CONTROL, IMMUTABLE),
+                (header::CACHE_CONTROL, cache),
                 (header::CONTENT_TYPE, "application/octet-stream"),
             ],
             content,
@@ -264,15 +326,31 @@ async fn upload_blob(
     .await
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishQuery {
+    /// `public` or `private`; absent: the package's current visibility, or for
+    /// a new package its kind's default (actors private, the rest public).
+    visibility: Option<String>,
+}
+
 async fn publish(
     State(packages): State<Arc<Packages>>,
     State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
     headers: HeaderMap,
     Path((namespace, name, text)): Path<(String, String, String)>,
+    query: Result<Query<PublishQuery>, axum::extract::rejection::QueryRejection>,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     answer(request_id, async move {
+        let Query(query) = query.map_err(|e| bad(e.body_text()))?;
+        let visibility = query
+            .visibility
+            .as_deref()
+            .map(str::parse::<Visibility>)
+            .transpose()
+            .map_err(|e| bad(e).with_param("visibility"))?;
         let name = package_name(&namespace, &name)?;
         let principal = publisher(&packages, &auth, &headers, name.namespace()).await?;
         let body = body.map_err(|e| bad(format!("Could not read the manifest: {e}")))?;
@@ -300,6 +378,14 @@ async fn publish(
             .publish(&manifest, content, &publisher_id)
             .await
             .map_err(registry_error)?;
+        if let Some(visibility) = visibility {
+            packages
+                .registry
+                .index
+                .set_visibility(&manifest.name, visibility)
+                .await
+                .map_err(registry_error)?;
+        }
         Ok((StatusCode::CREATED, Json(json!(published))).into_response())
     })
     .await

@@ -118,7 +118,7 @@ impl From<NamespaceError> for OpError {
         let message = error.to_string();
         match error {
             NamespaceError::InvalidName(_) => OpError::InvalidParams(message),
-            NamespaceError::Exists(_) => OpError::AlreadyExists(message),
+            NamespaceError::Exists(_) | NamespaceError::Taken(_) => OpError::AlreadyExists(message),
             NamespaceError::LimitReached { .. } => OpError::ResourceExhausted(message),
             NamespaceError::NotFound(name) => OpError::NotFound(format!("namespace '{name}'")),
             NamespaceError::Database(e) => e.into(),

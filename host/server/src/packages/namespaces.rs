@@ -33,6 +33,8 @@ pub enum NamespaceError {
          (control_plane.max_namespaces_per_workspace = {limit}); delete one first"
     )]
     LimitReached { count: i64, limit: u32 },
+    #[error("namespace '{0}' belongs to another workspace")]
+    Taken(String),
     /// Names what is missing (`namespace 'x'`).
     #[error("namespace '{0}' not found")]
     NotFound(String),
@@ -86,6 +88,11 @@ impl Namespaces {
         if exists.is_some() {
             return Err(NamespaceError::Exists(name.to_string()));
         }
+        // A name is one tenant's across the gateway: deployment URLs
+        // (`/v1/actors/{namespace}/…`) and package names are keyed by it alone.
+        if claimed_elsewhere(&mut tx, workspace_id, name).await? {
+            return Err(NamespaceError::Taken(name.to_string()));
+        }
         if limit > 0 {
             let count: i64 =
                 sqlx::query_scalar("SELECT CAST(COUNT(*) AS BIGINT) FROM namespaces WHERE workspace_id = $1")
@@ -136,6 +143,35 @@ impl Namespaces {
         }
     }
 
+    /// Whether the name is this workspace's alone: it holds a namespace of
+    /// that name, the registry has not given the name to another workspace
+    /// (or the gateway's built-ins), and no other workspace created it first
+    /// (rows from before names were unique across workspaces).
+    pub async fn owned_by(&self, workspace_id: &str, name: &str) -> Result<bool, NamespaceError> {
+        if !self.held_by(workspace_id, name).await? {
+            return Ok(false);
+        }
+        let mut connection = self.database.pool.acquire().await?;
+        let earlier_elsewhere: Option<String> = sqlx::query_scalar(
+            "SELECT other.id FROM namespaces other JOIN namespaces mine ON mine.name = other.name \
+             WHERE mine.workspace_id = $1 AND mine.name = $2 AND other.workspace_id <> $1 \
+             AND (other.created_at < mine.created_at OR (other.created_at = mine.created_at AND other.id < mine.id))",
+        )
+        .bind(workspace_id)
+        .bind(name)
+        .fetch_optional(&mut *connection)
+        .await?;
+        if earlier_elsewhere.is_some() {
+            return Ok(false);
+        }
+        let claimant: Option<String> =
+            sqlx::query_scalar("SELECT workspace_id FROM registry_namespaces WHERE name = $1")
+                .bind(name)
+                .fetch_optional(&mut *connection)
+                .await?;
+        Ok(claimant.is_none_or(|claimant| claimant == workspace_id))
+    }
+
     /// Whether the workspace has a namespace of this name.
     pub async fn held_by(&self, workspace_id: &str, name: &str) -> Result<bool, NamespaceError> {
         let found: Option<String> =
@@ -146,4 +182,26 @@ impl Namespaces {
                 .await?;
         Ok(found.is_some())
     }
+}
+
+/// Whether another workspace holds `name`, or the registry gave it to another
+/// workspace (or to the gateway's own built-ins, workspace '').
+async fn claimed_elsewhere(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    workspace_id: &str,
+    name: &str,
+) -> sqlx::Result<bool> {
+    let held: Option<String> =
+        sqlx::query_scalar("SELECT id FROM namespaces WHERE name = $1 AND workspace_id <> $2 LIMIT 1")
+            .bind(name)
+            .bind(workspace_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    let claimed: Option<String> =
+        sqlx::query_scalar("SELECT workspace_id FROM registry_namespaces WHERE name = $1 AND workspace_id <> $2")
+            .bind(name)
+            .bind(workspace_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    Ok(name == super::BUILTIN_NAMESPACE || held.is_some() || claimed.is_some())
 }

@@ -60,7 +60,7 @@ pub async fn search(ctx: &Ctx, params: SearchParams) -> Result<PackageList, OpEr
     let found = ctx
         .packages()
         .registry
-        .search(kind, params.q.as_deref(), params.limit.unwrap_or(50))
+        .search(kind, params.q.as_deref(), params.limit.unwrap_or(50), viewer(ctx))
         .await?;
     Ok(PackageList {
         packages: found
@@ -102,8 +102,18 @@ pub struct PackageInfo {
     pub versions: Vec<VersionEntry>,
 }
 
+/// The workspace a public op reads as: the key's, or none for an anonymous call.
+fn viewer(ctx: &Ctx) -> Option<&str> {
+    ctx.caller.as_deref().map(|caller| caller.workspace_id.as_str())
+}
+
 pub async fn get(ctx: &Ctx, params: PackageParams) -> Result<PackageInfo, OpError> {
     let name = package_name(&params.name)?;
+    // A private package is missing to anyone but its workspace.
+    let index = &ctx.packages().registry.index;
+    if !index.readable_by(&name, viewer(ctx)).await.map_err(RegistryError::from)? {
+        return Err(OpError::from(RegistryError::NotFound(format!("package {name} not found"))));
+    }
     let versions = ctx
         .packages()
         .registry
@@ -284,6 +294,11 @@ pub struct PublishParams {
     pub manifest: serde_json::Value,
     /// The package content, base64 (standard alphabet), at most 768 KiB decoded.
     pub content_base64: String,
+    /// `public` or `private` (only this workspace reads it, blobs included).
+    /// Absent: unchanged, or for a new package its kind's default (actors
+    /// private, the rest public).
+    #[serde(default)]
+    pub visibility: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -308,6 +323,7 @@ pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedVersio
         .and_then(|bytes| {
             tollgate_registry::Manifest::from_json(&bytes).map_err(|e| OpError::InvalidParams(e.to_string()))
         })?;
+    let visibility = parse_visibility(params.visibility.as_deref())?;
     let caller = ctx.caller()?;
     let workspace = &ctx.scope().workspace_id;
     let publisher = format!("{workspace}:{}", caller.key_id);
@@ -315,9 +331,22 @@ pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedVersio
         .packages()
         .publish_with_content(workspace, &publisher, &manifest, content.into())
         .await?;
+    if let Some(visibility) = visibility {
+        ctx.packages()
+            .registry
+            .index
+            .set_visibility(&published.name, visibility)
+            .await
+            .map_err(RegistryError::from)?;
+    }
     Ok(PublishedVersion {
         name: published.name.to_string(),
         version: published.version.to_string(),
         digest: published.digest.to_string(),
     })
+}
+
+/// A `visibility` param: `public` or `private`.
+pub fn parse_visibility(text: Option<&str>) -> Result<Option<tollgate_registry::Visibility>, OpError> {
+    text.map(str::parse).transpose().map_err(OpError::InvalidParams)
 }

@@ -28,4 +28,5 @@ mod payments;
 mod registry;
 mod retention;
 mod sandbox;
+mod tenancy;
 mod tidy;

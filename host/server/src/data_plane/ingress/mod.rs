@@ -161,16 +161,9 @@ fn json_response(status: StatusCode, body: Vec<u8>, request_id: &RequestId) -> R
 /// Adds the headers every error answer carries (request id, `Retry-After`).
 fn error_headers(response: &mut Response, error: &ApiError, request_id: &RequestId) {
     let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    error.set_headers(headers);
     if let Ok(value) = HeaderValue::from_str(&request_id.0) {
         headers.insert("x-request-id", value);
-    }
-    if matches!(
-        error.status,
-        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
-    ) && let Some(secs) = error.retry_after
-    {
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
 }
 

@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::helpers::*;
+use crate::common::Gateway;
 
 /// Expected outcome of each workspace op for owner, admin, developer, viewer
 /// (the table in docs/control-plane.md, written out independently).
@@ -64,6 +65,68 @@ fn matrix_params(op: &str, role: &str, workspace_id: &str) -> Value {
     };
     params["workspace_id"] = json!(workspace_id);
     params
+}
+
+/// Whose key each role may revoke, by the key creator's role (the rules in
+/// docs/control-plane.md, "Keys"): `[owner's, admin's, developer's]`.
+const REVOKE_MATRIX: &[(&str, [bool; 3])] = &[
+    ("owner", [true, true, true]),
+    ("admin", [false, true, true]),
+    ("developer", [false, false, true]),
+    ("viewer", [false, false, false]),
+];
+
+#[tokio::test]
+async fn keys_revoke_every_role_against_every_other_members_key() {
+    let gateway = gateway().await;
+    let owner = signup(&gateway, "owner@revoke.test").await;
+    let workspace = owner.workspace_id.clone();
+    let mut members = vec![("owner", owner.key.clone())];
+    for role in ["admin", "developer", "viewer"] {
+        let user = signup(&gateway, &format!("{role}@revoke.test")).await;
+        method(
+            &gateway,
+            Some(&owner.key),
+            "members.add",
+            json!({"email": format!("{role}@revoke.test"), "role": role}),
+        )
+        .await
+        .unwrap();
+        members.push((role, user.key));
+    }
+    gateway.admin(&["credit", "--workspace", &workspace, "--usd", "5"]);
+    let key_of = |role: &str| members.iter().find(|(r, _)| *r == role).unwrap().1.clone();
+    for (revoker, allowed) in REVOKE_MATRIX {
+        for (index, creator) in ["owner", "admin", "developer"].iter().enumerate() {
+            // A fresh key in the shared workspace, made by `creator`.
+            let made = method(
+                &gateway,
+                Some(&key_of(creator)),
+                "keys.create",
+                json!({"workspace_id": workspace, "name": format!("{creator}-for-{revoker}")}),
+            )
+            .await
+            .unwrap();
+            let key_id = made["key_id"].as_str().unwrap();
+            let outcome = method(
+                &gateway,
+                Some(&key_of(revoker)),
+                "keys.revoke",
+                json!({"workspace_id": workspace, "key_id": key_id}),
+            )
+            .await;
+            match (allowed[index], outcome) {
+                (true, Ok(revoked)) => assert_eq!(revoked["key_id"], key_id),
+                (false, Err((reason, _))) => assert_eq!(reason, "PERMISSION_DENIED", "{revoker} revoking {creator}'s key"),
+                (expected, outcome) => panic!("{revoker} revoking {creator}'s key: expected {expected}, got {outcome:?}"),
+            }
+            // A refused revocation leaves the key working.
+            if !allowed[index] {
+                let (status, _, _) = chat_with(&gateway, made["api_key"].as_str().unwrap()).await;
+                assert_eq!(status, 200, "{creator}'s key still works after {revoker} was refused");
+            }
+        }
+    }
 }
 
 #[tokio::test]
@@ -219,4 +282,96 @@ async fn control_plane_keys_work_at_once_and_die_at_once() {
     .await;
     assert_eq!(status, 401);
     assert_eq!(rpc_error(&body["error"]).0, "UNAUTHENTICATED");
+}
+
+/// Every task `key` can list (with artifacts), as one JSON text.
+async fn listed_tasks(gateway: &Gateway, key: &str) -> String {
+    let (status, body) = post(
+        gateway,
+        Some(key),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"includeArtifacts": true}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["result"]["tasks"].is_array(), "{body}");
+    body["result"]["tasks"].to_string()
+}
+
+#[tokio::test]
+async fn the_task_store_keeps_no_secret_and_shows_tasks_only_to_the_scope_that_made_them() {
+    let gateway = gateway().await;
+    let owner = signup(&gateway, "tasks-owner@example.com").await;
+    // A second workspace of the same user, with a task of its own.
+    let other = method(&gateway, Some(&owner.key), "workspaces.create", json!({"name": "elsewhere"}))
+        .await
+        .unwrap();
+    let other_ws = other["workspace_id"].as_str().unwrap();
+    let elsewhere = send(
+        &gateway,
+        Some(&owner.key),
+        "keys.create",
+        json!({"workspace_id": other_ws, "name": "elsewhere", "scope": "user"}),
+    )
+    .await
+    .unwrap();
+    let elsewhere_secret = elsewhere["api_key"].as_str().unwrap().to_string();
+
+    // The creating call's answer shows the secret once.
+    let confined = send(
+        &gateway,
+        Some(&owner.key),
+        "keys.create",
+        json!({"name": "confined", "scope": "workspace"}),
+    )
+    .await
+    .unwrap();
+    let confined_secret = confined["api_key"].as_str().unwrap().to_string();
+    assert!(confined_secret.starts_with("tg_live_"));
+
+    // Read back, neither secret is there: not to the user, with artifacts.
+    let everything = listed_tasks(&gateway, &owner.key).await;
+    assert!(everything.contains("keys.create"), "{everything}");
+    assert!(!everything.contains(&confined_secret), "{everything}");
+    assert!(!everything.contains(&elsewhere_secret), "{everything}");
+    assert!(everything.contains("[redacted]"), "{everything}");
+
+    // The confined key sees only tasks made by keys confined to its workspace.
+    assert_eq!(listed_tasks(&gateway, &confined_secret).await, "[]");
+    let mine = send(&gateway, Some(&confined_secret), "keys.list", json!({})).await.unwrap();
+    assert!(mine["keys"].is_array());
+    let seen = listed_tasks(&gateway, &confined_secret).await;
+    assert!(seen.contains("keys.list") && !seen.contains("keys.create"), "{seen}");
+    assert!(!seen.contains(other_ws), "{seen}");
+}
+
+#[tokio::test]
+async fn a_namespace_is_one_workspaces_and_nobody_else_deploys_under_it() {
+    let gateway = gateway().await;
+    let holder = signup(&gateway, "ns-holder@example.com").await;
+    let squatter = signup(&gateway, "ns-squatter@example.com").await;
+    method(&gateway, Some(&holder.key), "namespaces.create", json!({"name": "acme"}))
+        .await
+        .unwrap();
+    // Deployment URLs are keyed by the name alone, so a second workspace may
+    // not create it in its own workspace either.
+    let (reason, message) = method(&gateway, Some(&squatter.key), "namespaces.create", json!({"name": "acme"}))
+        .await
+        .unwrap_err();
+    assert_eq!(reason, "ALREADY_EXISTS", "{message}");
+    assert!(message.contains("another workspace"), "{message}");
+    // The gateway's own names are taken too.
+    let (reason, _) = method(&gateway, Some(&squatter.key), "namespaces.create", json!({"name": "tollgate"}))
+        .await
+        .unwrap_err();
+    assert_eq!(reason, "ALREADY_EXISTS");
+    let (reason, message) = method(
+        &gateway,
+        Some(&squatter.key),
+        "deployments.create",
+        json!({"namespace": "acme", "name": "bot", "actor_id": "0".repeat(40)}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(reason, "PERMISSION_DENIED", "{message}");
+    assert!(message.contains("not this workspace's"), "{message}");
 }
