@@ -29,10 +29,10 @@ use super::billing::Bill;
 use super::chunk::{ChunkError, write_chunk};
 use super::native;
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
-use super::upstream::error_chain;
+use super::upstream::{error_chain, truncated};
 use crate::error::ApiError;
 use crate::server::RequestId;
-use tollgate_plugin_host::{Event, Session};
+use tollgate_plugin_host::{Event, ExchangeError, Session};
 use tollgate_routing::catalog::ModelRoute;
 
 /// What a stream needs to continue on another candidate after a mid-stream failure.
@@ -316,13 +316,25 @@ impl Pump {
             let events = self
                 .session
                 .native_finish()
-                .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))?;
+                .map_err(|e| Stop::Failed(self.ended_early(e)))?;
             self.relay_native(events).await?;
             return Ok(Vec::new());
         }
         self.session
             .finish()
-            .map_err(|e| Stop::Failed(exchange_error(&self.route, e)))
+            .map_err(|e| Stop::Failed(self.ended_early(e)))
+    }
+
+    /// The body ended cleanly, and the adapter's `finish` refused it. Only
+    /// the adapter knows each protocol's terminal event (`[DONE]` or a
+    /// `finish_reason`, `message_stop`, `finishReason`, `messageStop`,
+    /// `message-end`), so an error it reports here means the stream was cut
+    /// short before it; a trap stays an adapter fault.
+    fn ended_early(&self, error: ExchangeError) -> ApiError {
+        match error {
+            ExchangeError::Reported(reported) => truncated(&self.route.provider.id, &reported.message),
+            fault => exchange_error(&self.route, fault),
+        }
     }
 
     /// Native events: relayed as SSE frames, except the closing ones (from

@@ -30,3 +30,4 @@ mod retention;
 mod sandbox;
 mod tenancy;
 mod tidy;
+mod truncation;

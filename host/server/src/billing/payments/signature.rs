@@ -4,14 +4,33 @@
 //! genuine when any `v1` matches any secret we hold. The timestamp bounds
 //! replays: a delivery outside the tolerance is refused even if its signature
 //! is right.
+//!
+//! The endpoint takes no key, so the check itself must be cheap for anyone:
+//! the header is bounded before it is read, the body is hashed once per
+//! secret (never once per `v1`), and at most [`MAX_SIGNATURES`] tags are
+//! compared against each digest.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2_hmac::Sha256;
+use subtle::ConstantTimeEq;
+
+/// Longest `Stripe-Signature` header read. A genuine one is `t=` plus one
+/// 67-byte `v1=` per secret (and maybe a `v0=`): well under 1 KiB.
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+/// Most `v1` entries one header may carry. Stripe sends one per endpoint
+/// secret, and an endpoint has at most two during a rotation.
+pub const MAX_SIGNATURES: usize = 8;
+/// An HMAC-SHA256 tag in hex.
+const SIGNATURE_HEX_LEN: usize = 64;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
     #[error("the Stripe-Signature header is missing")]
     Missing,
+    #[error("the Stripe-Signature header is longer than {MAX_HEADER_BYTES} bytes")]
+    TooLong,
+    #[error("the Stripe-Signature header has more than {MAX_SIGNATURES} v1 signatures")]
+    TooMany,
     #[error("the Stripe-Signature header has no timestamp (t=) or no v1 signature")]
     Malformed,
     #[error("the signature's timestamp is {age_secs} s from now, past the {tolerance_secs} s tolerance")]
@@ -29,12 +48,25 @@ pub fn verify(
     tolerance_secs: u64,
 ) -> Result<(), SignatureError> {
     let header = header.ok_or(SignatureError::Missing)?;
+    if header.len() > MAX_HEADER_BYTES {
+        return Err(SignatureError::TooLong);
+    }
     let mut timestamp = None;
-    let mut signatures = Vec::new();
+    let mut signatures: Vec<[u8; 32]> = Vec::new();
     for part in header.split(',') {
         match part.trim().split_once('=') {
             Some(("t", value)) => timestamp = value.parse::<i64>().ok(),
-            Some(("v1", value)) => signatures.extend(hex::decode(value).ok()),
+            // An empty or odd-length entry can match nothing: it is skipped
+            // without counting against the limit.
+            Some(("v1", value)) if value.len() == SIGNATURE_HEX_LEN => {
+                let mut tag = [0u8; 32];
+                if hex::decode_to_slice(value, &mut tag).is_ok() {
+                    if signatures.len() == MAX_SIGNATURES {
+                        return Err(SignatureError::TooMany);
+                    }
+                    signatures.push(tag);
+                }
+            }
             _ => {}
         }
     }
@@ -49,13 +81,19 @@ pub fn verify(
             tolerance_secs,
         });
     }
-    let genuine = secrets.iter().any(|secret| {
-        // verify_slice compares in constant time.
-        signatures
-            .iter()
-            .any(|signature| mac(secret, timestamp, payload).verify_slice(signature).is_ok())
-    });
-    if genuine { Ok(()) } else { Err(SignatureError::NoMatch) }
+    let mut genuine = subtle::Choice::from(0);
+    for secret in secrets {
+        let expected = mac(secret, timestamp, payload).finalize().into_bytes();
+        for signature in &signatures {
+            // Every pair is compared, so the time says nothing about which matched.
+            genuine |= expected.as_slice().ct_eq(signature);
+        }
+    }
+    if bool::from(genuine) {
+        Ok(())
+    } else {
+        Err(SignatureError::NoMatch)
+    }
 }
 
 fn mac(secret: &str, timestamp: i64, payload: &[u8]) -> Hmac<Sha256> {
@@ -144,5 +182,62 @@ mod tests {
             verify(Some(&header), b"{\"amount\":100}", &[], NOW, 300),
             Err(SignatureError::NoMatch)
         );
+    }
+
+    /// CPU time of the calling thread: what the check costs, whatever else
+    /// the machine is doing.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn thread_cpu() -> std::time::Duration {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `now` is a valid timespec for the call to fill.
+        assert_eq!(
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) },
+            0
+        );
+        std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn a_header_of_95000_entries_over_a_500_kb_body_is_refused_in_under_10_ms_of_cpu() {
+        let payload = vec![b'x'; 500 * 1024];
+        let secrets = secrets(&["whsec_a", "whsec_b"]);
+        let empty = format!("t={NOW}{}", ",v1=".repeat(95_000));
+        let junk = format!("t={NOW}{}", format!(",v1={}", "ab".repeat(32)).repeat(95_000));
+        for header in [empty, junk] {
+            let started = thread_cpu();
+            let verdict = verify(Some(&header), &payload, &secrets, NOW, 300);
+            let spent = thread_cpu() - started;
+            assert_eq!(verdict, Err(SignatureError::TooLong));
+            assert!(spent < std::time::Duration::from_millis(10), "took {spent:?} of CPU");
+        }
+    }
+
+    #[test]
+    fn more_v1_entries_than_the_limit_are_refused_and_empty_ones_skipped() {
+        let ok = secrets(&["whsec_a"]);
+        let genuine = sign(b"{}", &["whsec_a"], NOW);
+        let tag = genuine.split_once(",v1=").unwrap().1;
+        // Within the size limit, but past the count: refused before any HMAC.
+        let many = format!(
+            "t={NOW}{},v1={tag}",
+            format!(",v1={}", "00".repeat(32)).repeat(MAX_SIGNATURES)
+        );
+        assert!(many.len() <= MAX_HEADER_BYTES);
+        assert_eq!(verify(Some(&many), b"{}", &ok, NOW, 300), Err(SignatureError::TooMany));
+        // Empty and malformed entries count for nothing, however many there are.
+        let padded = format!("t={NOW}{},v1=zz,v1={tag}", ",v1=".repeat(1_000));
+        assert_eq!(verify(Some(&padded), b"{}", &ok, NOW, 300), Ok(()));
+        let only_empty = format!("t={NOW},v1=,v1=");
+        assert_eq!(
+            verify(Some(&only_empty), b"{}", &ok, NOW, 300),
+            Err(SignatureError::Malformed)
+        );
+        // The most a header may carry still verifies.
+        let full = format!(
+            "t={NOW}{},v1={tag}",
+            format!(",v1={}", "00".repeat(32)).repeat(MAX_SIGNATURES - 1)
+        );
+        assert_eq!(verify(Some(&full), b"{}", &ok, NOW, 300), Ok(()));
     }
 }
