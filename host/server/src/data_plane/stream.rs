@@ -320,9 +320,7 @@ impl Pump {
             self.relay_native(events).await?;
             return Ok(Vec::new());
         }
-        self.session
-            .finish()
-            .map_err(|e| Stop::Failed(self.ended_early(e)))
+        self.session.finish().map_err(|e| Stop::Failed(self.ended_early(e)))
     }
 
     /// The body ended cleanly, and the adapter's `finish` refused it. Only

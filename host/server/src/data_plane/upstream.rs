@@ -8,8 +8,10 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use axum::http::StatusCode;
+
 use crate::config::Timeouts;
-use crate::error::ApiError;
+use crate::error::{ApiError, Failure};
 pub use tollgate_core::error_text::{describe, error_chain};
 use tollgate_plugin_host::{AuthSlot, OutboundRequest, ResponseHead};
 use tollgate_routing::catalog::Provider;
@@ -153,6 +155,22 @@ fn sensitive(text: &str, bad: &impl Fn(String) -> ApiError) -> Result<HeaderValu
 /// Headers the host controls; an adapter cannot set or smuggle them.
 fn is_reserved_header(name: &HeaderName) -> bool {
     tollgate_routing::egress::is_reserved_header_name(name.as_str())
+}
+
+/// A stream whose body ended before the provider's terminal event (the
+/// adapter's `finish` said so): an upstream failure like a broken
+/// connection, so it fails over and counts against the model's health. The
+/// code keeps it apart from a reset (`upstream_unreachable`) and an idle
+/// timeout (`upstream_timeout`): a clean end of body is what a proxy closing a
+/// long connection gracefully produces.
+pub fn truncated(provider: &str, detail: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        "upstream_error",
+        "upstream_truncated",
+        format!("provider '{provider}' ended the stream before the answer was finished: {detail}"),
+    )
+    .failing(Failure::Upstream)
 }
 
 pub fn response_head(response: &reqwest::Response) -> ResponseHead {
