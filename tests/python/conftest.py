@@ -51,6 +51,9 @@ class Stack:
         self.dir = tempfile.TemporaryDirectory()
         mock_port, gw_port = free_port(), free_port()
         self.mock_url = f"http://127.0.0.1:{mock_port}"
+        # A loopback port tests may serve on for components to call: the one
+        # internal origin the operator allows (docs/components.md).
+        self.internal_port = free_port()
         self.url = f"http://127.0.0.1:{gw_port}"
         self.procs = []
         mock = subprocess.Popen([MOCK_BIN, "--listen", f"127.0.0.1:{mock_port}"])
@@ -128,6 +131,8 @@ models = [
   {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
   {{ id = "cutter", upstream = "cut-3", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
 ]
+[components]
+allow_internal_origins = ["http://127.0.0.1:{self.internal_port}"]
 """
         )
         out = subprocess.run(

@@ -376,7 +376,6 @@ def test_a_registry_pinned_component_gets_no_egress_and_an_install_keeps_its_gra
     built-in http-fetch cannot reach an origin at all. The same component
     through an install that approved the origin can."""
     import http.server
-    import socket
     import threading
 
     hits = []
@@ -392,9 +391,9 @@ def test_a_registry_pinned_component_gets_no_egress_and_an_install_keeps_its_gra
         def log_message(self, *args):
             pass
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # Loopback is closed to components unless the operator allows the origin:
+    # the stack allows this one port.
+    port = stack.internal_port
     server = http.server.HTTPServer(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     origin = f"http://127.0.0.1:{port}"

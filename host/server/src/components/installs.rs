@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use tollgate_components::{ComponentHost, Credential, Grants, Origin, Placement, Skill, ToolServer};
+use tollgate_components::{ComponentHost, Credential, Egress, Grants, Origin, Placement, Skill, ToolServer};
 use tollgate_core::sealed::SealingKey;
 use tollgate_core::secret::Secret;
 use tollgate_registry::{PackageKind, PackageName, Registry, RegistryError, VersionRecord};
@@ -335,7 +335,7 @@ impl Installs {
                 "{package} is a {kind}; only tool servers and skills install into a workspace (provider adapters are installed per provider by an operator)"
             )));
         }
-        let origins = approve_origins(&version, &origins)?;
+        let origins = approve_origins(&version, &origins, self.host.egress())?;
         check_config(&config)?;
         let lock = self.pin_dependencies(&version).await?;
         let loaded = self.compiled(&version).await?;
@@ -645,8 +645,9 @@ fn check_config(config: &BTreeMap<String, String>) -> Result<(), InstallError> {
     Ok(())
 }
 
-/// The approved origins, each covered by the manifest's `allowed_hosts`.
-fn approve_origins(version: &VersionRecord, origins: &[String]) -> Result<Vec<Origin>, InstallError> {
+/// The approved origins, each covered by the manifest's `allowed_hosts`, and
+/// none internal unless the operator allowed it.
+fn approve_origins(version: &VersionRecord, origins: &[String], egress: &Egress) -> Result<Vec<Origin>, InstallError> {
     let allowed = &version.manifest.metadata.allowed_hosts;
     let mut approved = Vec::new();
     for text in origins {
@@ -663,6 +664,7 @@ fn approve_origins(version: &VersionRecord, origins: &[String]) -> Result<Vec<Or
                 }
             )));
         }
+        egress.check_origin(&origin).map_err(InstallError::Invalid)?;
         if !approved.contains(&origin) {
             approved.push(origin);
         }

@@ -191,8 +191,13 @@ async fn key_recorder() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Option<S
 async fn install_credentials_are_sealed_at_rest_shown_by_name_and_placed_by_the_host() {
     const SECRET: &str = "sk-install-credential-0123456789";
     let mock = start_mock(Default::default()).await;
-    let gateway = Gateway::start(&standard_config(mock, "")).await;
     let (origin, seen) = key_recorder().await;
+    // The recorder is on loopback, which only the operator can open to components.
+    let gateway = Gateway::start(&standard_config(
+        mock,
+        &format!("[components]\nallow_internal_origins = [\"{origin}\"]\n"),
+    ))
+    .await;
     let host = origin.trim_start_matches("http://").to_string();
 
     // The hostile test tool, published with the http capability for this host.

@@ -15,6 +15,7 @@ mod connection_limits;
 mod console;
 mod control_plane;
 mod data_plane;
+mod egress;
 mod errors;
 mod fallback;
 mod ingress;
