@@ -1,7 +1,7 @@
 //! `write_chunk` on any adapter chunk and provider id. When it accepts, the
 //! frame is exactly one SSE event: `data: ` + one JSON object + `\n\n`, with no
-//! other line break, whose only `provider` is the given one, with no `service`
-//! and no `usage.cost`, and whose other fields are the chunk's.
+//! other line break, whose only `provider` and `model` are the given ones, with
+//! no `service` and no `usage.cost`, and whose other fields are the chunk's.
 #![no_main]
 
 use bytes::BytesMut;
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     let (provider, chunk) = rest.split_at(len);
     let provider = String::from_utf8_lossy(provider);
     let mut frame = BytesMut::new();
-    if write_chunk(&mut frame, &provider, chunk).is_err() {
+    if write_chunk(&mut frame, &provider, "fuzz/model", chunk).is_err() {
         return;
     }
     let payload = frame
@@ -40,6 +40,8 @@ fuzz_target!(|data: &[u8]| {
     });
     let providers: Vec<&str> = pairs.values("provider").map(|v| v.get()).collect();
     assert_eq!(providers, [serde_json::to_string(&*provider).unwrap()], "provider");
+    let models: Vec<&str> = pairs.values("model").map(|v| v.get()).collect();
+    assert_eq!(models, [r#""fuzz/model""#], "model");
     assert_eq!(pairs.values("service").count(), 0, "service survived");
     for usage in pairs.values("usage") {
         if let Ok(usage) = Pairs::parse(usage.get().as_bytes()) {
@@ -55,7 +57,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     written.remove("provider");
+    written.remove("model");
     original.remove("provider");
+    original.remove("model");
     original.remove("service");
     if let Some(Value::Object(usage)) = original.get_mut("usage") {
         usage.remove("cost");

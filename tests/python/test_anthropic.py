@@ -193,7 +193,8 @@ def test_plain_chat_is_translated_to_messages(client, stack):
     body = completion.to_dict()
     assert completion.choices[0].message.content == "You said: hello claude"
     assert completion.choices[0].finish_reason == "stop"
-    assert completion.model == "claude-haiku-4-5"
+    assert completion.model == MODEL
+    assert body["service"]["upstream_model"] == "claude-haiku-4-5"
     assert completion.id.startswith("chatcmpl-msg_mock_")
     assert body["provider"] == "anthropic"
     assert body["usage"]["prompt_tokens"] == 12

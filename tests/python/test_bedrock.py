@@ -134,7 +134,8 @@ def test_plain_chat_is_signed_and_translated(client, stack):
     body = completion.to_dict()
     assert completion.choices[0].message.content == "You said: hello bedrock"
     assert completion.choices[0].finish_reason == "stop"
-    assert completion.model == HAIKU
+    assert completion.model == MODEL
+    assert body["service"]["upstream_model"] == HAIKU
     assert body["provider"] == "bedrock"
     assert body["usage"]["prompt_tokens"] == 12 and body["usage"]["completion_tokens"] == 4
     # 12 prompt and 4 completion tokens at 0.80 / 4.00 USD per Mtok.

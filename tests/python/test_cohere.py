@@ -168,7 +168,8 @@ def test_plain_chat_is_translated_to_v2_chat(client, stack):
     body = completion.to_dict()
     assert completion.choices[0].message.content == "You said: hello cohere"
     assert completion.choices[0].finish_reason == "stop"
-    assert completion.model == "command-a-03-2025"
+    assert completion.model == MODEL
+    assert body["service"]["upstream_model"] == "command-a-03-2025"
     assert completion.id.startswith("chatcmpl-mock-cohere-")
     assert completion.created > 0
     assert body["provider"] == "cohere"

@@ -177,7 +177,8 @@ def test_plain_chat_is_translated_to_generate_content(client, stack):
     body = completion.to_dict()
     assert completion.choices[0].message.content == "You said: hello gemini"
     assert completion.choices[0].finish_reason == "stop"
-    assert completion.model == "gemini-2.5-flash"
+    assert completion.model == MODEL
+    assert body["service"]["upstream_model"] == "gemini-2.5-flash"
     assert completion.id.startswith("chatcmpl-mock-gemini-")
     assert body["provider"] == "gemini"
     assert body["usage"]["prompt_tokens"] == 12

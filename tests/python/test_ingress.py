@@ -265,10 +265,82 @@ def test_messages_to_the_anthropic_adapter_pass_through_natively(claude, stack):
     assert before - posted(stack) == cost
 
 
-def test_count_tokens_is_refused_clearly(claude):
-    with pytest.raises(anthropic.NotFoundError) as refused:
-        claude.messages.count_tokens(model="acme/small", messages=[{"role": "user", "content": "hi"}])
-    assert "not supported" in refused.value.body["error"]["message"]
+def test_count_tokens_asks_anthropic_and_estimates_elsewhere(claude, stack):
+    """`messages.count_tokens` of the anthropic SDK: the provider's own count
+    where the adapter takes Messages natively (it equals the answer's
+    `input_tokens`), a documented estimate elsewhere."""
+    asked = dict(system="Be brief.", messages=[{"role": "user", "content": "hello claude"}])
+    native = claude.messages.count_tokens(
+        model="anthropic/claude-haiku-4-5", extra_headers={"anthropic-beta": "token-counting-2024-11-01"}, **asked
+    )
+    sent = stack.last_upstream_request("/v1/messages/count_tokens")
+    assert "max_tokens" not in sent["body"] and sent["body"]["model"] == "claude-haiku-4-5"
+    assert sent["headers"]["anthropic-beta"] == "token-counting-2024-11-01"
+    answered = claude.messages.create(model="anthropic/claude-haiku-4-5", max_tokens=20, **asked)
+    assert native.input_tokens == answered.usage.input_tokens == 12
+    assert native.to_dict()["service"]["counted_by"] == "provider"
+    estimate = claude.messages.count_tokens(model="acme/small", **asked)
+    assert estimate.input_tokens > 0 and estimate.to_dict()["service"]["counted_by"] == "estimate"
+    with pytest.raises(anthropic.NotFoundError):
+        claude.messages.count_tokens(model="nobody/nothing", **asked)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_system_messages_within_the_conversation(claude, stack, model):
+    """Claude Code's mid-conversation system message (issue 34): a system turn
+    in place on the translated path, folded into `system` natively, with the
+    `anthropic-beta` header forwarded to Anthropic."""
+    beta = "mid-conversation-system-2026-04-07"
+    message = claude.messages.create(
+        model=model,
+        max_tokens=50,
+        system="Be brief.",
+        messages=[
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "hi"},
+            {"role": "system", "content": "Answer in one word."},
+            {"role": "user", "content": "again"},
+        ],
+        extra_headers={"anthropic-beta": beta},
+    )
+    assert message.content[0].text == "You said: again"
+    assert message.model == model
+    if model.startswith("anthropic/"):
+        sent = stack.last_upstream_request("/v1/messages")
+        assert [m["role"] for m in sent["body"]["messages"]] == ["user", "assistant", "user"]
+        assert sent["body"]["system"] == [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Answer in one word."}]
+        assert sent["headers"]["anthropic-beta"] == beta
+    else:
+        sent = stack.last_upstream_request("/v1/chat/completions")["body"]
+        assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "system", "user"]
+
+
+def test_an_unknown_model_is_404_before_the_body_is_checked(claude):
+    with pytest.raises(anthropic.NotFoundError) as unknown:
+        claude.messages.create(
+            model="claude-opus-4-8", max_tokens=10, messages=[{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]
+        )
+    assert unknown.value.body["error"]["code"] == "model_not_found"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_answer_names_the_model_asked_for(claude, client, model):
+    """`model` is the id asked for (`provider/model`) on every protocol, whole
+    and streamed; the upstream's own name is `service.upstream_model`."""
+    message = claude.messages.create(model=model, max_tokens=20, messages=[{"role": "user", "content": "hi"}])
+    assert message.model == model
+    assert message.to_dict()["service"]["upstream_model"] == model.split("/", 1)[1]
+    with claude.messages.stream(model=model, max_tokens=20, messages=[{"role": "user", "content": "hi"}]) as stream:
+        start = next(e for e in stream if e.type == "message_start")
+        final = stream.get_final_message()
+    assert start.message.model == final.model == model
+    chat = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert chat.model == model
+    chunks = list(client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], stream=True))
+    assert {chunk.model for chunk in chunks} == {model}
+    assert client.responses.create(model=model, input="hi").model == model
+    events = list(client.responses.create(model=model, input="hi", stream=True))
+    assert {e.response.model for e in events if hasattr(e, "response")} == {model}
 
 
 # --------------------------------------------------------------- (b) /v1/responses
@@ -359,10 +431,43 @@ def test_responses_refuses_stored_state_and_built_in_tools(client):
     with pytest.raises(openai.BadRequestError) as stored:
         client.responses.create(model="acme/small", input="hi", previous_response_id="resp_123")
     assert "stored" in stored.value.message
-    with pytest.raises(openai.BadRequestError):
-        client.responses.create(model="acme/small", input="hi", tools=[{"type": "web_search"}])
+    with pytest.raises(openai.BadRequestError) as forced:
+        client.responses.create(model="acme/small", input="hi", tools=[{"type": "web_search"}], tool_choice={"type": "web_search"})
+    assert "web_search" in forced.value.message and "acme/small" in forced.value.message
     with pytest.raises(openai.NotFoundError):
         client.responses.create(model="nobody/nothing", input="hi")
+
+
+def test_responses_takes_what_codex_sends(client, stack):
+    """Codex's request shape (issue 34): `client_metadata` stays at the gateway,
+    a namespace's functions and a custom tool are offered as functions, the
+    optional hosted tool is left out and named in `service.warnings`."""
+    response = client.responses.create(
+        model="acme/small",
+        input="patch it",
+        tools=[
+            {"type": "custom", "name": "apply_patch", "description": "Patch files."},
+            {"type": "namespace", "name": "agents", "description": "Sub-agents.",
+             "tools": [{"type": "function", "name": "spawn", "parameters": {"type": "object", "properties": {}}}]},
+            {"type": "web_search", "external_web_access": False},
+        ],
+        extra_body={"client_metadata": {"x-codex-installation-id": "install-1"}, "prompt_cache_key": "k"},
+    )
+    sent = stack.last_upstream_request("/v1/chat/completions")["body"]
+    assert "client_metadata" not in sent and "prompt_cache_key" not in sent
+    assert [t["function"]["name"] for t in sent["tools"]] == ["apply_patch", "agents__spawn"]
+    call = response.output[0]
+    # The mock calls the first tool: the custom one, with its one string.
+    assert (call.type, call.name, call.input) == ("custom_tool_call", "apply_patch", "mock")
+    warnings = response.to_dict()["service"]["warnings"]
+    assert len(warnings) == 1 and "web_search" in warnings[0]
+    named = client.responses.create(
+        model="acme/small",
+        input="spawn one",
+        tools=[{"type": "namespace", "name": "agents", "description": "Sub-agents.",
+                "tools": [{"type": "function", "name": "spawn", "parameters": {"type": "object", "properties": {}}}]}],
+    )
+    assert named.output[0].to_dict()["namespace"] == "agents" and named.output[0].name == "spawn"
 
 
 # --------------------------------------------------------------- (c) prices and chunks

@@ -150,6 +150,8 @@ pub struct ModelRoute {
     /// Where the price came from.
     pub price_source: PriceSource,
     pub context_length: Option<u64>,
+    /// The most output tokens the model writes in one answer, when known.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// Where a model's price came from, most specific first.
@@ -488,6 +490,7 @@ fn resolve_model(
         price: base,
         price_source: source,
         context_length: model.context_length,
+        max_output_tokens: model.max_output_tokens,
     })
 }
 
@@ -530,6 +533,7 @@ mod tests {
                     reasoning_price_per_mtok: None,
                     request_price: Some("0.001".into()),
                     context_length: Some(1000),
+                    max_output_tokens: Some(500),
                 }],
                 ..Default::default()
             },
@@ -547,6 +551,7 @@ mod tests {
         assert_eq!(acme.price.cache_read, Some(PicoPerToken(50_000)));
         assert_eq!(acme.price.per_request, Nanos(1_000_000));
         assert_eq!(acme.price_source, PriceSource::Config);
+        assert_eq!(acme.max_output_tokens, Some(500));
         assert_eq!(acme.provider.credential.as_ref().map(Secret::expose), Some("sk-x"));
         assert!(
             !format!("{:?}", acme.provider).contains("sk-x"),
@@ -586,6 +591,7 @@ mod tests {
                     reasoning_price_per_mtok: None,
                     request_price: None,
                     context_length: None,
+                    max_output_tokens: None,
                 }],
                 ..Default::default()
             },

@@ -81,4 +81,8 @@ pub struct ModelConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_price: Option<String>,
     pub context_length: Option<u64>,
+    /// The most output tokens the model writes in one answer: the limit sent
+    /// when a request sets none, and the most a request may ask for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
 }

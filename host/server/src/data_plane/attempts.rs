@@ -31,6 +31,9 @@ pub struct NativeBody<'a> {
     pub dialect: &'static str,
     /// The caller's body with the gateway's own fields removed.
     pub body: &'a [u8],
+    /// Caller headers the native request carries, added by the host after
+    /// the adapter built it (`anthropic-beta`).
+    pub headers: &'a [(String, String)],
 }
 
 /// What every attempt of one request shares.
@@ -42,7 +45,8 @@ pub struct Call<'a> {
     /// continuing a broken stream).
     pub native: Option<NativeBody<'a>>,
     pub stream: bool,
-    /// The gateway's output cap, when the caller set none.
+    /// The gateway's output cap for a model whose maximum output is not
+    /// known, when the caller set none (see [`output_cap`]).
     pub injected_cap: Option<u32>,
     /// The answer text already relayed, when continuing a broken stream.
     pub continuation: Option<String>,
@@ -92,7 +96,7 @@ pub async fn first_answer(
                     base_url: route.provider.base_url.clone(),
                     stream: call.stream,
                     attempt: number,
-                    max_output_tokens: call.injected_cap,
+                    max_output_tokens: call.injected_cap.map(|default| output_cap(&route, default)),
                     continuation: call.continuation.clone(),
                 };
                 bill.calling(&route);
@@ -197,6 +201,14 @@ fn report(permit: Permit<'_>, sent: &Result<(Session, reqwest::Response), (ApiEr
     }
 }
 
+/// The output limit sent to `route` when the caller set none: the model's
+/// own maximum from the catalog, else the gateway's `default`.
+pub fn output_cap(route: &ModelRoute, default: u32) -> u32 {
+    route
+        .max_output_tokens
+        .map_or(default, |max| u32::try_from(max).unwrap_or(u32::MAX))
+}
+
 /// Opens the adapter session for `route` (natively when the adapter takes the
 /// native body's dialect) and sends the request; a non-2xx answer is
 /// classified by the adapter. Errors carry the upstream status, if any.
@@ -225,15 +237,19 @@ async fn send(
         );
         (ApiError::internal(message), None)
     })?;
-    let opened = match native.filter(|n| adapter.takes_natively(n.dialect)) {
+    let native = native.filter(|n| adapter.takes_natively(n.dialect));
+    let opened = match native {
         Some(native) => adapter.open_native(ctx, native.dialect, native.body),
         None => adapter.open(ctx, body),
     };
     let mut session = opened.map_err(|fault| (ApiError::adapter_fault(&fault), None))?;
-    let outbound = {
+    let mut outbound = {
         let _span = crate::telemetry::adapter_span(&provider.adapter, "request").entered();
         session.request().map_err(|e| (exchange_error(route, e), None))?
     };
+    if let Some(native) = native {
+        forward_headers(&mut outbound.headers, native.headers);
+    }
     let response = data.upstream.send(provider, outbound).await.map_err(|e| (e, None))?;
     if response.status().is_success() {
         return Ok((session, response));
@@ -253,6 +269,21 @@ async fn send(
         error.retry_after = retry_after_header(&head.headers);
     }
     Err((error, Some(head.status)))
+}
+
+/// Adds the caller's forwarded headers (comma-separated lists such as
+/// `anthropic-beta`) to a native request; where the adapter set the same
+/// header, the caller's values follow its own.
+pub fn forward_headers(headers: &mut Vec<(String, String)>, forwarded: &[(String, String)]) {
+    for (name, value) in forwarded {
+        match headers.iter_mut().find(|(set, _)| set.eq_ignore_ascii_case(name)) {
+            Some((_, set)) => {
+                set.push(',');
+                set.push_str(value);
+            }
+            None => headers.push((name.clone(), value.clone())),
+        }
+    }
 }
 
 fn retry_after_header(headers: &[(String, String)]) -> Option<u32> {

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use super::DataPlane;
 use super::Routes;
-use super::attempts::{Call, NativeBody, exchange_error, final_error, first_answer};
+use super::attempts::{Call, NativeBody, exchange_error, final_error, first_answer, output_cap};
 use super::billing::{Bill, CostCeiling, Demand};
 use super::envelope::ChatEnvelope;
 use super::provenance::{Attempt, Metered, Provenance, Trail, render};
@@ -76,6 +76,8 @@ pub struct NativeRequest {
     /// The request carries what only the dialect can (e.g. `document`
     /// blocks): candidates whose adapter would translate it are dropped.
     pub required: bool,
+    /// Caller headers a native upstream request carries (`anthropic-beta`).
+    pub headers: Vec<(String, String)>,
 }
 
 /// Marks an answer relayed in the native dialect (a whole answer with
@@ -186,10 +188,34 @@ async fn handle(
         }
     }
 
-    // Without a caller-set cap the gateway injects its own, so the cost cannot
-    // outgrow the reservation.
+    // A limit above a candidate's maximum output is one its provider refuses:
+    // refused here, before anything is held for it.
+    if let Some((limit, route)) = envelope.max_output_tokens.and_then(|limit| {
+        candidates
+            .iter()
+            .find(|route| route.max_output_tokens.is_some_and(|max| limit > max))
+            .map(|route| (limit, route))
+    }) {
+        let error = ApiError::invalid_request(format!(
+            "The output limit {limit} exceeds model '{}''s maximum output of {} tokens.",
+            route.id,
+            route.max_output_tokens.unwrap_or_default()
+        ))
+        .with_param("max_tokens");
+        return Err(refused(data, request_id, parent, caller, Some(&envelope.model), error).await);
+    }
+    // Without a caller-set limit the gateway sends each model's own maximum
+    // (the gateway default where the catalog does not know it), so the cost
+    // cannot outgrow the reservation, which holds the largest of them.
     let default_cap = data.limits.default_max_output_tokens;
     let injected_cap = envelope.max_output_tokens.is_none().then_some(default_cap);
+    let held_output = envelope.max_output_tokens.unwrap_or_else(|| {
+        candidates
+            .iter()
+            .map(|route| u64::from(output_cap(route, default_cap)))
+            .max()
+            .unwrap_or(u64::from(default_cap))
+    });
     // The plan's monthly limit is checked before anything is reserved or sent
     // upstream. With the ledger off requests are neither limited nor billed.
     let admitted = match data.ledger.is_some() {
@@ -216,7 +242,7 @@ async fn handle(
         streamed: envelope.stream,
         body_bytes: body.len(),
         messages: envelope.messages,
-        max_output_tokens: envelope.max_output_tokens.unwrap_or(u64::from(default_cap)),
+        max_output_tokens: held_output,
         may_continue: envelope.stream && envelope.continuation && candidates.len() > 1,
         ceiling: nested.and_then(|n| n.ceiling),
         admitted,
@@ -239,6 +265,7 @@ async fn handle(
         native: native.map(|n| NativeBody {
             dialect: n.dialect,
             body: &n.body,
+            headers: &n.headers,
         }),
         stream: envelope.stream,
         injected_cap,
@@ -462,6 +489,8 @@ impl Exchange<'_> {
         };
         if native {
             provenance.annotate_native(&mut object);
+            // The id the caller asked for; the upstream's name is in `service`.
+            object.insert("model".into(), Value::String(self.route.id.clone()));
         } else {
             provenance.annotate(&mut object);
         }

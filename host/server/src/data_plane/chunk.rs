@@ -4,7 +4,9 @@
 //! chunk could end the event early and forge a `data: [DONE]` or a chunk of the
 //! adapter's choosing. So a chunk must be exactly one JSON object, it is
 //! written without raw line breaks, and the fields only the host may state
-//! (`provider`, `service`, `usage.cost`) are replaced or removed. It is one
+//! (`provider`, `model`, `service`, `usage.cost`) are replaced or removed:
+//! `model` is the id the caller asked for (`<provider>/<model>`), not the
+//! upstream's own name. It is one
 //! borrowed parse; every value the adapter wrote is copied as written (a
 //! reparse would round numbers), and keys are compared unescaped, so
 //! `"c\u006fst"` is `cost` too. A `created` of 0 or `null` (an adapter has no
@@ -19,7 +21,7 @@ use serde::de::{MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// Fields of a chunk that only the host writes.
-const HOST_FIELDS: [&str; 2] = ["provider", "service"];
+const HOST_FIELDS: [&str; 3] = ["provider", "model", "service"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChunkError {
@@ -29,10 +31,10 @@ pub enum ChunkError {
     BadEvent(String),
 }
 
-/// Writes `data: {"provider":"<id>",<the chunk's other fields>}\n\n`. On an
-/// error nothing is written.
-pub fn write_chunk(frame: &mut BytesMut, provider: &str, chunk: &[u8]) -> Result<(), ChunkError> {
-    write_chunk_at(frame, provider, unix_now(), chunk)
+/// Writes `data: {"provider":"<id>","model":"<model id>",<the chunk's other
+/// fields>}\n\n`. On an error nothing is written.
+pub fn write_chunk(frame: &mut BytesMut, provider: &str, model: &str, chunk: &[u8]) -> Result<(), ChunkError> {
+    write_chunk_at(frame, provider, model, unix_now(), chunk)
 }
 
 /// Seconds since the Unix epoch: what `created` holds.
@@ -43,10 +45,12 @@ pub fn unix_now() -> u64 {
 }
 
 /// [`write_chunk`], stamping `created` (when the adapter left it 0) with `now`.
-fn write_chunk_at(frame: &mut BytesMut, provider: &str, now: u64, chunk: &[u8]) -> Result<(), ChunkError> {
+fn write_chunk_at(frame: &mut BytesMut, provider: &str, model: &str, now: u64, chunk: &[u8]) -> Result<(), ChunkError> {
     let fields: Fields<'_> = serde_json::from_slice(chunk).map_err(|e| ChunkError::NotAnObject(e.to_string()))?;
     frame.put_slice(b"data: {\"provider\":");
     put_json_string(frame, provider);
+    frame.put_slice(b",\"model\":");
+    put_json_string(frame, model);
     for (key, raw) in fields.0 {
         if HOST_FIELDS.contains(&key.as_ref()) {
             continue;
@@ -145,7 +149,7 @@ mod tests {
 
     fn written(chunk: &[u8]) -> Result<Vec<Value>, ChunkError> {
         let mut frame = BytesMut::new();
-        write_chunk(&mut frame, "acme", chunk)?;
+        write_chunk(&mut frame, "acme", "acme/m", chunk)?;
         Ok(sse_payloads(&frame)
             .iter()
             .map(|p| serde_json::from_str(p).unwrap_or_else(|e| panic!("{p}: {e}")))
@@ -158,16 +162,22 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0]["provider"], "acme");
         assert_eq!(out[0]["choices"][0]["delta"]["content"], "a\nb");
-        assert_eq!(written(b"{}").unwrap()[0], serde_json::json!({"provider": "acme"}));
+        assert_eq!(
+            written(b"{}").unwrap()[0],
+            serde_json::json!({"provider": "acme", "model": "acme/m"})
+        );
         assert_eq!(written(br#"{"k\u0022":1}"#).unwrap()[0]["k\""], 1);
     }
 
     #[test]
     fn host_fields_are_the_hosts() {
-        let forged =
-            br#"{"provider":"evil","service":{"cost_usd":"0"},"usage":{"prompt_tokens":1,"cost":0},"choices":[]}"#;
+        let forged = br#"{"provider":"evil","model":"upstream-name","service":{"cost_usd":"0"},"usage":{"prompt_tokens":1,"cost":0},"choices":[]}"#;
         let out = &written(forged).unwrap()[0];
         assert_eq!(out["provider"], "acme");
+        assert_eq!(
+            out["model"], "acme/m",
+            "the id the caller asked for, not the upstream's name"
+        );
         assert!(out.get("service").is_none());
         assert_eq!(out["usage"], serde_json::json!({"prompt_tokens": 1}));
         let spaced = b"{\"usage\":\n{\"cost\":\r\n9},\n\"provider\":\"evil\"}";
@@ -183,7 +193,7 @@ mod tests {
     fn numbers_are_copied_as_written() {
         let provider = String::from_utf8_lossy(b"\xff\"\0\0\0\0\0\0\0\0\x08\xfce\"\r");
         let mut frame = BytesMut::new();
-        write_chunk(&mut frame, &provider, b"\n{\"*cost-1\":984467440737095516161}").unwrap();
+        write_chunk(&mut frame, &provider, "m", b"\n{\"*cost-1\":984467440737095516161}").unwrap();
         let text = std::str::from_utf8(&frame).unwrap();
         assert!(text.ends_with(",\"*cost-1\":984467440737095516161}\n\n"), "{text:?}");
         assert_eq!(text.matches('\n').count(), 2);
@@ -192,10 +202,10 @@ mod tests {
         let nested = br#"{"usage":{"prompt_tokens":1,"x":0.30000000000000004,"cost":1},"n":[1e400,
 12345678901234567890123]}"#;
         let mut frame = BytesMut::new();
-        write_chunk(&mut frame, "acme", nested).unwrap();
+        write_chunk(&mut frame, "acme", "acme/m", nested).unwrap();
         assert_eq!(
             std::str::from_utf8(&frame).unwrap(),
-            "data: {\"provider\":\"acme\",\"usage\":{\"prompt_tokens\":1,\"x\":0.30000000000000004},\"n\":[1e400, 12345678901234567890123]}\n\n"
+            "data: {\"provider\":\"acme\",\"model\":\"acme/m\",\"usage\":{\"prompt_tokens\":1,\"x\":0.30000000000000004},\"n\":[1e400, 12345678901234567890123]}\n\n"
         );
     }
 
@@ -206,21 +216,28 @@ mod tests {
         let forged = br#"{"pr\u006fvider":"evil","s\u0065rvice":{},"usage":{"c\u006fst":0,"total_tokens":2}}"#;
         assert_eq!(
             written(forged).unwrap(),
-            [serde_json::json!({"provider": "acme", "usage": {"total_tokens": 2}})]
+            [serde_json::json!({"provider": "acme", "model": "acme/m", "usage": {"total_tokens": 2}})]
         );
         let mut frame = BytesMut::from(&b"kept"[..]);
-        assert!(write_chunk(&mut frame, "acme", b"{\"a\":1").is_err());
+        assert!(write_chunk(&mut frame, "acme", "acme/m", b"{\"a\":1").is_err());
         assert_eq!(&frame[..], b"kept", "a refused chunk writes nothing");
     }
 
     #[test]
     fn an_unset_created_is_stamped() {
         let mut frame = BytesMut::new();
-        write_chunk_at(&mut frame, "acme", 1_700_000_000, br#"{"created":0,"a":{"created":0}}"#).unwrap();
-        write_chunk_at(&mut frame, "acme", 1_700_000_000, br#"{"created":12}"#).unwrap();
+        write_chunk_at(
+            &mut frame,
+            "acme",
+            "a/m",
+            1_700_000_000,
+            br#"{"created":0,"a":{"created":0}}"#,
+        )
+        .unwrap();
+        write_chunk_at(&mut frame, "acme", "a/m", 1_700_000_000, br#"{"created":12}"#).unwrap();
         assert_eq!(
             std::str::from_utf8(&frame).unwrap(),
-            "data: {\"provider\":\"acme\",\"created\":1700000000,\"a\":{\"created\":0}}\n\ndata: {\"provider\":\"acme\",\"created\":12}\n\n"
+            "data: {\"provider\":\"acme\",\"model\":\"a/m\",\"created\":1700000000,\"a\":{\"created\":0}}\n\ndata: {\"provider\":\"acme\",\"model\":\"a/m\",\"created\":12}\n\n"
         );
     }
 
@@ -238,12 +255,12 @@ mod tests {
         }
         // Line breaks between tokens are legal JSON: written compactly, one frame.
         let mut frame = BytesMut::new();
-        write_chunk(&mut frame, "acme", b"{\"a\":\n\n[1,\n2]}").unwrap();
+        write_chunk(&mut frame, "acme", "acme/m", b"{\"a\":\n\n[1,\n2]}").unwrap();
         let text = std::str::from_utf8(&frame).unwrap();
         assert!(text.ends_with("\n\n") && text.matches('\n').count() == 2, "{text:?}");
         assert_eq!(
             written(b"{\"a\":\n\n[1,\n2]}").unwrap(),
-            [serde_json::json!({"provider": "acme", "a": [1, 2]})]
+            [serde_json::json!({"provider": "acme", "model": "acme/m", "a": [1, 2]})]
         );
     }
 }

@@ -62,6 +62,7 @@ fn entry(route: &ModelRoute, health: &Health, snapshot_id: i64, billing: bool) -
         "owned_by": provider.id,
         "name": format!("{}: {}", provider.name, route.upstream_model),
         "context_length": route.context_length,
+        "max_output_tokens": route.max_output_tokens,
         "pricing": route.priced.then(|| pricing(route)),
         "service": service,
     })

@@ -53,6 +53,19 @@ pub fn annotate_closing(event: &Event, provenance: &Provenance<'_>, cost: Nanos)
     Some(render(object, cost))
 }
 
+/// `message_start` with `message.model` set to the id the caller asked for
+/// (`<provider>/<model>`) instead of the upstream's own name, which the
+/// answer keeps in `service.upstream_model`; `None` for any other event.
+pub fn with_model(event: &Event, model: &str) -> Option<Vec<u8>> {
+    if event.name.as_deref() != Some("message_start") {
+        return None;
+    }
+    let mut object: Map<String, Value> = serde_json::from_slice(&event.data).ok()?;
+    let message = object.get_mut("message")?.as_object_mut()?;
+    message.insert("model".into(), Value::String(model.to_string()));
+    serde_json::to_vec(&object).ok()
+}
+
 /// Writes one SSE frame: `event: <name>` when named, then the data (one
 /// `data:` line per line of it).
 pub fn write_event(frame: &mut BytesMut, name: Option<&str>, data: &[u8]) {
@@ -111,5 +124,17 @@ mod tests {
         assert!(check_event(&event(Some("ok"), "not json")).is_err());
         assert!(closes(&event(Some("message_delta"), "{}")));
         assert!(!closes(&event(Some("content_block_stop"), "{}")));
+    }
+
+    #[test]
+    fn message_start_names_the_requested_model() {
+        let start = event(
+            Some("message_start"),
+            r#"{"type":"message_start","message":{"id":"m","model":"claude-x","usage":{"input_tokens":7}}}"#,
+        );
+        let renamed: Value = serde_json::from_slice(&with_model(&start, "anthropic/claude-x").unwrap()).unwrap();
+        assert_eq!(renamed["message"]["model"], "anthropic/claude-x");
+        assert_eq!(renamed["message"]["usage"]["input_tokens"], 7);
+        assert!(with_model(&event(Some("ping"), "{}"), "a/b").is_none());
     }
 }

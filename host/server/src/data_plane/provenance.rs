@@ -193,10 +193,12 @@ pub struct Provenance<'a> {
 }
 
 impl Provenance<'_> {
-    /// Sets `usage` (keeping the upstream's own fields), `provider` and
-    /// `service`. `usage.cost` is added by [`render`], which writes it as an
-    /// exact decimal.
+    /// Sets `model` (the id the caller asked for, not the upstream's name,
+    /// which is `service.upstream_model`), `usage` (keeping the upstream's own
+    /// fields), `provider` and `service`. `usage.cost` is added by [`render`],
+    /// which writes it as an exact decimal.
     pub fn annotate(&self, object: &mut Map<String, Value>) {
+        object.insert("model".into(), Value::String(self.route.id.clone()));
         let usage = object.entry("usage").or_insert(Value::Null);
         if !usage.is_object() || self.trail.0.len() > 1 {
             // Several attempts: report the billed total, not the last upstream's own count.

@@ -253,6 +253,7 @@ impl Pump {
     /// closing chunks.
     async fn relay(&mut self, upstream: reqwest::Response) -> Result<Vec<Vec<u8>>, Stop> {
         let provider = self.route.provider.id.clone();
+        let model = self.route.id.clone();
         let idle = self.data.upstream.idle_timeout();
         let mut events = super::framing::events(upstream).ready_chunks(MAX_BATCH);
         let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -302,7 +303,8 @@ impl Pump {
                     }
                     let mut frame = BytesMut::new();
                     for chunk in &chunks {
-                        write_chunk(&mut frame, &provider, chunk).map_err(|e| Stop::Failed(self.bad_chunk(e)))?;
+                        write_chunk(&mut frame, &provider, &model, chunk)
+                            .map_err(|e| Stop::Failed(self.bad_chunk(e)))?;
                     }
                     self.send(frame.freeze()).await?;
                     self.bill.first_chunk_sent(self.started);
@@ -349,7 +351,12 @@ impl Pump {
             match &mut self.held {
                 Some(held) => held.push(event),
                 None => {
-                    native::write_event(&mut frame, event.name.as_deref(), &event.data);
+                    let renamed = native::with_model(&event, &self.route.id);
+                    native::write_event(
+                        &mut frame,
+                        event.name.as_deref(),
+                        renamed.as_deref().unwrap_or(&event.data),
+                    );
                     relayed += 1;
                 }
             }
@@ -369,7 +376,7 @@ impl Pump {
         let last = chunks.pop();
         let mut frame = BytesMut::new();
         for chunk in &chunks {
-            if let Err(e) = write_chunk(&mut frame, &self.route.provider.id, chunk) {
+            if let Err(e) = write_chunk(&mut frame, &self.route.provider.id, &self.route.id, chunk) {
                 let error = self.bad_chunk(e);
                 return self.finish_error(error, Some(metered)).await;
             }
@@ -488,7 +495,7 @@ fn empty_chunk(request_id: &RequestId, route: &ModelRoute) -> Map<String, Value>
     chunk.insert("id".into(), Value::String(request_id.0.to_string()));
     chunk.insert("object".into(), Value::String("chat.completion.chunk".into()));
     chunk.insert("created".into(), Value::from(created));
-    chunk.insert("model".into(), Value::String(route.upstream_model.clone()));
+    chunk.insert("model".into(), Value::String(route.id.clone()));
     chunk.insert("choices".into(), Value::Array(Vec::new()));
     chunk
 }

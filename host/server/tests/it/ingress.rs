@@ -106,6 +106,8 @@ async fn messages_whole_and_streamed_bill_like_chat() {
     assert_eq!(body["usage"]["input_tokens"], 12);
     assert_eq!(body["usage"]["output_tokens"], 4);
     assert_eq!(body["provider"], "mock");
+    assert_eq!(body["model"], "mock/small", "the id asked for: {body}");
+    assert_eq!(body["service"]["upstream_model"], "small");
     assert_eq!(body["service"]["request_id"], request_id);
     // 12 × 0.50 + 4 × 1.50 USD per Mtok.
     let cost = nanos(body["service"]["cost_usd"].as_str().unwrap());
@@ -127,6 +129,7 @@ async fn messages_whole_and_streamed_bill_like_chat() {
     let events = events(&text);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names.first(), Some(&"message_start"));
+    assert_eq!(events[0].1["message"]["model"], "mock/small");
     assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
     let delta = &events[names.len() - 2].1;
     assert_eq!(delta["delta"]["stop_reason"], "end_turn");
@@ -350,7 +353,10 @@ async fn messages_pass_through_natively_to_the_anthropic_adapter() {
 
     assert_eq!(body["type"], "message", "{body}");
     assert!(body["id"].as_str().unwrap().starts_with("msg_mock_"), "{body}");
-    assert_eq!(body["model"], "claude-sonnet-4-5");
+    assert_eq!(
+        body["model"], "anthropic/native",
+        "the id asked for, not the upstream's name"
+    );
     let thinking = &body["content"][0];
     assert_eq!(thinking["type"], "thinking", "{body}");
     assert!(
@@ -406,6 +412,7 @@ async fn messages_pass_through_natively_to_the_anthropic_adapter() {
     let events = events(&text);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names.first(), Some(&"message_start"), "{text}");
+    assert_eq!(events[0].1["message"]["model"], "anthropic/native", "{text}");
     assert!(names.contains(&"ping"), "ping events pass through: {names:?}");
     assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"], "{text}");
     assert_eq!(events[1].1["content_block"]["type"], "thinking", "{text}");
@@ -526,4 +533,37 @@ async fn a_broken_native_stream_ends_in_an_error_event() {
     assert!(cost > 0, "the input read upstream is billed: {error}");
     assert_eq!(before - posted(&gateway), cost);
     assert_eq!(upstream_messages(mock).await.len(), 1);
+}
+
+/// Claude Code's first request (issue 34): a system message inside
+/// `messages` and an `anthropic-beta` header; an unknown model is a 404
+/// before the body's roles are looked at.
+#[tokio::test]
+async fn a_system_message_within_the_conversation_is_served() {
+    let gateway = setup().await;
+    let request = json!({"model": "mock/small", "max_tokens": 50, "messages": [
+        {"role": "user", "content": "hello"},
+        {"role": "system", "content": [{"type": "text", "text": "Be terse."}]},
+        {"role": "user", "content": "again"}]});
+    let response = gateway
+        .post("/v1/messages")
+        .header("anthropic-beta", "mid-conversation-system-2026-04-07")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["content"][0]["text"], "You said: again", "{body}");
+    // 1 + 4, 2 + 4 and 1 + 4 words: the system turn was sent as one.
+    assert_eq!(body["usage"]["input_tokens"], 16, "{body}");
+
+    // A block this path refuses, to a model that does not exist: the model is named.
+    let mut unknown = request.clone();
+    unknown["model"] = json!("claude-opus-4-8");
+    unknown["messages"][2]["content"] = json!([{"type": "video"}]);
+    let response = gateway.post("/v1/messages").json(&unknown).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "not_found_error", "{body}");
 }

@@ -8,11 +8,12 @@ use std::net::SocketAddr;
 
 use crate::config::Config;
 
-/// The demo's models: id, USD per million input and output tokens, context.
-const MODELS: [(&str, &str, &str, u64); 3] = [
-    ("small", "0.50", "1.50", 128_000),
-    ("medium", "3.00", "15.00", 200_000),
-    ("large", "15.00", "75.00", 200_000),
+/// The demo's models: id, USD per million input and output tokens, context,
+/// maximum output (what a request without a limit is held and capped at).
+const MODELS: [(&str, &str, &str, u64, u64); 3] = [
+    ("small", "0.50", "1.50", 128_000, 32_000),
+    ("medium", "3.00", "15.00", 200_000, 64_000),
+    ("large", "15.00", "75.00", 200_000, 64_000),
 ];
 
 pub const PROVIDER: &str = "demo";
@@ -49,12 +50,13 @@ impl DemoProvider {
         }
         let models: Vec<serde_json::Value> = MODELS
             .iter()
-            .map(|(id, input, output, context)| {
+            .map(|(id, input, output, context, max_output)| {
                 serde_json::json!({
                     "id": id,
                     "input_price_per_mtok": input,
                     "output_price_per_mtok": output,
                     "context_length": context,
+                    "max_output_tokens": max_output,
                 })
             })
             .collect();

@@ -11,6 +11,7 @@
 //! blocks pass both ways. A request with `document` blocks can only be
 //! served natively.
 
+mod count;
 mod request;
 mod stream;
 
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
@@ -36,20 +37,92 @@ use request::to_chat_form;
 /// the body an adapter takes natively.
 const GATEWAY_FIELDS: [&str; 3] = ["models", "fallbacks", "continuation"];
 
+/// Request headers a provider taking Messages natively gets as the caller
+/// sent them: `anthropic-beta` turns on what beta body fields
+/// (`context_management`, …) ask for. The adapter sets its own
+/// `anthropic-version`.
+const FORWARDED_HEADERS: [&str; 1] = ["anthropic-beta"];
+
 /// The caller's Messages request as a provider taking it natively gets it:
-/// unchanged but for the gateway's own fields (the adapter sets the model).
+/// unchanged but for the gateway's own fields (the adapter sets the model)
+/// and system messages, which are folded into `system`.
 fn native_body(request: &Map<String, Value>) -> Bytes {
     let mut body = request.clone();
     for field in GATEWAY_FIELDS {
         body.remove(field);
     }
+    fold_system_messages(&mut body);
     Bytes::from(serde_json::to_vec(&body).expect("JSON values serialise"))
+}
+
+/// Moves `{"role": "system"}` messages into the top-level `system`, as text
+/// blocks after the caller's own, in order: the Messages API takes system
+/// text only there. Turns that end up adjacent with the same role are left
+/// so; the Messages API joins consecutive turns of one role itself. A body
+/// whose `system` or system messages are malformed is left for the chat
+/// form's checks to refuse.
+fn fold_system_messages(body: &mut Map<String, Value>) {
+    let Some(Value::Array(messages)) = body.get_mut("messages") else {
+        return;
+    };
+    let is_system = |m: &Value| m.get("role").and_then(Value::as_str) == Some("system");
+    if !messages.iter().any(is_system) {
+        return;
+    }
+    let mut folded = Vec::new();
+    for message in messages.iter().filter(|m| is_system(m)) {
+        match message.get("content") {
+            Some(Value::String(text)) if !text.is_empty() => folded.push(json!({"type": "text", "text": text})),
+            Some(Value::String(_)) => {}
+            Some(Value::Array(blocks)) => folded.extend(blocks.iter().cloned()),
+            _ => return,
+        }
+    }
+    messages.retain(|m| !is_system(m));
+    let mut system = match body.remove("system") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(text)) if text.is_empty() => Vec::new(),
+        Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
+        Some(Value::Array(blocks)) => blocks,
+        Some(other) => {
+            body.insert("system".into(), other);
+            return;
+        }
+    };
+    system.extend(folded);
+    body.insert("system".into(), Value::Array(system));
+}
+
+/// The caller's [`FORWARDED_HEADERS`], each one value (repeats joined by a
+/// comma, as HTTP reads them).
+fn forwarded_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    FORWARDED_HEADERS
+        .iter()
+        .filter_map(|name| {
+            let values: Vec<&str> = headers.get_all(*name).iter().filter_map(|v| v.to_str().ok()).collect();
+            (!values.is_empty()).then(|| (name.to_string(), values.join(",")))
+        })
+        .collect()
+}
+
+/// 404 `model_not_found` for a `model` the catalog does not have, before
+/// any check that depends on the model: an unknown model is named as such,
+/// not reported as a body the model could not take. (The chat pipeline
+/// resolves `models` and reports a malformed `model`.)
+fn known_model(data: &DataPlane, request: &Map<String, Value>) -> Result<(), ApiError> {
+    match request.get("model").and_then(Value::as_str) {
+        Some(model) if !model.is_empty() && data.routes().catalog.resolve(model).is_none() => {
+            Err(ApiError::model_not_found(model))
+        }
+        _ => Ok(()),
+    }
 }
 
 pub async fn messages(
     State(data): State<Arc<DataPlane>>,
     request_id: RequestId,
     caller: Result<Caller, ApiError>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let answer = async {
@@ -57,6 +130,9 @@ pub async fn messages(
         let request = read_object(&data, &request_id, &caller, body, "a Messages request").await?;
         let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let model = request.get("model").and_then(Value::as_str).map(str::to_string);
+        if let Err(error) = known_model(&data, &request) {
+            return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
+        }
         let native_body = native_body(&request);
         let chat = match to_chat_form(request) {
             Ok(chat) => chat,
@@ -69,6 +145,7 @@ pub async fn messages(
             dialect: ANTHROPIC_MESSAGES,
             body: native_body,
             required: chat.native_only,
+            headers: forwarded_headers(&headers),
         };
         let response = chat::translated_or_native(&data, &request_id, &caller, bytes, native).await?;
         if response.extensions().get::<NativeAnswer>().is_some() {
@@ -86,18 +163,24 @@ pub async fn messages(
     answer.unwrap_or_else(|error: ApiError| error_response(&error, &request_id))
 }
 
-/// `POST /v1/messages/count_tokens`. No adapter can ask its provider for a
-/// count (the adapter contract has no such call), and a local guess would be
-/// a number the caller could mistake for the provider's, so it is refused.
-pub async fn count_tokens(request_id: RequestId) -> Response {
-    let error = ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found_error",
-        "not_supported",
-        "Token counting is not supported by this gateway: no provider adapter can count tokens. \
-         The usage of each answer states the tokens billed.",
-    );
-    error_response(&error, &request_id)
+/// `POST /v1/messages/count_tokens`: the prompt's `input_tokens`, asked of
+/// the provider when the model's adapter takes Messages natively (exact),
+/// else estimated (see [`count`]).
+pub async fn count_tokens(
+    State(data): State<Arc<DataPlane>>,
+    request_id: RequestId,
+    caller: Result<Caller, ApiError>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let answer = async {
+        let caller = caller?;
+        let request = read_object(&data, &request_id, &caller, body, "a count_tokens request").await?;
+        known_model(&data, &request)?;
+        count::count(&data, &request_id, request, forwarded_headers(&headers)).await
+    }
+    .await;
+    answer.unwrap_or_else(|error: ApiError| error_response(&error, &request_id))
 }
 
 /// An error in Anthropic's shape: `{"type":"error","error":{"type","message"},
@@ -239,5 +322,42 @@ mod tests {
         assert_eq!(out["usage"]["cache_read_input_tokens"], 4);
         assert_eq!(out["usage"]["cost"].to_string(), "2.5e-7");
         assert_eq!(out["provider"], "p");
+    }
+
+    #[test]
+    fn a_native_body_folds_system_messages_into_system() {
+        let request = json!({"model": "a/b", "max_tokens": 9, "models": ["c/d"], "system": "first",
+            "messages": [{"role": "user", "content": "hi"},
+                         {"role": "system", "content": [{"type": "text", "text": "terse", "cache_control": {"type": "ephemeral"}}]},
+                         {"role": "user", "content": "go"}, {"role": "system", "content": "last"}]});
+        let body: Value = serde_json::from_slice(&native_body(request.as_object().unwrap())).unwrap();
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "first"},
+            {"type": "text", "text": "terse", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "last"}])
+        );
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": "hi"}, {"role": "user", "content": "go"}])
+        );
+        assert!(body.get("models").is_none());
+        let plain = json!({"model": "a/b", "system": "s", "messages": [{"role": "user", "content": "hi"}]});
+        let body: Value = serde_json::from_slice(&native_body(plain.as_object().unwrap())).unwrap();
+        assert_eq!(body["system"], "s");
+    }
+
+    #[test]
+    fn forwards_the_beta_header_only() {
+        let mut headers = HeaderMap::new();
+        headers.append("anthropic-beta", "context-management-2025-06-27".parse().unwrap());
+        headers.append("anthropic-beta", "mid-conversation-system-2026-04-07".parse().unwrap());
+        headers.append("x-api-key", "secret".parse().unwrap());
+        assert_eq!(
+            forwarded_headers(&headers),
+            [(
+                "anthropic-beta".to_string(),
+                "context-management-2025-06-27,mid-conversation-system-2026-04-07".to_string()
+            )]
+        );
     }
 }

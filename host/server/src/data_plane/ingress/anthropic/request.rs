@@ -156,6 +156,13 @@ fn translate_turn(turn: Value, messages: &mut Vec<Value>, native_only: &mut bool
     let content = turn.get("content").cloned().unwrap_or(Value::Null);
     match (role, content) {
         ("user" | "assistant", Value::String(text)) => messages.push(json!({"role": role, "content": text})),
+        // A system message within the conversation (Claude Code sends them,
+        // beta `mid-conversation-system-…`) stays where it is, as a system turn.
+        ("system", Value::String(text)) => messages.push(json!({"role": "system", "content": text})),
+        ("system", Value::Array(blocks)) => {
+            let text = block_texts(&blocks, "messages")?;
+            messages.push(json!({"role": "system", "content": text}));
+        }
         ("user", Value::Array(blocks)) => {
             let mut parts = Vec::new();
             for block in &blocks {
@@ -200,7 +207,7 @@ fn translate_turn(turn: Value, messages: &mut Vec<Value>, native_only: &mut bool
             }
             messages.push(message);
         }
-        ("user" | "assistant", _) => {
+        ("user" | "assistant" | "system", _) => {
             return Err(invalid(
                 "A message's 'content' must be a string or an array of blocks.",
                 "messages",
@@ -208,7 +215,7 @@ fn translate_turn(turn: Value, messages: &mut Vec<Value>, native_only: &mut bool
         }
         _ => {
             return Err(invalid(
-                "Every message's 'role' must be 'user' or 'assistant'.",
+                "Every message's 'role' must be 'user', 'assistant' or 'system'.",
                 "messages",
             ));
         }
@@ -373,6 +380,28 @@ mod tests {
         assert!(out.get("top_k").is_none());
     }
 
+    /// Claude Code's mid-conversation system message was a 400 (issue 34).
+    #[test]
+    fn system_messages_within_the_conversation_are_system_turns() {
+        let out = chat(json!({"model": "m/x", "max_tokens": 5, "system": "first", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "now be terse"}]},
+            {"role": "assistant", "content": "ok"},
+            {"role": "system", "content": "later"},
+            {"role": "user", "content": "go"},
+        ]}))
+        .unwrap();
+        let roles: Vec<&str> = out["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "system", "assistant", "system", "user"]);
+        assert_eq!(out["messages"][2]["content"], "now be terse");
+        assert_eq!(out["messages"][4]["content"], "later");
+    }
+
     #[test]
     fn documents_make_a_request_native_only() {
         let request = json!({"model": "m/x", "max_tokens": 5, "messages": [{"role": "user", "content": [
@@ -398,7 +427,7 @@ mod tests {
             ),
             (json!({"model": "m/x", "max_tokens": 1, "messages": []}), "messages"),
             (
-                json!({"model": "m/x", "max_tokens": 1, "messages": [{"role": "system", "content": "x"}]}),
+                json!({"model": "m/x", "max_tokens": 1, "messages": [{"role": "tool", "content": "x"}]}),
                 "messages",
             ),
             (

@@ -88,8 +88,13 @@ impl Events {
         }
     }
 
+    /// `message_start`. Its `input_tokens` are the provider's when the first
+    /// chunk reports usage (some OpenAI-compatible servers report it on
+    /// every chunk); most report it only at the end, in `message_delta`, and
+    /// then it is 0 here, as Anthropic's own `output_tokens` is.
     fn start(&mut self, chunk: &Map<String, Value>, out: &mut Vec<u8>) {
         self.started = true;
+        let counts = Counts::of(chunk);
         let id = message_id(chunk.get("id").and_then(Value::as_str), &self.request_id);
         let event = json!({
             "type": "message_start",
@@ -97,7 +102,8 @@ impl Events {
                 "id": id, "type": "message", "role": "assistant", "content": [],
                 "model": chunk.get("model").cloned().unwrap_or(Value::Null),
                 "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "usage": {"input_tokens": counts.uncached_prompt(), "output_tokens": 0,
+                          "cache_read_input_tokens": counts.cache_read, "cache_creation_input_tokens": counts.cache_write},
                 "provider": chunk.get("provider").cloned().unwrap_or(Value::Null),
             },
         });
@@ -226,6 +232,17 @@ mod tests {
         assert_eq!(events[7].1["delta"]["stop_reason"], "tool_use");
         assert_eq!(events[7].1["usage"]["input_tokens"], 5);
         assert_eq!(events[7].1["usage"]["cost"].as_f64(), Some(7e-9));
+    }
+
+    #[test]
+    fn message_start_reports_the_input_tokens_a_first_chunk_states() {
+        let events = run(&[
+            json!({"id": "c", "model": "p/m", "choices": [{"delta": {"content": "Hi"}}],
+                   "usage": {"prompt_tokens": 40, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 30}}}),
+        ]);
+        assert_eq!(events[0].1["message"]["usage"]["input_tokens"], 10);
+        assert_eq!(events[0].1["message"]["usage"]["cache_read_input_tokens"], 30);
+        assert_eq!(events[0].1["message"]["model"], "p/m");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 mod request;
 mod stream;
+mod tools;
 
 use std::sync::Arc;
 
@@ -23,7 +24,8 @@ use crate::data_plane::DataPlane;
 use crate::data_plane::chat;
 use crate::error::ApiError;
 use crate::server::RequestId;
-use request::to_chat;
+use request::to_chat_form;
+use tools::ToolNames;
 
 /// Request fields a response object repeats back.
 const ECHOED: [&str; 8] = [
@@ -47,15 +49,23 @@ pub async fn create(
         let caller = caller?;
         let request = read_object(&data, &request_id, &caller, body, "a Responses request").await?;
         let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
-        let echo = Echo::of(&request);
+        let mut echo = Echo::of(&request);
         let model = request.get("model").and_then(Value::as_str).map(str::to_string);
-        let chat_body = match to_chat(request) {
-            Ok(chat_body) => chat_body,
+        if let Some(name) = model.as_deref().filter(|m| !m.is_empty())
+            && data.routes().catalog.resolve(name).is_none()
+        {
+            let error = ApiError::model_not_found(name);
+            return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
+        }
+        let chat = match to_chat_form(request) {
+            Ok(chat) => chat,
             Err(error) => {
                 return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
             }
         };
-        let bytes = Bytes::from(serde_json::to_vec(&chat_body).expect("JSON values serialise"));
+        echo.names = chat.names;
+        echo.warnings = chat.warnings;
+        let bytes = Bytes::from(serde_json::to_vec(&chat.body).expect("JSON values serialise"));
         let response = chat::translated(&data, &request_id, &caller, bytes).await?;
         if stream {
             return Ok(stream::respond(response, echo, &request_id));
@@ -67,10 +77,15 @@ pub async fn create(
     answer.unwrap_or_else(|error: ApiError| error.with_request_id(&request_id.0).into_response())
 }
 
-/// What a response object repeats from its request.
+/// What a response object repeats from its request, and what its
+/// translation back needs from the request.
 pub(super) struct Echo {
     fields: Map<String, Value>,
     pub created_at: u64,
+    /// How chat tool calls map back to the request's tools.
+    pub names: ToolNames,
+    /// `service.warnings`: what the request asked for that was left out.
+    pub warnings: Vec<String>,
 }
 
 impl Echo {
@@ -88,7 +103,23 @@ impl Echo {
         let created_at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        Echo { fields, created_at }
+        Echo {
+            fields,
+            created_at,
+            names: ToolNames::default(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The answer's `service`, with the request's warnings added.
+    pub(super) fn service(&self, service: Option<Value>) -> Value {
+        let mut service = service.unwrap_or(Value::Null);
+        if !self.warnings.is_empty()
+            && let Some(object) = service.as_object_mut()
+        {
+            object.insert("warnings".into(), json!(self.warnings));
+        }
+        service
     }
 
     /// A `response` object with this request's fields, before `usage`.
@@ -149,13 +180,6 @@ pub(super) fn message_item(id: &str, text: &str, status: &str) -> Value {
     })
 }
 
-pub(super) fn call_item(call_id: &str, name: &Value, arguments: &str, status: &str) -> Value {
-    json!({
-        "type": "function_call", "id": format!("fc_{call_id}"), "call_id": call_id,
-        "name": name, "arguments": arguments, "status": status,
-    })
-}
-
 /// A chat completion → a `response` object, with `provider`, `service` and
 /// `usage.cost`.
 fn from_chat(answer: ChatAnswer, echo: &Echo) -> Vec<u8> {
@@ -182,12 +206,15 @@ fn from_chat(answer: ChatAnswer, echo: &Echo) -> Vec<u8> {
     {
         let call_id = call["id"].as_str().unwrap_or_default();
         let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-        output.push(call_item(call_id, &call["function"]["name"], arguments, "completed"));
+        output.push(
+            echo.names
+                .call_item(call_id, &call["function"]["name"], arguments, "completed"),
+        );
     }
     let model = object.remove("model").unwrap_or(Value::Null);
     let mut out = echo.response(&id, &model, status(choice["finish_reason"].as_str()), output);
     out.insert("usage".into(), Value::Object(usage(&Counts::of(&object))));
     out.insert("provider".into(), object.remove("provider").unwrap_or(Value::Null));
-    out.insert("service".into(), object.remove("service").unwrap_or(Value::Null));
+    out.insert("service".into(), echo.service(object.remove("service")));
     render_with_cost(out, cost)
 }

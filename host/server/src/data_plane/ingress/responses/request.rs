@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::tools::{self, ToolNames, custom_arguments, flat_name};
 use crate::error::ApiError;
 
 /// Responses request fields that need state or hosted tools the gateway does
@@ -18,26 +19,45 @@ const REFUSED: [&str; 5] = [
     "max_tool_calls",
 ];
 
-/// Fields dropped: no effect on a stateless answer (`store`, `include`,
-/// `truncation`), or nothing to send them to.
-const DROPPED: [&str; 9] = [
+/// Responses fields dropped: no effect on a stateless answer (`store`,
+/// `include`, `truncation`), nothing to send them to, or the client's own
+/// telemetry (Codex's `client_metadata`, with session and installation
+/// ids), which a chat-completions provider must not see.
+const DROPPED: [&str; 11] = [
     "store",
     "include",
     "truncation",
     "metadata",
+    "client_metadata",
     "service_tier",
     "prompt_cache_key",
     "prompt_cache_retention",
     "safety_identifier",
     "stream_options",
+    "context_management",
 ];
+
+/// A Responses request in chat form.
+pub struct Chat {
+    pub body: Map<String, Value>,
+    /// How the chat tool names map back to the request's tools.
+    pub names: ToolNames,
+    /// What the answer's `service.warnings` says (hosted tools left out).
+    pub warnings: Vec<String>,
+}
 
 fn invalid(message: impl Into<String>, param: &'static str) -> ApiError {
     ApiError::invalid_request(message).with_param(param)
 }
 
 /// A Responses request → a chat-completions body.
-pub fn to_chat(mut request: Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+#[cfg(test)]
+pub fn to_chat(request: Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+    to_chat_form(request).map(|chat| chat.body)
+}
+
+/// A Responses request → its chat form.
+pub fn to_chat_form(mut request: Map<String, Value>) -> Result<Chat, ApiError> {
     for field in REFUSED {
         if request
             .get(field)
@@ -57,10 +77,11 @@ pub fn to_chat(mut request: Map<String, Value>) -> Result<Map<String, Value>, Ap
         request.remove(field);
     }
     let mut chat = Map::new();
-    match request.remove("model") {
-        Some(Value::String(model)) if !model.is_empty() => chat.insert("model".into(), Value::String(model)),
+    let model = match request.remove("model") {
+        Some(Value::String(model)) if !model.is_empty() => model,
         _ => return Err(invalid("'model' is required and must be a string.", "model")),
     };
+    chat.insert("model".into(), Value::String(model.clone()));
     let mut messages = Vec::new();
     match request.remove("instructions") {
         None | Some(Value::Null) => {}
@@ -83,11 +104,20 @@ pub fn to_chat(mut request: Map<String, Value>) -> Result<Map<String, Value>, Ap
     if let Some(max) = request.remove("max_output_tokens").filter(|v| !v.is_null()) {
         chat.insert("max_tokens".into(), max);
     }
+    let choice = request.remove("tool_choice");
+    let (mut names, mut warnings) = (ToolNames::default(), Vec::new());
     if let Some(tools) = request.remove("tools") {
-        chat.insert("tools".into(), translate_tools(tools)?);
+        let translated = tools::translate(tools, choice.as_ref(), &model)?;
+        // Only hosted tools, all left out: nothing to offer the provider.
+        if !translated.chat.is_empty() {
+            chat.insert("tools".into(), Value::Array(translated.chat));
+        }
+        (names, warnings) = (translated.names, translated.warnings);
     }
-    if let Some(choice) = request.remove("tool_choice") {
-        chat.insert("tool_choice".into(), translate_tool_choice(choice)?);
+    if let Some(choice) = choice
+        && chat.contains_key("tools")
+    {
+        chat.insert("tool_choice".into(), tools::translate_choice(choice)?);
     }
     if let Some(text) = request.remove("text")
         && let Some(format) = translate_format(&text)?
@@ -104,7 +134,11 @@ pub fn to_chat(mut request: Map<String, Value>) -> Result<Map<String, Value>, Ap
     for (key, value) in request {
         chat.entry(key).or_insert(value);
     }
-    Ok(chat)
+    Ok(Chat {
+        body: chat,
+        names,
+        warnings,
+    })
 }
 
 /// One input item → chat messages. Consecutive function calls join one
@@ -132,17 +166,28 @@ fn translate_item(item: Value, messages: &mut Vec<Value>) -> Result<(), ApiError
             };
             messages.push(json!({"role": role, "content": content}));
         }
-        "function_call" => {
+        "function_call" | "custom_tool_call" => {
+            let name = match (
+                item.get("name").and_then(Value::as_str),
+                item.get("namespace").and_then(Value::as_str),
+            ) {
+                (Some(name), Some(namespace)) => Value::String(flat_name(namespace, name)),
+                (Some(name), None) => Value::String(name.to_string()),
+                (None, _) => Value::Null,
+            };
+            let arguments = match kind {
+                "custom_tool_call" => json!(custom_arguments(
+                    item.get("input").and_then(Value::as_str).unwrap_or_default()
+                )),
+                _ => item.get("arguments").cloned().unwrap_or_else(|| json!("{}")),
+            };
             let call = json!({
                 "id": item.get("call_id").cloned().unwrap_or(Value::Null),
                 "type": "function",
-                "function": {
-                    "name": item.get("name").cloned().unwrap_or(Value::Null),
-                    "arguments": item.get("arguments").cloned().unwrap_or_else(|| json!("{}")),
-                },
+                "function": {"name": name, "arguments": arguments},
             });
             if call["id"].is_null() || call["function"]["name"].is_null() {
-                return Err(invalid("A function_call item needs 'call_id' and 'name'.", "input"));
+                return Err(invalid(format!("A {kind} item needs 'call_id' and 'name'."), "input"));
             }
             match messages.last_mut() {
                 Some(last) if last["role"] == "assistant" => {
@@ -157,14 +202,14 @@ fn translate_item(item: Value, messages: &mut Vec<Value>) -> Result<(), ApiError
                 _ => messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
             }
         }
-        "function_call_output" => {
+        "function_call_output" | "custom_tool_call_output" => {
             let Some(call_id) = item.get("call_id").and_then(Value::as_str) else {
-                return Err(invalid("A function_call_output item needs 'call_id'.", "input"));
+                return Err(invalid(format!("A {kind} item needs 'call_id'."), "input"));
             };
             let output = match item.get("output") {
                 Some(Value::String(text)) => text.clone(),
                 Some(Value::Array(parts)) => part_texts(parts)?,
-                _ => return Err(invalid("A function_call_output's 'output' must be a string.", "input")),
+                _ => return Err(invalid(format!("A {kind}'s 'output' must be a string."), "input")),
             };
             messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
         }
@@ -245,56 +290,6 @@ fn unsupported_part(kind: Option<&str>) -> ApiError {
     )
 }
 
-/// Function tools → chat tools; built-in tools (web search, file search,
-/// code interpreter, …) run on OpenAI's side only and are refused.
-fn translate_tools(tools: Value) -> Result<Value, ApiError> {
-    let Value::Array(tools) = tools else {
-        return Err(invalid("'tools' must be an array.", "tools"));
-    };
-    let mut out = Vec::with_capacity(tools.len());
-    for tool in tools {
-        match tool.get("type").and_then(Value::as_str) {
-            Some("function") => {}
-            other => {
-                return Err(invalid(
-                    format!(
-                        "Tools of type '{}' are built into OpenAI's service and not supported by this gateway; define function tools.",
-                        other.unwrap_or("(none)")
-                    ),
-                    "tools",
-                ));
-            }
-        }
-        let Some(name) = tool.get("name").and_then(Value::as_str) else {
-            return Err(invalid("Every function tool needs a 'name'.", "tools"));
-        };
-        let mut function = json!({"name": name});
-        for key in ["description", "parameters", "strict"] {
-            if let Some(value) = tool.get(key).filter(|v| !v.is_null()) {
-                function[key] = value.clone();
-            }
-        }
-        out.push(json!({"type": "function", "function": function}));
-    }
-    Ok(Value::Array(out))
-}
-
-fn translate_tool_choice(choice: Value) -> Result<Value, ApiError> {
-    match &choice {
-        Value::String(mode) if matches!(mode.as_str(), "auto" | "none" | "required") => Ok(choice),
-        Value::Object(named) if named.get("type").and_then(Value::as_str) == Some("function") => {
-            match named.get("name").and_then(Value::as_str) {
-                Some(name) => Ok(json!({"type": "function", "function": {"name": name}})),
-                None => Err(invalid("A function tool_choice needs a 'name'.", "tool_choice")),
-            }
-        }
-        _ => Err(invalid(
-            "'tool_choice' must be auto, none, required or a function.",
-            "tool_choice",
-        )),
-    }
-}
-
 /// `text.format` → `response_format` (`None` for plain text).
 fn translate_format(text: &Value) -> Result<Option<Value>, ApiError> {
     let Some(format) = text.get("format").filter(|f| !f.is_null()) else {
@@ -362,6 +357,47 @@ mod tests {
         assert!(out.get("store").is_none());
     }
 
+    /// What Codex sends: its telemetry must not reach the provider (issue 34),
+    /// its namespaced and custom tool calls come back in chat form.
+    #[test]
+    fn codex_requests_translate_without_client_fields() {
+        let chat = to_chat_form(
+            json!({
+                "model": "m/x", "client_metadata": {"x-codex-installation-id": "i"}, "prompt_cache_key": "k",
+                "include": ["reasoning.encrypted_content"], "reasoning": {"summary": "auto"},
+                "tools": [{"type": "web_search", "external_web_access": false},
+                          {"type": "custom", "name": "apply_patch"}],
+                "tool_choice": "auto",
+                "input": [
+                    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+                    {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch"},
+                    {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done"},
+                    {"type": "function_call", "call_id": "c2", "namespace": "ns", "name": "f", "arguments": "{}"},
+                ],
+            })
+            .as_object()
+            .unwrap()
+            .clone(),
+        )
+        .unwrap();
+        for field in ["client_metadata", "prompt_cache_key", "include", "reasoning"] {
+            assert!(chat.body.get(field).is_none(), "{field}");
+        }
+        let messages = chat.body["messages"].as_array().unwrap();
+        assert_eq!(
+            messages[1]["tool_calls"][0]["function"]["arguments"],
+            r#"{"input":"*** Begin Patch"}"#
+        );
+        assert_eq!(
+            messages[2],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "Done"})
+        );
+        assert_eq!(messages[3]["tool_calls"][0]["function"]["name"], "ns__f");
+        assert_eq!(chat.body["tools"].as_array().unwrap().len(), 1);
+        assert_eq!(chat.warnings.len(), 1);
+        assert!(chat.names.is_custom("apply_patch"));
+    }
+
     #[test]
     fn refuses_state_and_built_in_tools() {
         for (request, param) in [
@@ -376,8 +412,8 @@ mod tests {
                 "input",
             ),
             (
-                json!({"model": "m/x", "input": "hi", "tools": [{"type": "web_search"}]}),
-                "tools",
+                json!({"model": "m/x", "input": "hi", "tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search"}}),
+                "tool_choice",
             ),
             (
                 json!({"model": "m/x", "input": "hi", "text": {"format": {"type": "xml"}}}),

@@ -11,7 +11,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::super::{ChatEvent, Counts, billed_cost, first_choice, raw_with_cost, translate_stream, write_event};
-use super::{Echo, call_item, message_item, response_id, status, usage};
+use super::tools::custom_input;
+use super::{Echo, message_item, response_id, status, usage};
 use crate::server::RequestId;
 
 pub fn respond(chat: Response, echo: Echo, request_id: &RequestId) -> Response {
@@ -143,7 +144,7 @@ impl Events {
             None => {
                 let call_id = call["id"].as_str().unwrap_or_default().to_string();
                 let name = call["function"].get("name").cloned().unwrap_or(Value::Null);
-                let item = call_item(&call_id, &name, "", "in_progress");
+                let item = self.echo.names.call_item(&call_id, &name, "", "in_progress");
                 self.items.push(Item::Call {
                     chat_index,
                     call_id,
@@ -162,10 +163,21 @@ impl Events {
         if fragment.is_empty() {
             return;
         }
-        let Item::Call { call_id, arguments, .. } = &mut self.items[output_index] else {
+        let Item::Call {
+            call_id,
+            arguments,
+            name,
+            ..
+        } = &mut self.items[output_index]
+        else {
             unreachable!("the index names a call")
         };
         arguments.push_str(fragment);
+        // A custom tool's input is a string inside the JSON arguments: it is
+        // sent whole when the call is done.
+        if self.echo.names.is_custom(name.as_str().unwrap_or_default()) {
+            return;
+        }
         let event = json!({"item_id": format!("fc_{call_id}"), "output_index": output_index, "delta": fragment});
         self.emit_json(out, "response.function_call_arguments.delta", event);
     }
@@ -190,10 +202,24 @@ impl Events {
                     name,
                     arguments,
                     ..
+                } if self.echo.names.is_custom(name.as_str().unwrap_or_default()) => {
+                    let item_id = format!("ctc_{call_id}");
+                    let input = custom_input(arguments);
+                    let event = json!({"item_id": item_id, "output_index": output_index, "delta": input});
+                    self.emit_json(out, "response.custom_tool_call_input.delta", event);
+                    let event = json!({"item_id": item_id, "output_index": output_index, "input": input});
+                    self.emit_json(out, "response.custom_tool_call_input.done", event);
+                    self.echo.names.call_item(call_id, name, arguments, "completed")
+                }
+                Item::Call {
+                    call_id,
+                    name,
+                    arguments,
+                    ..
                 } => {
                     let event = json!({"item_id": format!("fc_{call_id}"), "output_index": output_index, "name": name, "arguments": arguments});
                     self.emit_json(out, "response.function_call_arguments.done", event);
-                    call_item(call_id, name, arguments, "completed")
+                    self.echo.names.call_item(call_id, name, arguments, "completed")
                 }
             };
             let event = json!({"output_index": output_index, "item": finished});
@@ -211,7 +237,7 @@ impl Events {
         let mut response = self.echo.response(&self.id, &self.model, status, output);
         response.insert("usage".into(), Value::Object(usage(&Counts::of(&chunk))));
         response.insert("provider".into(), chunk.remove("provider").unwrap_or(Value::Null));
-        response.insert("service".into(), chunk.remove("service").unwrap_or(Value::Null));
+        response.insert("service".into(), self.echo.service(chunk.remove("service")));
         let rendered = raw_with_cost(response, cost);
         let kind = if status == "incomplete" {
             "response.incomplete"
