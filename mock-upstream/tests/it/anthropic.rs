@@ -318,6 +318,16 @@ async fn faults_from_model_names() {
     body["stream"] = json!(true);
     let resp = send(&base, &body, &[VERSION]).await;
     assert!(resp.text().await.is_err(), "a cut stream must not end cleanly");
+
+    // eof-1: the same, then a clean end without message_delta or message_stop.
+    let mut body = request("eof-1", "one two three");
+    body["stream"] = json!(true);
+    let text = send(&base, &body, &[VERSION]).await.text().await.unwrap();
+    let names: Vec<String> = sse_events(&text).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        ["message_start", "content_block_start", "ping", "content_block_delta"]
+    );
 }
 
 #[tokio::test]

@@ -102,4 +102,25 @@ async fn model_name_faults_work_on_deployments() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 429);
+
+    // eof-<n> on a deployment: n content chunks, then a clean end without a
+    // finish_reason or [DONE].
+    let mut streamed = body();
+    streamed["stream"] = json!(true);
+    let text = reqwest::Client::new()
+        .post(format!(
+            "{base}/openai/deployments/eof-2/chat/completions?api-version=2024-10-21"
+        ))
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(text.matches("data: ").count(), 3, "{text}");
+    assert!(
+        !text.contains("[DONE]") && !text.contains("\"finish_reason\":\""),
+        "{text}"
+    );
 }

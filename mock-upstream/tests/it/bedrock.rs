@@ -276,6 +276,13 @@ async fn model_name_faults_are_bedrock_errors() {
     .await;
     assert_eq!(resp.status(), 200);
     assert!(resp.bytes().await.is_err(), "a cut stream must not end cleanly");
+
+    // eof-<n>: n text deltas in whole frames, then a clean end without messageStop.
+    let frames = stream(&base, "eof-2", &json!({"messages": [user("one two three")]})).await;
+    assert_eq!(
+        names(&frames),
+        ["messageStart", "contentBlockDelta", "contentBlockDelta"]
+    );
 }
 
 #[tokio::test]

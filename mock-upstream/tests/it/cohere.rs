@@ -365,6 +365,13 @@ async fn stream_faults() {
     let text = String::from_utf8(received).unwrap();
     assert_eq!(text.matches("event: content-delta").count(), 2, "{text}");
     assert!(!text.contains("message-end"));
+
+    // eof-<n>: the same deltas, then a clean end without message-end.
+    let events = stream(&base, user("eof-2", "a b c d")).await;
+    assert_eq!(
+        types(&events),
+        ["message-start", "content-start", "content-delta", "content-delta"]
+    );
 }
 
 #[tokio::test]

@@ -398,6 +398,21 @@ async fn stream_faults() {
     assert!(broke, "a cut stream must end abruptly");
     let text = String::from_utf8(received).unwrap();
     assert_eq!(text.matches("data: ").count(), 2, "{text}");
+
+    // eof-<n>: n events, then a clean end; none carries a finishReason.
+    let resp = post(
+        &base,
+        "/v1beta/models/eof-2:streamGenerateContent?alt=sse",
+        &user("a b c d"),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let events = sse_events(&resp.text().await.unwrap());
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events.iter().all(|e| e["candidates"][0].get("finishReason").is_none()),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]

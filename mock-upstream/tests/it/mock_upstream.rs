@@ -385,6 +385,24 @@ async fn stream_faults() {
     assert_eq!(err["error"]["code"], "rate_limit_exceeded");
     assert_eq!(err["error"]["message"], "rate limited");
 
+    // eof-<n>: the role chunk plus n content chunks, then a clean end without
+    // a finish_reason or [DONE] (also with the usage chunk asked for).
+    for request in [
+        stream("eof-2", json!({"words": 5})),
+        json!({"model": "small", "messages": user("x"), "stream": true,
+               "stream_options": {"include_usage": true}, "mock": {"words": 5, "eof_after": 40}}),
+    ] {
+        let (frames, clean) = read_stream(post(&base, request.clone()).await).await;
+        assert!(clean, "an eof stream ends cleanly: {request}");
+        assert!(!frames.iter().any(|f| f == "[DONE]"), "{frames:?}");
+        for frame in &frames {
+            let chunk: Value = serde_json::from_str(frame).unwrap();
+            assert!(chunk["choices"][0]["finish_reason"].is_null(), "{frame}");
+        }
+    }
+    let (frames, _) = read_stream(post(&base, stream("eof-2", json!({"words": 5}))).await).await;
+    assert_eq!(frames.len(), 3, "{frames:?}");
+
     // Non-streaming cut: the head arrives, the body never does.
     let resp = post(&base, json!({"model": "cut-1", "messages": user("x")})).await;
     assert_eq!(resp.status(), 200);
