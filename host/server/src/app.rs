@@ -222,7 +222,8 @@ impl Gateway {
             components.clone(),
             packages.clone(),
             crate::actors::load_or_create_signing_key(&provenance_key)?,
-            config.actors.max_deployments_per_workspace,
+            &config.actors,
+            crate::actors::trails::Trails::open(&config.registry.storage, &config.data_dir)?,
             billing.clone(),
         ));
         let control = ControlPlane::new(

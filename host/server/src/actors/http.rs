@@ -261,6 +261,7 @@ pub fn api_error(error: ActorError) -> ApiError {
             "plan_limit_reached",
             message,
         ),
+        ActorError::Busy(message) => ApiError::key_rate_limited(message, super::compiles::RETRY_AFTER_SECS),
         ActorError::Internal(error) => {
             tracing::error!(error = %tollgate_core::error_text::error_chain(error.as_ref()), "actor request failed");
             ApiError::new(

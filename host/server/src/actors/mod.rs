@@ -9,8 +9,12 @@
 //!
 //! A run is billed like any request: each model call is a chat completion
 //! for the caller, with its own request-log row linked to the run's; the
-//! run's own row (kind `actor_run`) posts nothing. Its provenance trail is
-//! signed with the gateway's ed25519 key and kept in that row.
+//! run's own row (kind `actor_run`) posts nothing, but it counts against the
+//! plan's monthly requests like a model request, template-only or not. Its
+//! provenance trail is signed with the gateway's ed25519 key and kept in that
+//! row, or past `inline_trail_bytes` in the blob store (`trails.rs`) with
+//! its digest in the row. Compiles take a slot of a gateway-wide and a
+//! per-workspace bound (`compiles.rs`).
 
 pub mod a2a;
 mod chat;
@@ -19,6 +23,8 @@ pub mod http;
 pub mod ops;
 pub mod publish;
 pub mod store;
+mod compiles;
+pub mod trails;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -68,6 +74,10 @@ pub struct Actors {
     deployments: Mutex<HashMap<(String, String), CachedDeployment>>,
     /// The operator's per-run limits and the pool templates render on.
     engine: Arc<Engine>,
+    /// Trails larger than `inline_trail_bytes` go to the blob store.
+    trails: trails::Trails,
+    inline_trail_bytes: u64,
+    compiles: compiles::Compiles,
 }
 
 /// Most actor IRs kept parsed in memory (docs/operations.md, "Memory").
@@ -119,6 +129,9 @@ pub enum ActorError {
     Forbidden(String),
     #[error("{0}")]
     PlanLimit(String),
+    /// Too many compiles at once (the workspace's or the gateway's): retry.
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -136,9 +149,14 @@ impl Actors {
         components: Arc<Components>,
         packages: Arc<Packages>,
         signing: SigningKey,
-        max_deployments: Option<u32>,
+        config: &crate::config::ActorsConfig,
+        trails: trails::Trails,
         billing: Arc<crate::billing::Billing>,
     ) -> Self {
+        let threads = match config.render_threads {
+            0 => Engine::default_threads(),
+            threads => threads,
+        };
         Self {
             store: Store::new(database.clone()),
             database,
@@ -147,11 +165,14 @@ impl Actors {
             packages,
             signing,
             irs: Mutex::new(HashMap::new()),
-            max_deployments,
+            max_deployments: config.max_deployments_per_workspace,
             billing,
             pending_runs: Mutex::new(HashMap::new()),
             deployments: Mutex::new(HashMap::new()),
-            engine: Arc::new(Engine::default()),
+            engine: Arc::new(Engine::new(config.run_limits(), threads)),
+            trails,
+            inline_trail_bytes: config.inline_trail_bytes,
+            compiles: compiles::Compiles::new(config.max_compiles, config.max_compiles_per_workspace),
         }
     }
 
@@ -162,6 +183,12 @@ impl Actors {
     /// The public half of the provenance key, base64url (no padding).
     pub fn public_key(&self) -> String {
         tollgate_actors::provenance::public_key(&self.signing)
+    }
+
+    /// A slot to compile for `workspace_id` (held for the compile), or
+    /// `Busy`.
+    pub fn compile_slot(&self, workspace_id: &str) -> Result<compiles::CompileSlot, ActorError> {
+        self.compiles.slot(workspace_id)
     }
 
     /// A published actor's IR.
@@ -243,6 +270,12 @@ impl Actors {
         events: Option<Events>,
     ) -> Result<Finished, ActorError> {
         let events_streamed = events.is_some();
+        // A run is a request of the plan's month whatever it calls: a
+        // template-only run costs the gateway work too.
+        let _admitted = self.data.admit(&caller).await.map_err(|error| match error {
+            crate::billing::BillingError::LimitReached { .. } => ActorError::PlanLimit(error.to_string()),
+            other => ActorError::Internal(other.into()),
+        })?;
         let (actor_id, ir) = resolved;
         let request_id = RequestId::new().0.to_string();
         let run_id = format!("run_{}", uuid::Uuid::now_v7().simple());
@@ -325,8 +358,9 @@ impl Actors {
     /// writes. It posts nothing (the run's model calls are rows of their
     /// own, already settled), so the caller need not wait for its commit;
     /// until the row is in, this gateway answers `runs.get` from memory.
-    fn record_run(self: &Arc<Self>, run: RunRecord, row: RequestLogRow) {
+    fn record_run(self: &Arc<Self>, run: RunRecord, mut row: RequestLogRow) {
         let ledger = self.data.request_log().clone();
+        let (trails, inline) = (self.trails.clone(), self.inline_trail_bytes);
         let run_id = run.run_id.clone();
         self.pending_runs
             .lock()
@@ -334,6 +368,16 @@ impl Actors {
             .insert(run_id.clone(), run);
         let actors = self.clone();
         tokio::spawn(async move {
+            if let Some(provenance) = row.provenance.as_mut()
+                && provenance.trail.len() as u64 > inline
+            {
+                // A failed store keeps the trail in the row: larger than
+                // documented, but not lost.
+                match trails.put(provenance.trail.clone()).await {
+                    Ok(stored) => provenance.trail = serde_json::json!(stored).to_string(),
+                    Err(error) => tracing::error!(%run_id, %error, "could not store an actor run's trail"),
+                }
+            }
             if let Err(error) = ledger.log(row).await {
                 tracing::error!(%run_id, %error, "could not log an actor run and its trail");
             }
@@ -354,9 +398,12 @@ impl Actors {
         if pending.is_some() {
             return Ok(pending);
         }
-        let Some(row) = tollgate_ledger::actor_run(&self.database, workspace_id, id).await? else {
+        let Some(mut row) = tollgate_ledger::actor_run(&self.database, workspace_id, id).await? else {
             return Ok(None);
         };
+        if let Some(stored) = trails::StoredTrail::parse(&row.trail) {
+            row.trail = self.trails.get(&stored).await?;
+        }
         let cost = serde_json::from_str::<Value>(&row.trail)
             .ok()
             .and_then(|trail| trail["cost_usd"].as_str().and_then(|usd| Nanos::from_usd(usd).ok()))

@@ -159,7 +159,7 @@ impl From<ActorError> for OpError {
             ActorError::NotFound(message) => OpError::NotFound(message),
             ActorError::Invalid(message) => OpError::InvalidParams(message),
             ActorError::Forbidden(message) => OpError::PermissionDenied(message),
-            ActorError::PlanLimit(message) => OpError::ResourceExhausted(message),
+            ActorError::PlanLimit(message) | ActorError::Busy(message) => OpError::ResourceExhausted(message),
             ActorError::Internal(error) => OpError::Internal(error),
         }
     }

@@ -43,14 +43,18 @@ impl Actors {
     /// Compiles `sources` against this gateway's registry and `workspace_id`'s
     /// installs.
     pub async fn compile(&self, workspace_id: &str, sources: &Sources) -> Result<CompiledTree, ActorError> {
+        let _slot = self.compile_slot(workspace_id)?;
         let dir = write_sources(sources)?;
         let root = dir.path().join("actor.yaml");
         // Pass one collects what the files need from outside; the answers are
         // looked up (asynchronously) and pass two compiles with them.
         let mut wanted: Vec<Reference> = Vec::new();
-        let _ = compile::compile_file(&root, &mut |reference: &Reference| {
-            wanted.push(reference.clone());
-            Resolved::Failed("not resolved yet".into())
+        // Compiling is CPU work on tenant input: off the runtime's workers.
+        let _ = tokio::task::block_in_place(|| {
+            compile::compile_file(&root, &mut |reference: &Reference| {
+                wanted.push(reference.clone());
+                Resolved::Failed("not resolved yet".into())
+            })
         });
         let mut answers: HashMap<(RefKind, String), Resolved> = HashMap::new();
         for reference in wanted {
@@ -59,11 +63,13 @@ impl Actors {
                 slot.insert(self.resolve_reference(workspace_id, &reference).await);
             }
         }
-        compile::compile_file(&root, &mut |reference: &Reference| {
-            answers
-                .get(&(reference.kind, reference.spec.to_string()))
-                .cloned()
-                .unwrap_or_else(|| Resolved::Failed(format!("{} could not be resolved", reference.spec)))
+        tokio::task::block_in_place(|| {
+            compile::compile_file(&root, &mut |reference: &Reference| {
+                answers
+                    .get(&(reference.kind, reference.spec.to_string()))
+                    .cloned()
+                    .unwrap_or_else(|| Resolved::Failed(format!("{} could not be resolved", reference.spec)))
+            })
         })
         .map_err(|errors| ActorError::Invalid(errors.to_string().replace(&format!("{}/", dir.path().display()), "")))
     }

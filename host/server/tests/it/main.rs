@@ -4,6 +4,7 @@
 //! file keeps linking — which pulls in wasmtime each time — to once.
 
 mod actors;
+mod actors_limits;
 mod actors_cli;
 mod billing;
 mod breakers;

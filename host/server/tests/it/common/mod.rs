@@ -187,6 +187,11 @@ impl Gateway {
         gateway
     }
 
+    /// The gateway process's id (for /proc/<pid>/status).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stops the process abruptly (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
