@@ -12,8 +12,8 @@ use crate::config::Config;
 /// maximum output (what a request without a limit is held and capped at).
 const MODELS: [(&str, &str, &str, u64, u64); 3] = [
     ("small", "0.50", "1.50", 128_000, 32_000),
-    ("medium", "3.00", "15.00", 200_000, 64_000),
-    ("large", "15.00", "75.00", 200_000, 64_000),
+    ("medium", "3.00", "15.00", 200_000, 32_000),
+    ("large", "15.00", "75.00", 200_000, 32_000),
 ];
 
 pub const PROVIDER: &str = "demo";
