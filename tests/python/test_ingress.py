@@ -470,6 +470,29 @@ def test_responses_takes_what_codex_sends(client, stack):
     assert named.output[0].to_dict()["namespace"] == "agents" and named.output[0].name == "spawn"
 
 
+def test_an_unset_output_limit_is_the_models_own_maximum(client, stack):
+    """Issue 34: a request without a limit (as Codex sends) gets the model's
+    catalog maximum, not a flat 4,096; one above that maximum is refused
+    before anything is held."""
+    before = posted(stack)
+    client.responses.create(model="anthropic/claude-haiku-4-5", input="write a long edit")
+    assert stack.last_upstream_request("/v1/messages")["body"]["max_tokens"] == 64000
+    models = client.models.list().to_dict()["data"]
+    assert next(m for m in models if m["id"] == "anthropic/claude-haiku-4-5")["max_output_tokens"] == 64000
+    # A model the catalog gives no maximum keeps ledger.default_max_output_tokens.
+    client.chat.completions.create(model="acme/small", messages=[{"role": "user", "content": "hi"}])
+    assert stack.last_upstream_request("/v1/chat/completions")["body"]["max_tokens"] == 4096
+    import openai
+
+    spent = before - posted(stack)
+    with pytest.raises(openai.BadRequestError) as too_long:
+        client.chat.completions.create(
+            model="anthropic/claude-haiku-4-5", max_tokens=64001, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert too_long.value.body["param"] == "max_tokens" and "64000" in too_long.value.message
+    assert before - posted(stack) == spent, "a refused request holds and bills nothing"
+
+
 # --------------------------------------------------------------- (c) prices and chunks
 
 
