@@ -271,7 +271,7 @@ def test_the_greeter_is_an_a2a_agent(stack, greeter):
     whole = asyncio.run(go(False))
     assert len(whole) == 1 and whole[0].HasField("message"), whole
     assert whole[0].message.parts[0].text == "You said: Say hello to Turing."
-    assert whole[0].message.metadata["actor_id"] == greeter["id"]
+    assert whole[0].message.metadata["actorId"] == greeter["id"]
 
     streamed = asyncio.run(go(True))
     kinds = [r.WhichOneof("payload") if hasattr(r, "WhichOneof") else None for r in streamed]

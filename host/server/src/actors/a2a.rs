@@ -36,7 +36,10 @@ pub fn routes() -> Router<crate::app::AppState> {
             "/v1/actors/{namespace}/{deployment}/.well-known/agent-card.json",
             get(card),
         )
+        // Clients that treat the card's interface URL as a base URL (the A2A
+        // TCK among them) post to `…/a2a/`: the same endpoint.
         .route("/v1/actors/{namespace}/{deployment}/a2a", post(rpc))
+        .route("/v1/actors/{namespace}/{deployment}/a2a/", post(rpc))
 }
 
 async fn card(
@@ -143,12 +146,32 @@ fn output_part(output: &Value) -> Value {
     }
 }
 
+/// The run, in A2A's camelCase like every other field of the protocol (§5.5).
 fn run_metadata(finished: &Finished) -> Value {
     json!({
-        "run_id": finished.run_id,
-        "request_id": finished.request_id,
-        "actor_id": finished.actor_id,
-        "cost_usd": finished.cost.usd_string(),
+        "runId": finished.run_id,
+        "requestId": finished.request_id,
+        "actorId": finished.actor_id,
+        "costUsd": finished.cost.usd_string(),
+    })
+}
+
+/// The media types a deployment takes (its card's `defaultInputModes`).
+const INPUT_MODES: [&str; 2] = ["text/plain", "application/json"];
+
+/// A part the actor cannot take: a file (`raw` or `url`), or any part whose
+/// `mediaType` is not one of [`INPUT_MODES`]. Answered as
+/// ContentTypeNotSupported (A2A §3.1.1), naming the type.
+fn unsupported_part(message: &Value) -> Option<String> {
+    let parts = message["parts"].as_array()?;
+    parts.iter().find_map(|part| {
+        let media_type = part["mediaType"].as_str();
+        let file = part.get("raw").is_some() || part.get("url").is_some();
+        match media_type {
+            Some(media_type) if !INPUT_MODES.contains(&media_type) => Some(media_type.to_string()),
+            _ if file => Some(media_type.unwrap_or("application/octet-stream").to_string()),
+            _ => None,
+        }
     })
 }
 
@@ -216,6 +239,13 @@ async fn rpc(
     let message = &params["message"];
     if !message.is_object() {
         return rpc_error(&id, &RpcError::invalid_params("message is required"));
+    }
+    // Runs keep no task state, so no task can be continued.
+    if let Some(task) = message["taskId"].as_str().filter(|t| !t.is_empty()) {
+        return rpc_error(&id, &RpcError::task_not_found(task));
+    }
+    if let Some(media_type) = unsupported_part(message) {
+        return rpc_error(&id, &RpcError::content_type_not_supported(&media_type));
     }
     let target = Target::Deployment {
         namespace,

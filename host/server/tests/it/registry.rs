@@ -236,7 +236,20 @@ async fn registry_rules(database: &str, extra: &str) {
 
     let other: Value = serde_json::from_str(&gw.admin(&["create-account", "--name", "other", "--json"])).unwrap();
     let other_key = other["api_key"].as_str().unwrap();
-    create_namespace(&gw, other_key, "acme").await;
+    // The name is taken gateway-wide, so the other workspace cannot even create it.
+    let taken: Value = gw
+        .http
+        .post(format!("{}/a2a", gw.url))
+        .header("A2A-Version", "1.0")
+        .bearer_auth(other_key)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "namespaces/create", "params": {"name": "acme"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(taken["error"]["data"][0]["reason"], "ALREADY_EXISTS", "{taken}");
     let v9 = manifest("acme/compat", "9.0.0", "provider-adapter", ADAPTER_WORLD, &bytes);
     let (status, body) = publish(&gw, other_key, &v9, &bytes).await;
     assert_eq!(status, 403, "another workspace owns 'acme' in the registry: {body}");

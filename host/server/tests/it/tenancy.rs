@@ -286,7 +286,21 @@ async fn a_deployments_a2a_endpoint_answers_errors_as_the_control_plane_does() {
         let answer = actor_rpc(&gateway, v1, name, bad.clone()).await;
         assert_eq!(error_reason(&answer), (-32602, "INVALID_PARAMS".to_string()), "{name}: {answer}");
     }
+    // A file or an unlisted media type is ContentTypeNotSupported; a taskId
+    // names a task no run keeps.
+    let file = json!({"message": {"messageId": "m3", "role": "ROLE_USER",
+                                  "parts": [{"raw": "dGNr", "mediaType": "application/x-unknown"}]}});
+    let answer = actor_rpc(&gateway, v1, "SendMessage", file).await;
+    assert_eq!(error_reason(&answer), (-32005, "CONTENT_TYPE_NOT_SUPPORTED".to_string()), "{answer}");
+    let follow_up = json!({"message": {"messageId": "m4", "role": "ROLE_USER", "taskId": "task_gone",
+                                       "parts": [{"data": {"name": "Ada"}}]}});
+    let answer = actor_rpc(&gateway, v1, "SendMessage", follow_up).await;
+    assert_eq!(error_reason(&answer), (-32001, "TASK_NOT_FOUND".to_string()), "{answer}");
+
     let good = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"data": {"name": "Ada"}}]}});
     let answer = actor_rpc(&gateway, v1, "SendMessage", good).await;
     assert_eq!(answer["result"]["message"]["role"], "ROLE_AGENT", "{answer}");
+    // Metadata keys are camelCase like the rest of the protocol.
+    let metadata = answer["result"]["message"]["metadata"].as_object().unwrap();
+    assert!(metadata.contains_key("runId") && metadata.contains_key("costUsd"), "{answer}");
 }
