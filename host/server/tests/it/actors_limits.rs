@@ -195,3 +195,43 @@ async fn a_nested_map_stops_at_the_cap_its_row_stays_small_and_usage_counts_it()
         "{before} → {after}"
     );
 }
+
+/// 48 compiles of a large actor at once from one key: two run, the rest are
+/// refused at once with RESOURCE_EXHAUSTED (and pass when retried), so they
+/// never pile up in memory together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_compiles_are_bounded_per_workspace() {
+    let gateway = start().await;
+    let steps: String = (0..1500)
+        .map(|i| format!("  - id: s{i}\n    llm: {{model: m, prompt: \"p {{{{ input.x }}}} {i}\"}}\n"))
+        .collect();
+    let source = actor("wide", &format!("models: {{m: {{candidates: [mock/small]}}}}\nsteps:\n{steps}"));
+    let compiles = (0..48).map(|_| {
+        method(
+            &gateway,
+            Some(&gateway.api_key),
+            "actors.compile",
+            json!({"source": source}),
+        )
+    });
+    let results = futures_util::future::join_all(compiles).await;
+    let compiled = results.iter().filter(|result| result.is_ok()).count();
+    let refused: Vec<String> = results
+        .iter()
+        .filter_map(|result| result.as_ref().err())
+        .map(|(reason, message)| {
+            assert_eq!(reason, "RESOURCE_EXHAUSTED", "{message}");
+            message.clone()
+        })
+        .collect();
+    assert!(compiled >= 1, "{refused:?}");
+    assert!(!refused.is_empty(), "all 48 compiles ran at once");
+    assert!(refused[0].contains("try again in 1 s"), "{}", refused[0]);
+    assert_eq!(compiled + refused.len(), 48);
+    eprintln!(
+        "{compiled} compiled, {} refused; gateway peak RSS {} KiB",
+        refused.len(),
+        peak_rss_kib(&gateway)
+    );
+    op(&gateway, "actors.compile", json!({"source": source})).await;
+}
