@@ -94,6 +94,30 @@ def test_an_empty_wallet_answers_402_and_nothing_goes_upstream(stack):
     assert mock_chat_requests(stack) == upstream_before, "the mock recorded no call"
 
 
+def test_a_budget_refusing_the_skills_model_call_answers_budget_exceeded(stack):
+    def a2a(key: str | None, method: str, params: dict) -> dict:
+        headers = {"A2A-Version": "1.0"} | ({"Authorization": f"Bearer {key}"} if key else {})
+        answer = httpx.post(f"{stack.url}/a2a", headers=headers,
+                            json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).json()
+        assert "result" in answer, answer
+        return answer["result"]
+
+    signup = a2a(None, "accounts/signup", {"name": "capped", "email": "capped@skills.test"})
+    key = signup["api_key"]
+    stack.admin("credit", "--workspace", signup["workspace_id"], "--usd", "1")
+    stack.admin("plan", "set", "--workspace", signup["workspace_id"], "--plan", "enterprise")
+    # A spend control no model request fits: one nano-dollar per request.
+    a2a(key, "billing/limits.set", {"scope": "workspace", "period": "monthly", "limit_usd": "1",
+                                    "max_request_usd": "0.000000001"})
+    cli(stack, "install", "tollgate/summarize", key=key)
+    upstream_before = mock_chat_requests(stack)
+    answer = run(stack, key, {"input": {"text": "words", "model": "acme/small"}})
+    assert answer.status_code == 402, answer.text
+    # The budget refused it, not the wallet (which holds 1 USD).
+    assert answer.json()["error"]["code"] == "budget_exceeded", answer.text
+    assert mock_chat_requests(stack) == upstream_before, "the mock recorded no call"
+
+
 def test_bad_input_unknown_installs_and_tool_servers_get_clear_errors(stack, summarize):
     missing = run(stack, stack.api_key, {"input": {"text": "no model"}})
     assert missing.status_code == 400 and "invalid input" in missing.json()["error"]["message"]
