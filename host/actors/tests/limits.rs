@@ -207,3 +207,23 @@ async fn the_trail_the_bytes_rendered_and_the_steps_are_capped() {
         .unwrap_err();
     assert_eq!(error.code, "step_limit");
 }
+
+/// A render that outlasts the run's wall time is abandoned: the run ends
+/// with `timeout` at its deadline while the render finishes on its own.
+#[tokio::test]
+async fn a_run_stops_at_its_wall_time_even_inside_a_template() {
+    let host = Arc::new(Actors::default());
+    let limits = RunLimits {
+        template_fuel: 20_000_000,
+        ..RunLimits::default()
+    };
+    let engine = Arc::new(Engine::new(limits, 1));
+    let mut spinner = ir("spin", returns(json!({"text": SPIN})), json!({}));
+    spinner.budget.max_wall_ms = 100;
+    let started = Instant::now();
+    let outcome = start(host, spinner, engine).await;
+    let took = started.elapsed();
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.code, "timeout", "{error:?}");
+    assert!(took < Duration::from_millis(400), "the run took {took:?}");
+}
