@@ -332,4 +332,49 @@ mod tests {
         assert_eq!(last["response"]["usage"]["cost"].as_f64(), Some(5e-9));
         assert_eq!(last["sequence_number"].as_u64(), Some(kinds.len() as u64 - 1));
     }
+
+    /// A custom tool's input arrives inside JSON arguments: its events carry
+    /// the string itself, once the call is whole.
+    #[test]
+    fn a_custom_tool_call_streams_its_input_whole() {
+        let request = json!({"model": "m/x", "input": "go", "tools": [{"type": "custom", "name": "apply_patch"}]});
+        let chat = super::super::request::to_chat_form(request.as_object().unwrap().clone()).unwrap();
+        let mut echo = Echo::of(&Map::new());
+        echo.names = chat.names;
+        let mut events = Events {
+            id: "resp_1".into(),
+            message_id: "msg_1".into(),
+            echo,
+            model: Value::Null,
+            sequence: 0,
+            started: false,
+            items: Vec::new(),
+            finish: None,
+            ended: false,
+        };
+        let mut out = Vec::new();
+        for chunk in [
+            json!({"model": "m/x", "choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "apply_patch", "arguments": "{\"input\":"}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "\"*** Begin Patch\"}"}}]}}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}, "service": {"cost_usd": "0"}}),
+        ] {
+            events.on(ChatEvent::Chunk(chunk.as_object().unwrap().clone()), &mut out);
+        }
+        let text = String::from_utf8(out).unwrap();
+        let kinds: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+        assert!(!kinds.contains(&"response.function_call_arguments.delta"), "{kinds:?}");
+        assert!(kinds.contains(&"response.custom_tool_call_input.done"), "{kinds:?}");
+        let last: Value = serde_json::from_str(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .next_back()
+                .unwrap(),
+        )
+        .unwrap();
+        let call = &last["response"]["output"][0];
+        assert_eq!(
+            (call["type"].as_str(), call["input"].as_str()),
+            (Some("custom_tool_call"), Some("*** Begin Patch"))
+        );
+    }
 }
