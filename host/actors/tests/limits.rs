@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use tollgate_actors::ActorId;
 use tollgate_actors::ir::{ComponentPin, Ir};
 use tollgate_actors::runtime::{
-    ComponentKind, Engine, Failure, Host, ModelAnswer, ModelCall, RunLimits, RunOutcome, RunSpec, ToolAnswer,
-    ToolCall, ToolSpec, run,
+    ComponentKind, Engine, Failure, Host, ModelAnswer, ModelCall, RunLimits, RunOutcome, RunSpec, ToolAnswer, ToolCall,
+    ToolSpec, run,
 };
 
 /// A host for template-only actors: it only loads sub-actors.
@@ -128,7 +128,10 @@ async fn spinning_templates_end_in_time_and_leave_the_runtime_free() {
         assert_eq!(outcome.trail.status, "failed");
     }
     let worst = *worst_gap.lock().unwrap();
-    assert!(worst < Duration::from_millis(100), "the runtime's thread was held for {worst:?}");
+    assert!(
+        worst < Duration::from_millis(100),
+        "the runtime's thread was held for {worst:?}"
+    );
 }
 
 #[tokio::test]

@@ -24,7 +24,9 @@ use super::templates::{self, Problem, Renderer, Scope};
 use super::{ComponentKind, DeltaSink, Events, Failure, Host, Meter, ModelAnswer, ModelCall, RunError, RunEvent};
 use super::{RunOutcome, ToolCall};
 use crate::ActorId;
-use crate::ir::{Action, AgentStep, Ir, LlmStep, MapStep, ResponseFormat, Shape, Step, SubtaskStep, Template, ToolStep};
+use crate::ir::{
+    Action, AgentStep, Ir, LlmStep, MapStep, ResponseFormat, Shape, Step, SubtaskStep, Template, ToolStep,
+};
 use crate::provenance::{ModelCallTrail, RunTrail, StepTrail, ToolCallTrail, TrailError, digest};
 
 /// Separates a tool alias from the tool's name in what an agent's model sees.

@@ -125,9 +125,7 @@ impl<'a> Renderer<'a> {
                     .environment()
                     .compile_expression(source)
                     .map_err(|e| Problem::Invalid(at(&e)))?;
-                let result = expression
-                    .eval(self.context())
-                    .map_err(|e| self.failure(&e, &at(&e)))?;
+                let result = expression.eval(self.context()).map_err(|e| self.failure(&e, &at(&e)))?;
                 let mut left = self.left();
                 let value = to_json(&result, &mut left, 0).map_err(|e| match e {
                     Conversion::Limit => Problem::Limit(at(&self.too_large())),
@@ -151,12 +149,7 @@ impl<'a> Renderer<'a> {
                     .map(|(key, field)| Ok((key.clone(), self.shape(field)?)))
                     .collect::<Result<Map<_, _>, Problem>>()?,
             ),
-            Shape::Array(items) => Value::Array(
-                items
-                    .iter()
-                    .map(|item| self.shape(item))
-                    .collect::<Result<_, _>>()?,
-            ),
+            Shape::Array(items) => Value::Array(items.iter().map(|item| self.shape(item)).collect::<Result<_, _>>()?),
         })
     }
 
@@ -215,7 +208,9 @@ enum Conversion {
 /// stops as soon as it is used up, before the rest is materialized.
 fn to_json(value: &minijinja::Value, left: &mut u64, depth: usize) -> Result<Value, Conversion> {
     if depth > MAX_DEPTH {
-        return Err(Conversion::Invalid(format!("the value is nested more than {MAX_DEPTH} deep")));
+        return Err(Conversion::Invalid(format!(
+            "the value is nested more than {MAX_DEPTH} deep"
+        )));
     }
     match value.kind() {
         ValueKind::String => {
@@ -225,9 +220,7 @@ fn to_json(value: &minijinja::Value, left: &mut u64, depth: usize) -> Result<Val
         }
         ValueKind::Seq | ValueKind::Iterable => {
             take(left, 2)?;
-            let items = value
-                .try_iter()
-                .map_err(|e| Conversion::Invalid(e.to_string()))?;
+            let items = value.try_iter().map_err(|e| Conversion::Invalid(e.to_string()))?;
             let mut list = Vec::new();
             for item in items {
                 take(left, 1)?;
@@ -237,9 +230,7 @@ fn to_json(value: &minijinja::Value, left: &mut u64, depth: usize) -> Result<Val
         }
         ValueKind::Map => {
             take(left, 2)?;
-            let keys = value
-                .try_iter()
-                .map_err(|e| Conversion::Invalid(e.to_string()))?;
+            let keys = value.try_iter().map_err(|e| Conversion::Invalid(e.to_string()))?;
             let mut object = Map::new();
             for key in keys {
                 let name = match key.as_str() {
@@ -247,9 +238,7 @@ fn to_json(value: &minijinja::Value, left: &mut u64, depth: usize) -> Result<Val
                     None => key.to_string(),
                 };
                 take(left, name.len() as u64 + 4)?;
-                let item = value
-                    .get_item(&key)
-                    .map_err(|e| Conversion::Invalid(e.to_string()))?;
+                let item = value.get_item(&key).map_err(|e| Conversion::Invalid(e.to_string()))?;
                 let item = to_json(&item, left, depth + 1)?;
                 object.insert(name, item);
             }
@@ -314,7 +303,9 @@ mod tests {
         let (ir, engine) = (ir(), engine());
         let mut renderer = Renderer::new(&engine, &ir, &scope);
         assert_eq!(
-            renderer.value(&Template::Expr("steps.plan.output.questions".into())).unwrap(),
+            renderer
+                .value(&Template::Expr("steps.plan.output.questions".into()))
+                .unwrap(),
             json!(["a", "b"])
         );
         assert_eq!(renderer.value(&Template::Expr("input.n * 3".into())).unwrap(), json!(6));
@@ -334,7 +325,10 @@ mod tests {
         let error = Renderer::new(&engine, &ir, &scope)
             .text(&Template::Text("{{ input.nme }}".into()))
             .unwrap_err();
-        assert!(matches!(&error, Problem::Invalid(m) if m.contains("undefined")), "{error:?}");
+        assert!(
+            matches!(&error, Problem::Invalid(m) if m.contains("undefined")),
+            "{error:?}"
+        );
     }
 
     #[test]
@@ -346,7 +340,11 @@ mod tests {
             .text(&Template::Text(spin.into()))
             .unwrap_err();
         assert!(matches!(&error, Problem::Limit(m) if m.contains("fuel")), "{error:?}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
@@ -365,8 +363,14 @@ mod tests {
         let started = std::time::Instant::now();
         let error = renderer.value(&Template::Expr("[0] * 100000000".into())).unwrap_err();
         assert!(matches!(&error, Problem::Limit(m) if m.contains("bytes")), "{error:?}");
-        let error = renderer.text(&Template::Text("{{ [0] * 100000000 }}".into())).unwrap_err();
+        let error = renderer
+            .text(&Template::Text("{{ [0] * 100000000 }}".into()))
+            .unwrap_err();
         assert!(matches!(&error, Problem::Limit(_)), "{error:?}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

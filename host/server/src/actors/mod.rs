@@ -18,12 +18,12 @@
 
 pub mod a2a;
 mod chat;
+mod compiles;
 pub mod host;
 pub mod http;
 pub mod ops;
 pub mod publish;
 pub mod store;
-mod compiles;
 pub mod trails;
 
 use std::collections::HashMap;
@@ -298,9 +298,19 @@ impl Actors {
             },
         )
         .await;
-        let trail = serde_json::to_value(&outcome.trail).context("a trail always serialises")?;
-        let signature = tollgate_actors::provenance::sign(&trail, &self.signing)
-            .map_err(|e| anyhow::anyhow!("the trail cannot be signed: {e}"))?;
+        let model_calls = count_model_calls(&outcome.trail);
+        let signing = self.signing.clone();
+        let trail = outcome.trail;
+        // Canonicalizing and signing a trail of up to `max_trail_bytes` is CPU
+        // work: off the runtime's workers.
+        let (trail, signature) = tokio::task::spawn_blocking(move || -> anyhow::Result<(String, String)> {
+            let trail = serde_json::to_value(&trail).context("a trail always serialises")?;
+            let signature = tollgate_actors::provenance::sign(&trail, &signing)
+                .map_err(|e| anyhow::anyhow!("the trail cannot be signed: {e}"))?;
+            Ok((trail.to_string(), signature))
+        })
+        .await
+        .context("signing a run's trail")??;
         let deployment = match target {
             Target::Deployment { namespace, name } => Some(format!("{namespace}/{name}")),
             Target::Id(_) => None,
@@ -317,7 +327,7 @@ impl Actors {
             deployment,
             status: if outcome.result.is_ok() { "succeeded" } else { "failed" }.into(),
             cost_nanos: outcome.cost_nanos,
-            trail: trail.to_string(),
+            trail,
             signature,
             created_at_ms: started.0,
         };
@@ -347,7 +357,7 @@ impl Actors {
             run_id,
             request_id,
             actor_id,
-            model_calls: count_model_calls(&outcome.trail),
+            model_calls,
             result: outcome.result,
             cost: Nanos(outcome.cost_nanos),
         })

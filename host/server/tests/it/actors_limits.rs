@@ -88,7 +88,10 @@ async fn spinning_templates_end_in_their_budget_and_the_gateway_stays_up() {
     let ((((one, first), (two, second)), took), slowest) = tokio::join!(runs, health);
     for (status, body) in [(one, first), (two, second)] {
         let code = body["error"]["code"].as_str().unwrap_or_default().to_string();
-        assert!(["template_limit", "timeout"].contains(&code.as_str()), "{status} {body}");
+        assert!(
+            ["template_limit", "timeout"].contains(&code.as_str()),
+            "{status} {body}"
+        );
         assert!([422, 504].contains(&status), "{status} {body}");
     }
     assert!(took < Duration::from_secs(5), "the runs took {took:?}");
@@ -97,8 +100,18 @@ async fn spinning_templates_end_in_their_budget_and_the_gateway_stays_up() {
 
     // Two more runs in flight, then SIGTERM: the gateway drains and exits.
     let pending = [
-        tokio::spawn(gateway.post(&format!("/v1/actors/by-id/{id}")).json(&json!({"input": {}})).send()),
-        tokio::spawn(gateway.post(&format!("/v1/actors/by-id/{id}")).json(&json!({"input": {}})).send()),
+        tokio::spawn(
+            gateway
+                .post(&format!("/v1/actors/by-id/{id}"))
+                .json(&json!({"input": {}}))
+                .send(),
+        ),
+        tokio::spawn(
+            gateway
+                .post(&format!("/v1/actors/by-id/{id}"))
+                .json(&json!({"input": {}}))
+                .send(),
+        ),
     ];
     tokio::time::sleep(Duration::from_millis(50)).await;
     gateway.signal_term();
@@ -140,10 +153,16 @@ async fn a_nested_map_stops_at_the_cap_its_row_stays_small_and_usage_counts_it()
         )
     };
     let leaf = actor("leaf", "steps:\n  - return: \"{{ input.i }} {{ 'padding' * 40 }}\"\n");
-    let middle = actor("middle", &format!("actors: {{leaf: {{path: leaf.yaml}}}}\n{}", map("leaf")));
+    let middle = actor(
+        "middle",
+        &format!("actors: {{leaf: {{path: leaf.yaml}}}}\n{}", map("leaf")),
+    );
     let top = actor(
         "top",
-        &format!("budget: {{max_steps: 100000}}\nactors: {{middle: {{path: middle.yaml}}}}\n{}", map("middle")),
+        &format!(
+            "budget: {{max_steps: 100000}}\nactors: {{middle: {{path: middle.yaml}}}}\n{}",
+            map("middle")
+        ),
     );
     let id = publish(&gateway, &top, json!({"middle.yaml": middle, "leaf.yaml": leaf})).await;
     let before = op(&gateway, "billing.usage.month", json!({})).await;
@@ -158,7 +177,10 @@ async fn a_nested_map_stops_at_the_cap_its_row_stays_small_and_usage_counts_it()
     // The row keeps a reference; the trail itself is in the blob store and
     // `runs.get` reads it back whole.
     let request_id = body["service"]["request_id"].as_str().unwrap().to_string();
-    let database = format!("sqlite://{}", gateway.dir.path().join("data").join("tollgate.db").display());
+    let database = format!(
+        "sqlite://{}",
+        gateway.dir.path().join("data").join("tollgate.db").display()
+    );
     sqlx::any::install_default_drivers();
     let pool = sqlx::AnyPool::connect(&database).await.unwrap();
     let mut row: Option<(i64, String)> = None;
@@ -205,7 +227,10 @@ async fn concurrent_compiles_are_bounded_per_workspace() {
     let steps: String = (0..1500)
         .map(|i| format!("  - id: s{i}\n    llm: {{model: m, prompt: \"p {{{{ input.x }}}} {i}\"}}\n"))
         .collect();
-    let source = actor("wide", &format!("models: {{m: {{candidates: [mock/small]}}}}\nsteps:\n{steps}"));
+    let source = actor(
+        "wide",
+        &format!("models: {{m: {{candidates: [mock/small]}}}}\nsteps:\n{steps}"),
+    );
     let compiles = (0..48).map(|_| {
         method(
             &gateway,
