@@ -348,7 +348,8 @@ pub async fn usage(database: &Database, query: &UsageQuery) -> anyhow::Result<Ve
 /// A workspace's model requests over a time range and what they were billed.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Spend {
-    /// Chat rows, less those refused before anything was reserved.
+    /// Chat rows, less those refused before anything was reserved, and
+    /// actor-run rows (a hosted actor run is admitted as a request of its own).
     pub requests: u64,
     /// Everything posted for them (provider cost plus fees).
     pub cost: Nanos,
@@ -361,8 +362,8 @@ pub async fn spend(database: &Database, workspace_id: &str, since_ms: i64, until
     let (requests, cost, fee): (i64, i64, i64) = sqlx::query_as(
         "SELECT CAST(COUNT(*) AS BIGINT), CAST(COALESCE(SUM(cost_nano), 0) AS BIGINT), \
          CAST(COALESCE(SUM(fee_nano), 0) AS BIGINT) FROM request_log \
-         WHERE workspace_id = $1 AND kind = 'chat' AND started_at_ms >= $2 AND started_at_ms < $3 \
-         AND outcome NOT IN ('insufficient_balance', 'budget_exceeded')",
+         WHERE workspace_id = $1 AND kind IN ('chat', 'actor_run') AND started_at_ms >= $2 AND started_at_ms < $3 \
+         AND (kind = 'actor_run' OR outcome NOT IN ('insufficient_balance', 'budget_exceeded'))",
     )
     .bind(workspace_id)
     .bind(since_ms)

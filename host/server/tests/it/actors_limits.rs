@@ -260,3 +260,27 @@ async fn concurrent_compiles_are_bounded_per_workspace() {
     );
     op(&gateway, "actors.compile", json!({"source": source})).await;
 }
+
+/// On a plan without a monthly limit, `billing.usage.month` counts the
+/// request log: a template-only run is in it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_only_run_shows_in_the_months_usage_on_an_unlimited_plan() {
+    let gateway = start().await;
+    gateway.admin(&["plan", "set", "--workspace", &gateway.workspace_id, "--plan", "pro"]);
+    let id = publish(&gateway, &actor("hello", "steps:\n  - return: \"{{ 'hi' }}\"\n"), json!({})).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // the plan cache
+    let before = op(&gateway, "billing.usage.month", json!({})).await;
+    assert_eq!(before["plan"], "pro", "{before}");
+    let (status, body) = invoke(&gateway, &id).await;
+    assert_eq!(status, 200, "{body}");
+    let mut counted = 0;
+    for _ in 0..100 {
+        let after = op(&gateway, "billing.usage.month", json!({})).await;
+        counted = after["requests"].as_u64().unwrap() - before["requests"].as_u64().unwrap();
+        if counted > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(counted, 1, "the run is not in the month's usage");
+}
