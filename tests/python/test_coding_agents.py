@@ -181,10 +181,14 @@ def proxy(demo):
 
 @pytest.fixture()
 def workdir():
-    path = Path(tempfile.mkdtemp(prefix="agent-"))
+    """The agent's working directory, with its home directories beside it in
+    one temp dir that is removed afterwards."""
+    base = Path(tempfile.mkdtemp(prefix="agent-"))
+    path = base / "work"
+    path.mkdir()
     (path / "hello.txt").write_text("the tollgate fixture line\n")
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def run_agent(argv: list, env: dict, cwd: Path, timeout: int = 180) -> subprocess.CompletedProcess:
@@ -247,7 +251,7 @@ def claude_env(demo: DemoGateway, proxy: RecordingProxy, home: Path) -> dict:
 
 
 def claude(prompt: str, demo, proxy, workdir, *extra: str) -> subprocess.CompletedProcess:
-    env = claude_env(demo, proxy, workdir.parent / f"{workdir.name}-home")
+    env = claude_env(demo, proxy, workdir.parent / "claude-home")
     return run_agent([str(CLAUDE), "-p", prompt, *extra], env, workdir)
 
 
@@ -307,7 +311,7 @@ def codex_env(demo: DemoGateway, proxy: RecordingProxy, home: Path) -> dict:
 
 
 def codex(prompt: str, demo, proxy, workdir, *extra: str) -> subprocess.CompletedProcess:
-    env = codex_env(demo, proxy, workdir.parent / f"{workdir.name}-codex")
+    env = codex_env(demo, proxy, workdir.parent / "codex-home")
     argv = [str(CODEX), "exec", "--skip-git-repo-check", "--ephemeral", *extra, prompt]
     return run_agent(argv, env, workdir)
 
