@@ -113,25 +113,37 @@ impl<H> Shared<H> {
         self.engine.limits()
     }
 
-    /// Evaluates templates of `step` on the render pool, inside the run's
-    /// wall time, and counts what they produced against the run's cap.
+    /// Evaluates templates of `step`: first in place with a small slice of
+    /// fuel, then, if that is not enough, on the render pool with the full
+    /// limits, inside the run's wall time. What they produced counts
+    /// against the run's cap.
     async fn render<T: Send + 'static>(
         &self,
         step: &str,
         frame: &Frame,
         scope: Option<Scope>,
-        work: impl FnOnce(&mut Renderer) -> Result<T, Problem> + Send + 'static,
+        work: impl Fn(&mut Renderer) -> Result<T, Problem> + Send + Sync + 'static,
     ) -> Result<T, RunError> {
-        let ir = frame.ir.clone();
-        let scope = scope.unwrap_or_else(|| frame.scope.clone());
-        let job = self.engine.blocking(move |engine| {
-            let mut renderer = Renderer::new(engine, &ir, &scope);
+        let quick = {
+            let mut renderer = Renderer::quick(&self.engine, &frame.ir, scope.as_ref().unwrap_or(&frame.scope));
             let result = work(&mut renderer);
             (result, renderer.bytes)
-        });
-        let (result, bytes) = match tokio::time::timeout_at(self.deadline, job).await {
-            Ok(done) => done,
-            Err(_) => return Err(self.timed_out(step)),
+        };
+        let (result, bytes) = match quick {
+            (Err(Problem::Limit(_)), _) => {
+                let ir = frame.ir.clone();
+                let scope = scope.unwrap_or_else(|| frame.scope.clone());
+                let job = self.engine.blocking(move |engine| {
+                    let mut renderer = Renderer::new(engine, &ir, &scope);
+                    let result = work(&mut renderer);
+                    (result, renderer.bytes)
+                });
+                match tokio::time::timeout_at(self.deadline, job).await {
+                    Ok(done) => done,
+                    Err(_) => return Err(self.timed_out(step)),
+                }
+            }
+            done => done,
         };
         let rendered = self.rendered_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
         let value = result.map_err(|problem| match problem {

@@ -6,10 +6,14 @@
 //! bounds both its instructions and the data it creates (checked before a
 //! large string is allocated), and its value is converted with a byte cap
 //! (a lazily repeated list costs no fuel until it is walked). Renders run on
-//! the blocking pool, at most [`Engine::new`]'s `threads` at once, never on
-//! a runtime worker: a spinning template cannot stall other requests, and a
-//! run that is cancelled or times out stops waiting for it at once (the
-//! render itself ends within its fuel).
+//! the blocking pool, at most [`Engine::new`]'s `threads` at once: a
+//! spinning template cannot stall other requests, and a run that is
+//! cancelled or times out stops waiting for it at once (the render itself
+//! ends within its fuel). Most templates are tiny, so each is first tried
+//! in place with a small slice of fuel and bytes ([`QUICK_FUEL`],
+//! [`QUICK_BYTES`]: well under a millisecond of a runtime worker); only one
+//! that needs more moves to the pool, where it starts over with the full
+//! limits (templates have no side effects).
 
 use std::sync::Arc;
 
@@ -18,6 +22,11 @@ use std::fmt::Write as _;
 use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, ErrorKind, Output, State, UndefinedBehavior, Value};
 use tokio::sync::Semaphore;
+
+/// Fuel of a template's first attempt, in place on a runtime worker.
+pub const QUICK_FUEL: u64 = 10_000;
+/// Bytes a template's first attempt may produce.
+pub const QUICK_BYTES: u64 = 64 << 10;
 
 /// The operator's caps on every run (docs/actors.md, "Limits").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +67,8 @@ impl Default for RunLimits {
 pub struct Engine {
     limits: RunLimits,
     environment: Environment<'static>,
+    /// The same with [`QUICK_FUEL`], for first attempts in place.
+    quick: Environment<'static>,
     /// Renders in progress, gateway-wide. A permit is held by the blocking
     /// task itself, so a render its run abandoned still counts until it ends.
     threads: Arc<Semaphore>,
@@ -66,13 +77,17 @@ pub struct Engine {
 impl Engine {
     /// `threads`: how many renders may run at once (at least one).
     pub fn new(limits: RunLimits, threads: usize) -> Self {
-        let mut environment = Environment::new();
-        environment.set_undefined_behavior(UndefinedBehavior::Strict);
-        environment.set_fuel(Some(limits.template_fuel.max(1)));
-        environment.set_formatter(bounded_formatter);
+        let environment = |fuel: u64| {
+            let mut environment = Environment::new();
+            environment.set_undefined_behavior(UndefinedBehavior::Strict);
+            environment.set_fuel(Some(fuel.max(1)));
+            environment.set_formatter(bounded_formatter);
+            environment
+        };
         Self {
+            environment: environment(limits.template_fuel),
+            quick: environment(QUICK_FUEL.min(limits.template_fuel)),
             limits,
-            environment,
             threads: Arc::new(Semaphore::new(threads.max(1))),
         }
     }
@@ -87,8 +102,8 @@ impl Engine {
         &self.limits
     }
 
-    pub(crate) fn environment(&self) -> &Environment<'static> {
-        &self.environment
+    pub(crate) fn environment(&self, quick: bool) -> &Environment<'static> {
+        if quick { &self.quick } else { &self.environment }
     }
 
     /// Runs `work` on the blocking pool once a render thread is free. The

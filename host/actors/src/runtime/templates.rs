@@ -11,7 +11,7 @@ use minijinja::ErrorKind;
 use minijinja::value::ValueKind;
 use serde_json::{Map, Value};
 
-use super::limits::Engine;
+use super::limits::{Engine, QUICK_BYTES, QUICK_FUEL};
 use crate::ir::{Ir, Shape, Template};
 
 /// Deepest value a template may produce (serde_json's own parsing limit).
@@ -78,6 +78,8 @@ pub struct Renderer<'a> {
     context: Option<minijinja::Value>,
     /// Bytes produced so far (text, or the values' JSON).
     pub bytes: u64,
+    /// A first attempt in place: [`QUICK_FUEL`] and [`QUICK_BYTES`].
+    quick: bool,
 }
 
 impl<'a> Renderer<'a> {
@@ -88,6 +90,16 @@ impl<'a> Renderer<'a> {
             scope,
             context: None,
             bytes: 0,
+            quick: false,
+        }
+    }
+
+    /// A renderer for a first attempt in place, with a small slice of fuel
+    /// and bytes: a [`Problem::Limit`] from it means "try again on the pool".
+    pub fn quick(engine: &'a Engine, ir: &'a Ir, scope: &'a Scope) -> Self {
+        Self {
+            quick: true,
+            ..Self::new(engine, ir, scope)
         }
     }
 
@@ -122,7 +134,7 @@ impl<'a> Renderer<'a> {
                 let at = |e: &dyn std::fmt::Display| format!("in '{{{{ {source} }}}}': {e}");
                 let engine = self.engine;
                 let expression = engine
-                    .environment()
+                    .environment(self.quick)
                     .compile_expression(source)
                     .map_err(|e| Problem::Invalid(at(&e)))?;
                 let result = expression.eval(self.context()).map_err(|e| self.failure(&e, &at(&e)))?;
@@ -158,7 +170,7 @@ impl<'a> Renderer<'a> {
         let context = self.context();
         let engine = self.engine;
         let text = engine
-            .environment()
+            .environment(self.quick)
             .render_str(source, context)
             .map_err(|e| self.failure(&e, &at(&e)))?;
         let bytes = text.len() as u64;
@@ -170,20 +182,30 @@ impl<'a> Renderer<'a> {
     }
 
     /// What one template may still produce: the step's templates share the cap.
+    fn max_bytes(&self) -> u64 {
+        match self.quick {
+            true => QUICK_BYTES.min(self.engine.limits().max_template_bytes),
+            false => self.engine.limits().max_template_bytes,
+        }
+    }
+
     fn left(&self) -> u64 {
-        self.engine.limits().max_template_bytes.saturating_sub(self.bytes)
+        self.max_bytes().saturating_sub(self.bytes)
     }
 
     fn too_large(&self) -> String {
         format!(
             "its value is larger than the {} bytes a step's templates may produce",
-            self.engine.limits().max_template_bytes
+            self.max_bytes()
         )
     }
 
     fn failure(&self, error: &minijinja::Error, described: &str) -> Problem {
         if error.kind() == ErrorKind::OutOfFuel {
-            let fuel = self.engine.limits().template_fuel;
+            let fuel = match self.quick {
+                true => QUICK_FUEL.min(self.engine.limits().template_fuel),
+                false => self.engine.limits().template_fuel,
+            };
             Problem::Limit(format!(
                 "{described}: the template used up its fuel of {fuel} (about {fuel} instructions, or {} bytes of data)",
                 fuel.saturating_mul(64)
