@@ -197,7 +197,7 @@ async fn handle(
             .map(|route| (limit, route))
     }) {
         let error = ApiError::invalid_request(format!(
-            "The output limit {limit} exceeds model '{}''s maximum output of {} tokens.",
+            "The output limit {limit} exceeds the maximum output of model '{}' ({} tokens).",
             route.id,
             route.max_output_tokens.unwrap_or_default()
         ))
