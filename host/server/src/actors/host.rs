@@ -353,15 +353,37 @@ fn merge_tool_call(calls: &mut Vec<Value>, piece: &Value) {
     if let Some(id) = piece["id"].as_str() {
         call["id"] = json!(id);
     }
-    if let Some(name) = piece["function"]["name"].as_str() {
-        let joined = format!("{}{name}", call["function"]["name"].as_str().unwrap_or_default());
-        call["function"]["name"] = json!(joined);
+    // Appended in place: copying the whole so far for each fragment would be
+    // quadratic in a long call streamed in small pieces.
+    for field in ["name", "arguments"] {
+        if let Some(fragment) = piece["function"][field].as_str()
+            && let Value::String(so_far) = &mut call["function"][field]
+        {
+            so_far.push_str(fragment);
+        }
     }
-    if let Some(arguments) = piece["function"]["arguments"].as_str() {
-        let joined = format!(
-            "{}{arguments}",
-            call["function"]["arguments"].as_str().unwrap_or_default()
-        );
-        call["function"]["arguments"] = json!(joined);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_tool_calls_are_assembled_from_their_pieces() {
+        let mut calls = Vec::new();
+        let pieces = [
+            json!({"index": 0, "id": "c1", "function": {"name": "calc__", "arguments": ""}}),
+            json!({"index": 0, "function": {"name": "evaluate", "arguments": "{\"expr"}}),
+            json!({"index": 1, "id": "c2", "function": {"name": "web__fetch", "arguments": "{}"}}),
+            json!({"index": 0, "function": {"arguments": "ession\":\"2+2\"}"}}),
+        ];
+        for piece in &pieces {
+            merge_tool_call(&mut calls, piece);
+        }
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0]["id"], "c1");
+        assert_eq!(calls[0]["function"]["name"], "calc__evaluate");
+        assert_eq!(calls[0]["function"]["arguments"], "{\"expression\":\"2+2\"}");
+        assert_eq!(calls[1]["function"]["name"], "web__fetch");
     }
 }
