@@ -267,7 +267,12 @@ async fn concurrent_compiles_are_bounded_per_workspace() {
 async fn a_template_only_run_shows_in_the_months_usage_on_an_unlimited_plan() {
     let gateway = start().await;
     gateway.admin(&["plan", "set", "--workspace", &gateway.workspace_id, "--plan", "pro"]);
-    let id = publish(&gateway, &actor("hello", "steps:\n  - return: \"{{ 'hi' }}\"\n"), json!({})).await;
+    let id = publish(
+        &gateway,
+        &actor("hello", "steps:\n  - return: \"{{ 'hi' }}\"\n"),
+        json!({}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(1100)).await; // the plan cache
     let before = op(&gateway, "billing.usage.month", json!({})).await;
     assert_eq!(before["plan"], "pro", "{before}");
@@ -283,4 +288,33 @@ async fn a_template_only_run_shows_in_the_months_usage_on_an_unlimited_plan() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(counted, 1, "the run is not in the month's usage");
+}
+
+/// A template-only run is a request of the plan's month: past the limit the
+/// next run is refused with 429 before it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_only_runs_count_against_the_monthly_limit() {
+    let mock = start_mock(Default::default()).await;
+    let config = standard_config(mock, "[billing.plans.free]\nmonthly_requests = 2\n");
+    let gateway = Gateway::start(&config).await;
+    op(&gateway, "namespaces.create", json!({"name": "acts"})).await;
+    let id = publish(
+        &gateway,
+        &actor("hello", "steps:\n  - return: \"{{ 'hi' }}\"\n"),
+        json!({}),
+    )
+    .await;
+    for _ in 0..2 {
+        let (status, body) = invoke(&gateway, &id).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = invoke(&gateway, &id).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "plan_limit_reached", "{body}");
+    let month = op(&gateway, "billing.usage.month", json!({})).await;
+    assert_eq!(
+        (month["requests"].as_u64(), month["remaining"].as_u64()),
+        (Some(2), Some(0)),
+        "{month}"
+    );
 }
