@@ -355,8 +355,7 @@ impl Actors {
         }
         let held = self
             .packages
-            .namespaces()
-            .owned_by(workspace_id, namespace)
+            .namespace_owned_by(workspace_id, namespace)
             .await
             .map_err(|e| ActorError::Internal(anyhow::anyhow!("{e}")))?;
         if !held {

@@ -167,8 +167,7 @@ pub async fn namespace_create(ctx: &Ctx, params: NamespaceParams) -> Result<Name
     let workspace_id = &ctx.scope().workspace_id;
     Ok(ctx
         .packages()
-        .namespaces()
-        .create(workspace_id, &params.name, limit)
+        .create_namespace(workspace_id, &params.name, limit)
         .await?)
 }
 

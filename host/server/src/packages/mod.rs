@@ -12,6 +12,7 @@ pub mod api;
 mod error;
 pub mod installs;
 pub mod namespaces;
+use namespaces::NamespaceError;
 pub mod ops;
 
 use std::collections::BTreeMap;
@@ -113,6 +114,37 @@ impl Packages {
 
     pub fn namespaces(&self) -> &Namespaces {
         &self.namespaces
+    }
+
+    /// Creates the namespace `name` in the workspace (at most `limit` per
+    /// workspace, 0: no limit), unless another workspace holds the name or the
+    /// registry gave it to another workspace by a publish.
+    pub async fn create_namespace(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        limit: u32,
+    ) -> Result<namespaces::Namespace, NamespaceError> {
+        if self.registry_claim_elsewhere(workspace_id, name).await? {
+            return Err(NamespaceError::Taken(name.to_string()));
+        }
+        self.namespaces.create(workspace_id, name, limit).await
+    }
+
+    /// Whether the name is this workspace's alone: it holds it, created it
+    /// before any other workspace did, and the registry gave it to no other.
+    /// Deployments (`/v1/actors/{namespace}/…`) need this.
+    pub async fn namespace_owned_by(&self, workspace_id: &str, name: &str) -> Result<bool, NamespaceError> {
+        Ok(self.namespaces.held_first_by(workspace_id, name).await?
+            && !self.registry_claim_elsewhere(workspace_id, name).await?)
+    }
+
+    async fn registry_claim_elsewhere(&self, workspace_id: &str, name: &str) -> Result<bool, NamespaceError> {
+        let owner = self.registry.index.namespace_owner(name).await.map_err(|e| match e {
+            tollgate_registry::index::IndexError::Database(e) => NamespaceError::Database(e),
+            other => NamespaceError::Database(sqlx::Error::Protocol(other.to_string())),
+        })?;
+        Ok(owner.is_some_and(|owner| owner != workspace_id))
     }
 
     /// The registry itself, for concerns that resolve packages (actors).

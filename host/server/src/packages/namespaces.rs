@@ -89,7 +89,8 @@ impl Namespaces {
             return Err(NamespaceError::Exists(name.to_string()));
         }
         // A name is one tenant's across the gateway: deployment URLs
-        // (`/v1/actors/{namespace}/…`) and package names are keyed by it alone.
+        // (`/v1/actors/{namespace}/…`) and package names are keyed by it
+        // alone. (The registry's claims: `Packages::create_namespace`.)
         if claimed_elsewhere(&mut tx, workspace_id, name).await? {
             return Err(NamespaceError::Taken(name.to_string()));
         }
@@ -143,15 +144,13 @@ impl Namespaces {
         }
     }
 
-    /// Whether the name is this workspace's alone: it holds a namespace of
-    /// that name, the registry has not given the name to another workspace
-    /// (or the gateway's built-ins), and no other workspace created it first
-    /// (rows from before names were unique across workspaces).
-    pub async fn owned_by(&self, workspace_id: &str, name: &str) -> Result<bool, NamespaceError> {
+    /// Whether this workspace holds the name and no other workspace created
+    /// it first (rows from before names were unique across workspaces). The
+    /// registry's own claim is [`super::Packages::namespace_owned_by`]'s to check.
+    pub async fn held_first_by(&self, workspace_id: &str, name: &str) -> Result<bool, NamespaceError> {
         if !self.held_by(workspace_id, name).await? {
             return Ok(false);
         }
-        let mut connection = self.database.pool.acquire().await?;
         let earlier_elsewhere: Option<String> = sqlx::query_scalar(
             "SELECT other.id FROM namespaces other JOIN namespaces mine ON mine.name = other.name \
              WHERE mine.workspace_id = $1 AND mine.name = $2 AND other.workspace_id <> $1 \
@@ -159,17 +158,9 @@ impl Namespaces {
         )
         .bind(workspace_id)
         .bind(name)
-        .fetch_optional(&mut *connection)
+        .fetch_optional(&self.database.pool)
         .await?;
-        if earlier_elsewhere.is_some() {
-            return Ok(false);
-        }
-        let claimant: Option<String> =
-            sqlx::query_scalar("SELECT workspace_id FROM registry_namespaces WHERE name = $1")
-                .bind(name)
-                .fetch_optional(&mut *connection)
-                .await?;
-        Ok(claimant.is_none_or(|claimant| claimant == workspace_id))
+        Ok(earlier_elsewhere.is_none())
     }
 
     /// Whether the workspace has a namespace of this name.
@@ -184,8 +175,7 @@ impl Namespaces {
     }
 }
 
-/// Whether another workspace holds `name`, or the registry gave it to another
-/// workspace (or to the gateway's own built-ins, workspace '').
+/// Whether another workspace holds `name` (or it is the gateway's own).
 async fn claimed_elsewhere(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     workspace_id: &str,
@@ -197,11 +187,5 @@ async fn claimed_elsewhere(
             .bind(workspace_id)
             .fetch_optional(&mut **tx)
             .await?;
-    let claimed: Option<String> =
-        sqlx::query_scalar("SELECT workspace_id FROM registry_namespaces WHERE name = $1 AND workspace_id <> $2")
-            .bind(name)
-            .bind(workspace_id)
-            .fetch_optional(&mut **tx)
-            .await?;
-    Ok(name == super::BUILTIN_NAMESPACE || held.is_some() || claimed.is_some())
+    Ok(name == super::BUILTIN_NAMESPACE || held.is_some())
 }

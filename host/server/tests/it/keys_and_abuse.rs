@@ -480,11 +480,16 @@ async fn namespaces_per_workspace_are_limited() {
     method(&gateway, Some(&owner.key), "namespaces.delete", json!({"name": "one"}))
         .await
         .unwrap();
+    // The other workspace holds "three" now: a name is one workspace's.
+    let (reason, _) = method(&gateway, Some(&owner.key), "namespaces.create", json!({"name": "three"}))
+        .await
+        .unwrap_err();
+    assert_eq!(reason, "ALREADY_EXISTS");
     method(
         &gateway,
         Some(&owner.key),
         "namespaces.create",
-        json!({"name": "three"}),
+        json!({"name": "four"}),
     )
     .await
     .unwrap();
