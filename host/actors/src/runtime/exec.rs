@@ -169,13 +169,27 @@ impl<H> Shared<H> {
 
     /// Checks `instance` against `schema` on the render pool: a tenant's
     /// schema (its patterns included) is tenant computation too.
-    async fn check(&self, schema: &Value, instance: &Value) -> Result<(), String> {
+    /// The outer error is the run's wall time running out meanwhile (a
+    /// `timeout` at `step`, or of the run itself); the inner one, the
+    /// problems found.
+    async fn check(
+        &self,
+        step: Option<&str>,
+        schema: &Value,
+        instance: &Value,
+    ) -> Result<Result<(), String>, RunError> {
         let (schema, instance) = (schema.clone(), instance.clone());
         let job = self.engine.blocking(move |_| check_schema(&schema, &instance));
-        match tokio::time::timeout_at(self.deadline, job).await {
-            Ok(checked) => checked,
-            Err(_) => Err("the check ran past the run's wall-time limit".into()),
-        }
+        tokio::time::timeout_at(self.deadline, job)
+            .await
+            .map_err(|_| match step {
+                Some(step) => self.timed_out(step),
+                None => RunError {
+                    code: "timeout".into(),
+                    message: "The run ran past its wall-time limit while its input or output was checked.".into(),
+                    step: None,
+                },
+            })
     }
 
     /// Counts `count` more sub-runs, or refuses past the run's cap.
@@ -286,22 +300,24 @@ fn run_actor<H: Host>(
             steps: Vec::new(),
             last_output: Value::Null,
         };
-        let result = match shared.check(&ir.inputs, &input).await {
-            Err(problem) => Err(RunError {
+        let result = match shared.check(None, &ir.inputs, &input).await {
+            Err(timed_out) => Err(timed_out),
+            Ok(Err(problem)) => Err(RunError {
                 code: "invalid_input".into(),
                 message: format!("The input does not match the actor's input schema: {problem}."),
                 step: None,
             }),
-            Ok(()) => match exec_block(&shared, &mut frame, &ir.steps).await {
+            Ok(Ok(())) => match exec_block(&shared, &mut frame, &ir.steps).await {
                 Ok(Flow::Return(value)) => Ok(value),
                 Ok(Flow::Next) => Ok(std::mem::take(&mut frame.last_output)),
                 Err(error) => Err(error),
             },
         };
         let result = match (result, &ir.outputs) {
-            (Ok(output), Some(schema)) => match shared.check(schema, &output).await {
-                Ok(()) => Ok(output),
-                Err(problem) => Err(RunError {
+            (Ok(output), Some(schema)) => match shared.check(None, schema, &output).await {
+                Ok(Ok(())) => Ok(output),
+                Err(timed_out) => Err(timed_out),
+                Ok(Err(problem)) => Err(RunError {
                     code: "invalid_output".into(),
                     message: format!("The actor's output does not match its output schema: {problem}."),
                     step: None,
@@ -639,7 +655,7 @@ async fn llm_step<H: Host>(
                 )
             })?;
             if let Some(schema) = schema {
-                shared.check(schema, &value).await.map_err(|problem| {
+                shared.check(Some(step), schema, &value).await?.map_err(|problem| {
                     shared.error(
                         "invalid_model_output",
                         format!(
