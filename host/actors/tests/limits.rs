@@ -230,3 +230,24 @@ async fn a_run_stops_at_its_wall_time_even_inside_a_template() {
     assert_eq!(error.code, "timeout", "{error:?}");
     assert!(took < Duration::from_millis(400), "the run took {took:?}");
 }
+
+/// Lists nested as deep as a template's fuel allows are built and dropped
+/// on a render thread with a stack for it: the run fails with a documented
+/// error (or prints them) instead of overflowing a 2 MiB stack and aborting
+/// the process.
+#[tokio::test]
+async fn deeply_nested_values_do_not_overflow_the_stack() {
+    let host = Arc::new(Actors::default());
+    let engine = Arc::new(Engine::default());
+    let nest = "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}ok";
+    let outcome = start(
+        host.clone(),
+        ir("deep", returns(json!({"text": nest})), json!({})),
+        engine.clone(),
+    )
+    .await;
+    assert_eq!(outcome.result.unwrap_err().code, "template_limit");
+    let nest = "{% set ns = namespace(x=[]) %}{% for i in range(3000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}";
+    let outcome = start(host, ir("deep", returns(json!({"text": nest})), json!({})), engine).await;
+    assert_eq!(outcome.result.unwrap().as_str().map(str::len), Some(6002));
+}

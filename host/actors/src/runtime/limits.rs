@@ -27,6 +27,10 @@ use tokio::sync::Semaphore;
 pub const QUICK_FUEL: u64 = 10_000;
 /// Bytes a template's first attempt may produce.
 pub const QUICK_BYTES: u64 = 64 << 10;
+/// Stack of a render thread (address space; only the pages used are
+/// resident). 200,000 fuel nests a list about 25,000 deep; dropping it takes
+/// about 10 MiB of stack in a debug build.
+pub const RENDER_STACK: usize = 64 << 20;
 
 /// The operator's caps on every run (docs/actors.md, "Limits").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,9 +110,14 @@ impl Engine {
         if quick { &self.quick } else { &self.environment }
     }
 
-    /// Runs `work` on the blocking pool once a render thread is free. The
-    /// returned future may be dropped at any time (a timeout, a caller gone):
-    /// the work then ends on its own, and its permit with it.
+    /// Runs `work` on a render thread of its own once one of the `threads`
+    /// is free. The returned future may be dropped at any time (a timeout, a
+    /// caller gone): the work then ends on its own, and its permit with it.
+    ///
+    /// The thread has a [`RENDER_STACK`] stack: a template can nest lists as
+    /// deep as its fuel allows (`{% set ns.x = [ns.x] %}` in a loop), and
+    /// dropping such a value recurses once per level, which would overflow a
+    /// runtime thread's 2 MiB and abort the process.
     pub(crate) async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,
         work: impl FnOnce(&Engine) -> T + Send + 'static,
@@ -120,15 +129,20 @@ impl Engine {
             .await
             .expect("the render semaphore is never closed");
         let engine = self.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            work(&engine)
-        });
-        match task.await {
-            Ok(value) => value,
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            // The runtime is shutting down: nobody will read the answer.
-            Err(_) => std::future::pending().await,
+        let (done, answer) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("actor-render".into())
+            .stack_size(RENDER_STACK)
+            .spawn(move || {
+                let _permit = permit;
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&engine)));
+                let _ = done.send(outcome);
+            })
+            .expect("the OS refused a render thread");
+        match answer.await {
+            Ok(Ok(value)) => value,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => unreachable!("a render thread always answers, panics included"),
         }
     }
 }

@@ -318,3 +318,21 @@ async fn template_only_runs_count_against_the_monthly_limit() {
         "{month}"
     );
 }
+
+/// A template nesting lists as deep as its fuel allows fails with a
+/// documented error; the gateway does not overflow a stack and abort.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deeply_nesting_template_does_not_abort_the_gateway() {
+    let gateway = start().await;
+    let nest = "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}ok";
+    let id = publish(
+        &gateway,
+        &actor("deep", &format!("steps:\n  - return: \"{nest}\"\n")),
+        json!({}),
+    )
+    .await;
+    let (status, body) = invoke(&gateway, &id).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "template_limit", "{body}");
+    gateway.assert_still_serving().await;
+}
