@@ -132,6 +132,7 @@ impl<'a> Renderer<'a> {
         match template {
             Template::Expr(source) => {
                 let at = |e: &dyn std::fmt::Display| format!("in '{{{{ {source} }}}}': {e}");
+                self.may_run_here(source.contains('*'))?;
                 let engine = self.engine;
                 let expression = engine
                     .environment(self.quick)
@@ -167,6 +168,7 @@ impl<'a> Renderer<'a> {
 
     fn render(&mut self, source: &str) -> Result<String, Problem> {
         let at = |e: &dyn std::fmt::Display| format!("in template '{}': {e}", abbreviate(source));
+        self.may_run_here(repeats(source))?;
         let context = self.context();
         let engine = self.engine;
         let text = engine
@@ -182,6 +184,19 @@ impl<'a> Renderer<'a> {
     }
 
     /// What one template may still produce: the step's templates share the cap.
+    /// A first attempt declines a template with `*`: repeating a list is
+    /// lazy and costs no fuel, and minijinja formats such a list whole
+    /// (`'' ~ [0] * 100000000`: 300 MB) before it charges for it. Only a
+    /// render thread may take that risk, never a runtime worker.
+    fn may_run_here(&self, repeats: bool) -> Result<(), Problem> {
+        match self.quick && repeats {
+            true => Err(Problem::Limit(
+                "it repeats a value: rendered on a thread of its own".into(),
+            )),
+            false => Ok(()),
+        }
+    }
+
     fn max_bytes(&self) -> u64 {
         match self.quick {
             true => QUICK_BYTES.min(self.engine.limits().max_template_bytes),
@@ -284,6 +299,31 @@ fn to_json(value: &minijinja::Value, left: &mut u64, depth: usize) -> Result<Val
     }
 }
 
+/// Whether a `*` appears inside a tag of `source` (`{{ … }}` or `{% … %}`);
+/// one in the text around them (Markdown's `**`) repeats nothing.
+fn repeats(source: &str) -> bool {
+    let mut rest = source;
+    while let Some(open) = rest.find(['{']) {
+        let after = &rest[open + 1..];
+        let close = match after.as_bytes().first() {
+            Some(b'{') => "}}",
+            Some(b'%') => "%}",
+            _ => {
+                rest = after;
+                continue;
+            }
+        };
+        let Some(end) = after.find(close) else {
+            return after.contains('*');
+        };
+        if after[..end].contains('*') {
+            return true;
+        }
+        rest = &after[end + close.len()..];
+    }
+    false
+}
+
 fn take(left: &mut u64, bytes: u64) -> Result<(), Conversion> {
     *left = left.checked_sub(bytes).ok_or(Conversion::Limit)?;
     Ok(())
@@ -367,6 +407,26 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[test]
+    fn a_first_attempt_declines_what_could_stall_a_runtime_worker() {
+        let (ir, engine, scope) = (ir(), engine(), Scope::new(json!({"n": 2})));
+        let mut quick = Renderer::quick(&engine, &ir, &scope);
+        assert_eq!(quick.value(&Template::Expr("input.n + 1".into())).unwrap(), json!(3));
+        for template in [
+            Template::Expr("'' ~ [0] * 100000000".into()),
+            Template::Text("{{ input.n * 2 }}".into()),
+            Template::Text("{% for a in range(100000) %}{{ a }}{% endfor %}".into()),
+        ] {
+            assert!(matches!(quick.text(&template), Err(Problem::Limit(_))), "{template:?}");
+        }
+        // A `*` outside the tags is text.
+        let bold = Template::Text("**Note:** {{ input.n }}".into());
+        assert_eq!(quick.text(&bold).unwrap(), "**Note:** 2");
+        // With the full limits a repetition that fits is fine.
+        let mut full = Renderer::new(&engine, &ir, &scope);
+        assert_eq!(full.text(&Template::Text("{{ input.n * 2 }}".into())).unwrap(), "4");
     }
 
     #[test]
