@@ -179,7 +179,7 @@ impl<H> Shared<H> {
         instance: &Value,
     ) -> Result<Result<(), String>, RunError> {
         let (schema, instance) = (schema.clone(), instance.clone());
-        let job = self.engine.blocking(move |_| check_schema(&schema, &instance));
+        let job = self.engine.pooled(move || check_schema(&schema, &instance));
         tokio::time::timeout_at(self.deadline, job)
             .await
             .map_err(|_| match step {

@@ -110,6 +110,28 @@ impl Engine {
         if quick { &self.quick } else { &self.environment }
     }
 
+    /// Runs `work` on tokio's blocking pool (threads reused, ordinary
+    /// stacks) once one of the `threads` is free: for work whose depth is
+    /// bounded, such as checking JSON (128 levels at most) against a schema.
+    pub(crate) async fn pooled<T: Send + 'static>(self: &Arc<Self>, work: impl FnOnce() -> T + Send + 'static) -> T {
+        let permit = self
+            .threads
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the render semaphore is never closed");
+        let task = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        });
+        match task.await {
+            Ok(value) => value,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down: nobody will read the answer.
+            Err(_) => std::future::pending().await,
+        }
+    }
+
     /// Runs `work` on a render thread of its own once one of the `threads`
     /// is free. The returned future may be dropped at any time (a timeout, a
     /// caller gone): the work then ends on its own, and its permit with it.
