@@ -6,9 +6,10 @@
 //! trail of what it did: the step count before each step, the depth before
 //! each sub-run, the wall-clock deadline around every host call, and the
 //! cost budget by the host holding each call's worst case (see `meter`).
-//! The operator's caps ([`RunLimits`]) bound what the run makes the gateway
-//! do: steps, sub-runs, bytes rendered and the trail's size; templates and
-//! schema checks run on the [`Engine`]'s bounded blocking pool.
+//! The operator's caps ([`super::RunLimits`]) bound what the run makes the
+//! gateway do: steps, sub-runs, bytes rendered and the trail's size (see
+//! `shared.rs`, where templates and schema checks are sent off the runtime's
+//! workers).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -19,9 +20,11 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tollgate_core::money::Nanos;
 
-use super::limits::{Engine, RunLimits};
-use super::templates::{self, Problem, Renderer, Scope};
-use super::{ComponentKind, DeltaSink, Events, Failure, Host, Meter, ModelAnswer, ModelCall, RunError, RunEvent};
+use super::limits::Engine;
+pub(crate) use super::schema::check_schema;
+use super::shared::Shared;
+use super::templates::{self, Scope};
+use super::{ComponentKind, DeltaSink, Events, Host, Meter, ModelAnswer, ModelCall, RunError, RunEvent};
 use super::{RunOutcome, ToolCall};
 use crate::ActorId;
 use crate::ir::{
@@ -90,183 +93,13 @@ pub async fn run<H: Host>(host: Arc<H>, spec: RunSpec) -> RunOutcome {
     }
 }
 
-struct Shared<H> {
-    host: Arc<H>,
-    events: Option<Events>,
-    request_id: String,
-    max_steps: u32,
-    max_depth: u32,
-    deadline: tokio::time::Instant,
-    steps_taken: AtomicU32,
-    /// Subtasks and map items started, nested ones included.
-    sub_runs: AtomicU32,
-    rendered_bytes: AtomicU64,
-    /// The trail's JSON size so far, as steps and runs finish.
-    trail_bytes: AtomicU64,
-    root: Meter,
-    cap: Option<i64>,
-    engine: Arc<Engine>,
-}
-
-impl<H> Shared<H> {
-    fn limits(&self) -> &RunLimits {
-        self.engine.limits()
-    }
-
-    /// Evaluates templates of `step`: first in place with a small slice of
-    /// fuel, then, if that is not enough, on the render pool with the full
-    /// limits, inside the run's wall time. What they produced counts
-    /// against the run's cap.
-    async fn render<T: Send + 'static>(
-        &self,
-        step: &str,
-        frame: &Frame,
-        scope: Option<Scope>,
-        work: impl Fn(&mut Renderer) -> Result<T, Problem> + Send + Sync + 'static,
-    ) -> Result<T, RunError> {
-        let quick = {
-            let mut renderer = Renderer::quick(&self.engine, &frame.ir, scope.as_ref().unwrap_or(&frame.scope));
-            let result = work(&mut renderer);
-            (result, renderer.bytes)
-        };
-        let (result, bytes) = match quick {
-            (Err(Problem::Limit(_)), _) => {
-                let ir = frame.ir.clone();
-                let scope = scope.unwrap_or_else(|| frame.scope.clone());
-                let job = self.engine.blocking(move |engine| {
-                    let mut renderer = Renderer::new(engine, &ir, &scope);
-                    let result = work(&mut renderer);
-                    (result, renderer.bytes)
-                });
-                match tokio::time::timeout_at(self.deadline, job).await {
-                    Ok(done) => done,
-                    Err(_) => return Err(self.timed_out(step)),
-                }
-            }
-            done => done,
-        };
-        let rendered = self.rendered_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        let value = result.map_err(|problem| match problem {
-            Problem::Invalid(message) => template_error(self, step, message),
-            Problem::Limit(message) => self.error(
-                "template_limit",
-                format!("The run stopped at step '{step}': {message}."),
-                step,
-            ),
-        })?;
-        if rendered > self.limits().max_rendered_bytes {
-            return Err(self.error(
-                "run_limit",
-                format!(
-                    "The run stopped at step '{step}': its templates have produced {rendered} bytes, more than the {} a run may.",
-                    self.limits().max_rendered_bytes
-                ),
-                step,
-            ));
-        }
-        Ok(value)
-    }
-
-    /// Checks `instance` against `schema` on the render pool: a tenant's
-    /// schema (its patterns included) is tenant computation too.
-    /// The outer error is the run's wall time running out meanwhile (a
-    /// `timeout` at `step`, or of the run itself); the inner one, the
-    /// problems found.
-    async fn check(
-        &self,
-        step: Option<&str>,
-        schema: &Value,
-        instance: &Value,
-    ) -> Result<Result<(), String>, RunError> {
-        let (schema, instance) = (schema.clone(), instance.clone());
-        let job = self.engine.pooled(move || check_schema(&schema, &instance));
-        tokio::time::timeout_at(self.deadline, job)
-            .await
-            .map_err(|_| match step {
-                Some(step) => self.timed_out(step),
-                None => RunError {
-                    code: "timeout".into(),
-                    message: "The run ran past its wall-time limit while its input or output was checked.".into(),
-                    step: None,
-                },
-            })
-    }
-
-    /// Counts `count` more sub-runs, or refuses past the run's cap.
-    fn claim_sub_runs(&self, step: &str, count: usize) -> Result<(), RunError> {
-        let count = u32::try_from(count).unwrap_or(u32::MAX);
-        let started = self.sub_runs.fetch_add(count, Ordering::Relaxed).saturating_add(count);
-        if started > self.limits().max_sub_runs {
-            return Err(self.error(
-                "run_limit",
-                format!(
-                    "The run stopped at step '{step}': it would start {started} sub-actor runs (subtasks and map items, nested ones included), more than the {} a run may.",
-                    self.limits().max_sub_runs
-                ),
-                step,
-            ));
-        }
-        Ok(())
-    }
-
-    fn emit(&self, event: RunEvent) {
-        if let Some(events) = &self.events {
-            let _ = events.send(event);
-        }
-    }
-
-    /// An error stating what the run has spent, and of what budget.
-    fn error(&self, code: &str, message: String, step: &str) -> RunError {
-        let spent = Nanos(self.root.spent()).usd_string();
-        let of = match self.cap {
-            Some(cap) => format!(" of its {} USD budget", Nanos(cap).usd_string()),
-            None => String::new(),
-        };
-        RunError {
-            code: code.to_string(),
-            message: format!("{message} The run has spent {spent} USD{of}."),
-            step: Some(step.to_string()),
-        }
-    }
-
-    async fn bounded<T>(&self, step: &str, call: impl Future<Output = Result<T, Failure>>) -> Result<T, RunError> {
-        match tokio::time::timeout_at(self.deadline, call).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(failure)) => Err(self.failed(step, failure)),
-            Err(_) => Err(self.timed_out(step)),
-        }
-    }
-
-    fn timed_out(&self, step: &str) -> RunError {
-        self.error(
-            "timeout",
-            format!("The run stopped at step '{step}': it ran past its wall-time limit."),
-            step,
-        )
-    }
-
-    fn failed(&self, step: &str, failure: Failure) -> RunError {
-        let code = match failure.code.as_str() {
-            "budget_exceeded" => "budget_exceeded",
-            "tool_error" => "tool_error",
-            "actor_unavailable" => "actor_unavailable",
-            _ => "model_error",
-        };
-        let detail = match code {
-            "model_error" => format!("{} ({})", failure.message, failure.code),
-            _ => failure.message,
-        };
-        self.error(code, format!("The run stopped at step '{step}': {detail}."), step)
-    }
-}
-
 /// One actor's run: its scope and the trail of its steps.
-struct Frame {
-    ir: Arc<Ir>,
+pub(super) struct Frame {
+    pub(super) ir: Arc<Ir>,
     run_id: String,
     depth: u32,
     meter: Meter,
-    scope: Scope,
+    pub(super) scope: Scope,
     steps: Vec<StepTrail>,
     last_output: Value,
 }
@@ -506,14 +339,6 @@ fn finish<H>(shared: &Shared<H>, frame: &mut Frame, mut record: StepTrail, kind:
         duration_ms: record.duration_ms,
     });
     frame.steps.push(record);
-}
-
-fn template_error<H>(shared: &Shared<H>, step: &str, problem: impl std::fmt::Display) -> RunError {
-    shared.error(
-        "template_error",
-        format!("The run stopped at step '{step}': {problem}."),
-        step,
-    )
 }
 
 /// The opening messages of an `llm` or `agent` step.
@@ -1030,50 +855,6 @@ fn nested(step: &str, mut error: RunError) -> RunError {
         None => step.to_string(),
     });
     error
-}
-
-/// Compiled schemas by their JSON text: an actor's schemas are checked on
-/// every run, and compiling one costs far more than checking with it.
-static VALIDATORS: std::sync::LazyLock<
-    std::sync::Mutex<std::collections::HashMap<String, Arc<jsonschema::Validator>>>,
-> = std::sync::LazyLock::new(Default::default);
-/// Bound on the cache; past it, it starts over.
-const MAX_CACHED_VALIDATORS: usize = 1024;
-
-fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
-    let key = schema.to_string();
-    if let Some(found) = VALIDATORS.lock().expect("validator cache lock").get(&key) {
-        return Ok(found.clone());
-    }
-    let compiled = Arc::new(jsonschema::validator_for(schema).map_err(|e| format!("the schema is invalid: {e}"))?);
-    let mut cache = VALIDATORS.lock().expect("validator cache lock");
-    if cache.len() >= MAX_CACHED_VALIDATORS {
-        cache.clear();
-    }
-    cache.insert(key, compiled.clone());
-    Ok(compiled)
-}
-
-/// Problems of `instance` against `schema`, joined; Ok when it matches.
-pub(crate) fn check_schema(schema: &Value, instance: &Value) -> Result<(), String> {
-    let validator = validator(schema)?;
-    let problems: Vec<String> = validator
-        .iter_errors(instance)
-        .take(5)
-        .map(|error| {
-            let at = error.instance_path().to_string();
-            if at.is_empty() {
-                error.to_string()
-            } else {
-                format!("{error} at {at}")
-            }
-        })
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
 }
 
 fn now_ms() -> i64 {

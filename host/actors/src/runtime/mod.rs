@@ -11,6 +11,8 @@
 mod exec;
 pub mod limits;
 mod meter;
+mod schema;
+mod shared;
 pub mod templates;
 
 use std::collections::BTreeMap;
