@@ -241,21 +241,46 @@ mod tests {
         registry.publish(&v1, adapter.clone(), "ws_owner:key").await.unwrap();
         let digest = &v1.content.digest;
         // Not an actor: public by default.
-        assert_eq!(registry.index.visibility(&v1.name).await.unwrap(), Some(crate::Visibility::Public));
+        assert_eq!(
+            registry.index.visibility(&v1.name).await.unwrap(),
+            Some(crate::Visibility::Public)
+        );
         assert!(registry.index.readable_by(&v1.name, None).await.unwrap());
         assert!(registry.index.blob_readable_by(digest, Some("ws_other")).await.unwrap());
 
-        registry.index.set_visibility(&v1.name, crate::Visibility::Private).await.unwrap();
+        registry
+            .index
+            .set_visibility(&v1.name, crate::Visibility::Private)
+            .await
+            .unwrap();
         for viewer in [None, Some("ws_other"), Some("")] {
-            assert!(!registry.index.readable_by(&v1.name, viewer).await.unwrap(), "{viewer:?}");
-            assert!(!registry.index.blob_readable_by(digest, viewer).await.unwrap(), "{viewer:?}");
-            assert!(registry.search(None, None, 10, viewer).await.unwrap().is_empty(), "{viewer:?}");
+            assert!(
+                !registry.index.readable_by(&v1.name, viewer).await.unwrap(),
+                "{viewer:?}"
+            );
+            assert!(
+                !registry.index.blob_readable_by(digest, viewer).await.unwrap(),
+                "{viewer:?}"
+            );
+            assert!(
+                registry.search(None, None, 10, viewer).await.unwrap().is_empty(),
+                "{viewer:?}"
+            );
         }
         assert!(registry.index.readable_by(&v1.name, Some("ws_owner")).await.unwrap());
         assert!(registry.index.blob_readable_by(digest, Some("ws_owner")).await.unwrap());
-        assert_eq!(registry.search(None, None, 10, Some("ws_owner")).await.unwrap().len(), 1);
+        assert_eq!(
+            registry.search(None, None, 10, Some("ws_owner")).await.unwrap().len(),
+            1
+        );
         // A blob nobody published is nobody's to read.
-        assert!(!registry.index.blob_readable_by(&Digest::of(b"unpublished"), Some("ws_owner")).await.unwrap());
+        assert!(
+            !registry
+                .index
+                .blob_readable_by(&Digest::of(b"unpublished"), Some("ws_owner"))
+                .await
+                .unwrap()
+        );
     }
 
     #[tokio::test]

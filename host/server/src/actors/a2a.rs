@@ -26,8 +26,8 @@ use tollgate_actors::runtime::RunEvent;
 
 use super::{Actors, Finished, Target};
 use crate::auth::Caller;
-use crate::control::error::{OPERATION_FAILED, RpcError, TOLLGATE_DOMAIN};
 use crate::control::error::OpError;
+use crate::control::error::{OPERATION_FAILED, RpcError, TOLLGATE_DOMAIN};
 use crate::error::ApiError;
 
 pub fn routes() -> Router<crate::app::AppState> {
@@ -73,7 +73,10 @@ async fn card(
         Err(_) => String::new(),
     };
     // `public_url` when configured; the Host header only without it (docs/configuration.md).
-    let url = format!("{}/v1/actors/{namespace}/{deployment}/a2a", control.public_url(Some(&headers)));
+    let url = format!(
+        "{}/v1/actors/{namespace}/{deployment}/a2a",
+        control.public_url(Some(&headers))
+    );
     axum::Json(json!({
         "name": format!("{namespace}/{deployment}"),
         "description": if description.is_empty() { format!("The hosted actor {namespace}/{deployment}.") } else { description.clone() },
@@ -199,7 +202,12 @@ async fn rpc(
     }
     let request = match serde_json::from_slice::<Value>(&body) {
         Ok(request @ Value::Object(_)) => request,
-        Ok(_) => return rpc_error(&Value::Null, &RpcError::invalid_request("A request is one JSON-RPC object")),
+        Ok(_) => {
+            return rpc_error(
+                &Value::Null,
+                &RpcError::invalid_request("A request is one JSON-RPC object"),
+            );
+        }
         Err(e) => return rpc_error(&Value::Null, &RpcError::parse_error(e)),
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -231,7 +239,8 @@ async fn rpc(
         | "ListTaskPushNotificationConfigs"
         | "DeleteTaskPushNotificationConfig" => return rpc_error(&id, &RpcError::push_not_supported()),
         "GetExtendedAgentCard" => {
-            let error = RpcError::unsupported("This agent has no extended card (capabilities.extendedAgentCard is false)");
+            let error =
+                RpcError::unsupported("This agent has no extended card (capabilities.extendedAgentCard is false)");
             return rpc_error(&id, &error);
         }
         other => return rpc_error(&id, &RpcError::method_not_found(other)),

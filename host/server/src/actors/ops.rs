@@ -202,10 +202,15 @@ pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedActor,
         .publish(workspace, &publisher, &sources, version, &license)
         .await?;
     if let Some(visibility) = visibility {
-        let package: tollgate_registry::PackageName =
-            published.package.parse().map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
+        let package: tollgate_registry::PackageName = published
+            .package
+            .parse()
+            .map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
         let index = &ctx.packages().registry().index;
-        index.set_visibility(&package, visibility).await.map_err(|e| OpError::Internal(e.into()))?;
+        index
+            .set_visibility(&package, visibility)
+            .await
+            .map_err(|e| OpError::Internal(e.into()))?;
     }
     Ok(published)
 }
@@ -219,10 +224,16 @@ pub async fn get(ctx: &Ctx, params: IdParams) -> Result<ActorShown, OpError> {
         .ok_or_else(|| OpError::NotFound(format!("actor {}", params.id)))?;
     // Another workspace's actor shows only when its package is public.
     if record.workspace_id != ctx.scope().workspace_id {
-        let package: tollgate_registry::PackageName =
-            record.package.parse().map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
+        let package: tollgate_registry::PackageName = record
+            .package
+            .parse()
+            .map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
         let index = &ctx.packages().registry().index;
-        if !index.readable_by(&package, None).await.map_err(|e| OpError::Internal(e.into()))? {
+        if !index
+            .readable_by(&package, None)
+            .await
+            .map_err(|e| OpError::Internal(e.into()))?
+        {
             return Err(OpError::NotFound(format!("actor {}", params.id)));
         }
     }

@@ -320,7 +320,14 @@ async fn sign_out(State(auth): State<Arc<AuthState>>, request_id: RequestId, hea
         return fail(ApiError::internal("Could not end the session."));
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
-    let clear = sessions::set_cookie(SESSION_COOKIE, "", "/", "Strict", 0, auth.signin.plain_http_cookie(&headers));
+    let clear = sessions::set_cookie(
+        SESSION_COOKIE,
+        "",
+        "/",
+        "Strict",
+        0,
+        auth.signin.plain_http_cookie(&headers),
+    );
     if let Ok(value) = HeaderValue::from_str(&clear) {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
@@ -613,11 +620,26 @@ mod tests {
     #[test]
     fn the_session_cookie_is_secure_unless_the_gateway_is_plain_http_on_loopback() {
         // public_url decides when set, whatever the listen address.
-        assert_eq!(PlainHttp::new(Some("https://gw.example.com"), "127.0.0.1:8080"), PlainHttp::Never);
-        assert_eq!(PlainHttp::new(Some("http://gw.example.com"), "127.0.0.1:8080"), PlainHttp::Never);
-        assert_eq!(PlainHttp::new(Some("https://localhost:8443"), "0.0.0.0:8443"), PlainHttp::Never);
-        assert_eq!(PlainHttp::new(Some("http://127.0.0.1:8080"), "0.0.0.0:8080"), PlainHttp::Always);
-        assert_eq!(PlainHttp::new(Some("http://[::1]:8080/"), "[::]:8080"), PlainHttp::Always);
+        assert_eq!(
+            PlainHttp::new(Some("https://gw.example.com"), "127.0.0.1:8080"),
+            PlainHttp::Never
+        );
+        assert_eq!(
+            PlainHttp::new(Some("http://gw.example.com"), "127.0.0.1:8080"),
+            PlainHttp::Never
+        );
+        assert_eq!(
+            PlainHttp::new(Some("https://localhost:8443"), "0.0.0.0:8443"),
+            PlainHttp::Never
+        );
+        assert_eq!(
+            PlainHttp::new(Some("http://127.0.0.1:8080"), "0.0.0.0:8080"),
+            PlainHttp::Always
+        );
+        assert_eq!(
+            PlainHttp::new(Some("http://[::1]:8080/"), "[::]:8080"),
+            PlainHttp::Always
+        );
         // Without it, a gateway others can reach always sets Secure, whatever Host says.
         assert_eq!(PlainHttp::new(None, "0.0.0.0:8080"), PlainHttp::Never);
         assert_eq!(PlainHttp::new(None, "[::]:8080"), PlainHttp::Never);

@@ -325,7 +325,13 @@ impl Installs {
             .parse()
             .map_err(|e| InstallError::Invalid(format!("version '{requirement}' is not a semver requirement: {e}")))?;
         // Another workspace's private package is missing here, as in the registry.
-        if !self.registry.index.readable_by(package, Some(workspace_id)).await.map_err(RegistryError::from)? {
+        if !self
+            .registry
+            .index
+            .readable_by(package, Some(workspace_id))
+            .await
+            .map_err(RegistryError::from)?
+        {
             return Err(RegistryError::NotFound(format!("package {package} not found")).into());
         }
         let version = self.registry.resolve(package, &parsed).await?;

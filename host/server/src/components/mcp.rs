@@ -87,7 +87,10 @@ pub async fn serve(scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Respon
     let mut counter = CallCounter::default();
     match message {
         Value::Array(batch) if batch.len() > MAX_BATCH => {
-            let text = format!("a batch may hold at most {MAX_BATCH} messages; this one holds {}", batch.len());
+            let text = format!(
+                "a batch may hold at most {MAX_BATCH} messages; this one holds {}",
+                batch.len()
+            );
             answer(StatusCode::BAD_REQUEST, error(Value::Null, INVALID_REQUEST, &text))
         }
         Value::Array(batch) if !batch.is_empty() => {
@@ -149,7 +152,10 @@ impl CallCounter {
             && let Err(wait) = scope.auth.count_request(scope.caller)
         {
             let secs = crate::rate_limit::retry_after_secs(wait);
-            return Err((REFUSED, format!("rate_limited: this API key is over its request rate; retry after {secs} s")));
+            return Err((
+                REFUSED,
+                format!("rate_limited: this API key is over its request rate; retry after {secs} s"),
+            ));
         }
         match scope.components.data.admit(scope.caller).await {
             // Counted: the call is one of the month's requests.

@@ -266,7 +266,10 @@ async fn guard_key_revoke(ctx: &Ctx, key_id: &str) -> Result<(), OpError> {
         true => Ok(()),
         false => Err(OpError::PermissionDenied(match role {
             Role::Admin => format!("key '{key_id}' belongs to an owner; only an owner may revoke it"),
-            _ => format!("key '{key_id}' is not yours; a {} may revoke only keys they created", role.as_str()),
+            _ => format!(
+                "key '{key_id}' is not yours; a {} may revoke only keys they created",
+                role.as_str()
+            ),
         })),
     }
 }

@@ -38,7 +38,10 @@ pub async fn endpoint(
         }
     };
     if let Some(origin) = control.foreign_origin(&headers) {
-        return reply(StatusCode::FORBIDDEN, error_response(Value::Null, &foreign_origin(&origin)));
+        return reply(
+            StatusCode::FORBIDDEN,
+            error_response(Value::Null, &foreign_origin(&origin)),
+        );
     }
     if let Some(content_type) = unsupported_content_type(&headers) {
         let error = RpcError::content_type_not_supported(&content_type);
@@ -213,9 +216,10 @@ async fn authenticate(
         );
         let mut response = reply(StatusCode::UNAUTHORIZED, error_response(Value::Null, &error));
         // Every refusal here follows a credential that was sent.
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, crate::error::bearer_challenge(Some("invalid_token")));
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            crate::error::bearer_challenge(Some("invalid_token")),
+        );
         response
     };
     let Some(value) = headers.get(header::AUTHORIZATION) else {

@@ -303,7 +303,10 @@ mod tests {
         assert!(!stored.contains("sk-live-credential"), "{stored}");
         assert!(!stored.contains("tg_live_full_secret"), "{stored}");
         assert!(stored.contains("tg_live_AbCd…wxyz"), "the hint stays: {stored}");
-        assert!(stored.contains("not a secret"), "a config value named `value` outside credentials stays");
+        assert!(
+            stored.contains("not a secret"),
+            "a config value named `value` outside credentials stays"
+        );
         assert!(stored.contains("\"placement\":\"bearer\""));
         // The answer to the creating call still carries the secret.
         assert!(task.to_string().contains("tg_live_full_secret"));

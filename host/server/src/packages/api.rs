@@ -139,8 +139,14 @@ async fn readable(
     public_cache: &'static str,
 ) -> Result<&'static str, ApiError> {
     let index = &packages.registry.index;
-    if !index.readable_by(name, workspace_of(viewer)).await.map_err(registry_error)? {
-        return Err(registry_error(RegistryError::NotFound(format!("package {name} not found"))));
+    if !index
+        .readable_by(name, workspace_of(viewer))
+        .await
+        .map_err(registry_error)?
+    {
+        return Err(registry_error(RegistryError::NotFound(format!(
+            "package {name} not found"
+        ))));
     }
     let public = index.visibility(name).await.map_err(registry_error)? == Some(Visibility::Public);
     Ok(if public { public_cache } else { PRIVATE })
@@ -197,7 +203,12 @@ async fn search(
             .map_err(|e| bad(e).with_param("kind"))?;
         let found = packages
             .registry
-            .search(kind, query.q.as_deref(), query.limit.unwrap_or(50), workspace_of(&viewer))
+            .search(
+                kind,
+                query.q.as_deref(),
+                query.limit.unwrap_or(50),
+                workspace_of(&viewer),
+            )
             .await
             .map_err(registry_error)?;
         let cache = if viewer.is_some() { PRIVATE } else { SHORT };
@@ -270,7 +281,14 @@ async fn blob(
         let missing = || registry_error(tollgate_registry::blobs::BlobError::NotFound(digest.clone()));
         let cache = match index.blob_readable_by(&digest, None).await.map_err(registry_error)? {
             true => IMMUTABLE,
-            false if index.blob_readable_by(&digest, workspace_of(&viewer)).await.map_err(registry_error)? => PRIVATE,
+            false
+                if index
+                    .blob_readable_by(&digest, workspace_of(&viewer))
+                    .await
+                    .map_err(registry_error)? =>
+            {
+                PRIVATE
+            }
             false => return Err(missing()),
         };
         let content = packages.registry.blobs.get(&digest).await.map_err(registry_error)?;

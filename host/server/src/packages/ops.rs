@@ -111,8 +111,14 @@ pub async fn get(ctx: &Ctx, params: PackageParams) -> Result<PackageInfo, OpErro
     let name = package_name(&params.name)?;
     // A private package is missing to anyone but its workspace.
     let index = &ctx.packages().registry.index;
-    if !index.readable_by(&name, viewer(ctx)).await.map_err(RegistryError::from)? {
-        return Err(OpError::from(RegistryError::NotFound(format!("package {name} not found"))));
+    if !index
+        .readable_by(&name, viewer(ctx))
+        .await
+        .map_err(RegistryError::from)?
+    {
+        return Err(OpError::from(RegistryError::NotFound(format!(
+            "package {name} not found"
+        ))));
     }
     let versions = ctx
         .packages()

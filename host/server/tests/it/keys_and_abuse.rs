@@ -481,18 +481,18 @@ async fn namespaces_per_workspace_are_limited() {
         .await
         .unwrap();
     // The other workspace holds "three" now: a name is one workspace's.
-    let (reason, _) = method(&gateway, Some(&owner.key), "namespaces.create", json!({"name": "three"}))
-        .await
-        .unwrap_err();
-    assert_eq!(reason, "ALREADY_EXISTS");
-    method(
+    let (reason, _) = method(
         &gateway,
         Some(&owner.key),
         "namespaces.create",
-        json!({"name": "four"}),
+        json!({"name": "three"}),
     )
     .await
-    .unwrap();
+    .unwrap_err();
+    assert_eq!(reason, "ALREADY_EXISTS");
+    method(&gateway, Some(&owner.key), "namespaces.create", json!({"name": "four"}))
+        .await
+        .unwrap();
 }
 
 fn digest(bytes: &[u8]) -> String {

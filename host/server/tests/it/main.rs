@@ -4,8 +4,8 @@
 //! file keeps linking — which pulls in wasmtime each time — to once.
 
 mod actors;
-mod actors_limits;
 mod actors_cli;
+mod actors_limits;
 mod billing;
 mod breakers;
 mod budgets;

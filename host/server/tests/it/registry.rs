@@ -83,9 +83,14 @@ async fn install(gw: &Gateway, provider: &str, package: &str, version: &str) -> 
 }
 
 async fn create_namespace(gw: &Gateway, key: &str, name: &str) {
+    let answer = try_create_namespace(gw, key, name).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+}
+
+/// The JSON-RPC answer to `namespaces/create`.
+async fn try_create_namespace(gw: &Gateway, key: &str, name: &str) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "namespaces/create", "params": {"name": name}});
-    let answer: Value = gw
-        .http
+    gw.http
         .post(format!("{}/a2a", gw.url))
         .header("A2A-Version", "1.0")
         .bearer_auth(key)
@@ -95,8 +100,7 @@ async fn create_namespace(gw: &Gateway, key: &str, name: &str) {
         .unwrap()
         .json()
         .await
-        .unwrap();
-    assert!(answer.get("result").is_some(), "{answer}");
+        .unwrap()
 }
 
 /// Makes the test account's workspace an operator (may install) via a reload.
@@ -237,18 +241,7 @@ async fn registry_rules(database: &str, extra: &str) {
     let other: Value = serde_json::from_str(&gw.admin(&["create-account", "--name", "other", "--json"])).unwrap();
     let other_key = other["api_key"].as_str().unwrap();
     // The name is taken gateway-wide, so the other workspace cannot even create it.
-    let taken: Value = gw
-        .http
-        .post(format!("{}/a2a", gw.url))
-        .header("A2A-Version", "1.0")
-        .bearer_auth(other_key)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "namespaces/create", "params": {"name": "acme"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let taken = try_create_namespace(&gw, other_key, "acme").await;
     assert_eq!(taken["error"]["data"][0]["reason"], "ALREADY_EXISTS", "{taken}");
     let v9 = manifest("acme/compat", "9.0.0", "provider-adapter", ADAPTER_WORLD, &bytes);
     let (status, body) = publish(&gw, other_key, &v9, &bytes).await;

@@ -58,11 +58,31 @@ async fn every_401_carries_a_bearer_challenge() {
     let gateway = Gateway::start(&standard_config(mock, "")).await;
     let http = reqwest::Client::new();
     let posts = [
-        ("/v1/chat/completions", "application/json", r#"{"model": "mock/small", "messages": []}"#),
-        ("/v1/mcp", "application/json", r#"{"jsonrpc": "2.0", "id": 1, "method": "ping"}"#),
-        ("/v1/actors/any/thing/a2a", "application/json", r#"{"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}"#),
-        ("/a2a", "application/json", r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}"#),
-        ("/v1/messages", "application/json", r#"{"model": "mock/small", "max_tokens": 5, "messages": []}"#),
+        (
+            "/v1/chat/completions",
+            "application/json",
+            r#"{"model": "mock/small", "messages": []}"#,
+        ),
+        (
+            "/v1/mcp",
+            "application/json",
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "ping"}"#,
+        ),
+        (
+            "/v1/actors/any/thing/a2a",
+            "application/json",
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}"#,
+        ),
+        (
+            "/a2a",
+            "application/json",
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}"#,
+        ),
+        (
+            "/v1/messages",
+            "application/json",
+            r#"{"model": "mock/small", "max_tokens": 5, "messages": []}"#,
+        ),
     ];
     for (path, content_type, body) in posts {
         for key in [None, Some("tg_live_not_a_real_key")] {
@@ -81,7 +101,10 @@ async fn every_401_carries_a_bearer_challenge() {
             }
             assert_eq!(response.status(), 401, "{path} with {key:?}");
             let challenge = challenge(&response);
-            assert!(challenge.starts_with("Bearer realm=\"tollgate\""), "{path}: {challenge:?}");
+            assert!(
+                challenge.starts_with("Bearer realm=\"tollgate\""),
+                "{path}: {challenge:?}"
+            );
             assert_eq!(
                 challenge.contains("error=\"invalid_token\""),
                 key.is_some(),
@@ -89,7 +112,10 @@ async fn every_401_carries_a_bearer_challenge() {
             );
             if path.ends_with("/a2a") {
                 let body: Value = response.json().await.unwrap();
-                assert_eq!(body["jsonrpc"], "2.0", "{path}: a JSON-RPC error, not an OpenAI body: {body}");
+                assert_eq!(
+                    body["jsonrpc"], "2.0",
+                    "{path}: a JSON-RPC error, not an OpenAI body: {body}"
+                );
                 assert_eq!(body["error"]["data"][0]["reason"], "UNAUTHENTICATED", "{body}");
             }
         }
@@ -101,9 +127,19 @@ async fn mcp_refuses_foreign_origins_and_counts_a_batch_entry_by_entry() {
     let mock = start_mock(Default::default()).await;
     let extra = "[control_plane]\nallowed_origins = [\"https://console.example.com\"]\n";
     let gateway = Gateway::start(&standard_config(mock, extra)).await;
-    op(&gateway, &gateway.api_key, "installs.create", json!({"package": "tollgate/calculator"})).await;
+    op(
+        &gateway,
+        &gateway.api_key,
+        "installs.create",
+        json!({"package": "tollgate/calculator"}),
+    )
+    .await;
     let mcp = |key: String, origin: Option<&'static str>, body: Value| {
-        let mut request = gateway.http.post(format!("{}/v1/mcp", gateway.url)).bearer_auth(key).json(&body);
+        let mut request = gateway
+            .http
+            .post(format!("{}/v1/mcp", gateway.url))
+            .bearer_auth(key)
+            .json(&body);
         if let Some(origin) = origin {
             request = request.header("origin", origin);
         }
@@ -144,11 +180,20 @@ async fn mcp_refuses_foreign_origins_and_counts_a_batch_entry_by_entry() {
     let response = mcp(key.clone(), None, Value::Array(big)).await.unwrap();
     assert_eq!(response.status(), 400);
     let body: Value = response.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("at most 32"), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("at most 32"),
+        "{body}"
+    );
 
     // A key limited to 2 requests a minute: the request counts once, each
     // further call in its batch once more.
-    let limited = op(&gateway, &key, "keys.create", json!({"name": "slow", "requests_per_minute": 2})).await;
+    let limited = op(
+        &gateway,
+        &key,
+        "keys.create",
+        json!({"name": "slow", "requests_per_minute": 2}),
+    )
+    .await;
     let limited = limited["api_key"].as_str().unwrap().to_string();
     let batch: Vec<Value> = (1..=5).map(call).collect();
     let response = mcp(limited.clone(), None, Value::Array(batch)).await.unwrap();
@@ -157,7 +202,13 @@ async fn mcp_refuses_foreign_origins_and_counts_a_batch_entry_by_entry() {
     assert_eq!(replies.len(), 5);
     let refused: Vec<bool> = replies.iter().map(|r| r.get("error").is_some()).collect();
     assert_eq!(refused, [false, false, true, true, true], "{replies:?}");
-    assert!(replies[2]["error"]["message"].as_str().unwrap().starts_with("rate_limited"), "{replies:?}");
+    assert!(
+        replies[2]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("rate_limited"),
+        "{replies:?}"
+    );
     // And the next request is over the rate at once.
     let response = mcp(limited, None, ping).await.unwrap();
     assert_eq!(response.status(), 429);
@@ -198,7 +249,12 @@ async fn a_private_actor_is_invisible_to_other_tenants_and_anonymous_callers() {
     for path in &private_paths {
         for key in [None, Some(other.clone())] {
             let response = get(path.clone(), key.clone()).await.unwrap();
-            assert_eq!(response.status(), 404, "{path} as {}", if key.is_some() { "another tenant" } else { "anonymous" });
+            assert_eq!(
+                response.status(),
+                404,
+                "{path} as {}",
+                if key.is_some() { "another tenant" } else { "anonymous" }
+            );
             assert!(!response.text().await.unwrap().contains("THE-SECRET-SYSTEM-PROMPT"));
         }
         let response = get(path.clone(), Some(owner.clone())).await.unwrap();
@@ -208,9 +264,13 @@ async fn a_private_actor_is_invisible_to_other_tenants_and_anonymous_callers() {
     let blob = get(format!("/v1/blobs/{digest}"), Some(owner.clone())).await.unwrap();
     assert!(blob.text().await.unwrap().contains("THE-SECRET-SYSTEM-PROMPT"));
     // Nor by id over the control plane, nor in search.
-    let (reason, _) = method(&gateway, Some(&other), "actors.get", json!({"id": id})).await.unwrap_err();
+    let (reason, _) = method(&gateway, Some(&other), "actors.get", json!({"id": id}))
+        .await
+        .unwrap_err();
     assert_eq!(reason, "NOT_FOUND");
-    let found = method(&gateway, None, "packages.search", json!({"q": "greeter"})).await.unwrap();
+    let found = method(&gateway, None, "packages.search", json!({"q": "greeter"}))
+        .await
+        .unwrap();
     assert_eq!(found["packages"], json!([]));
 
     // The private deployment's card needs a key.
@@ -221,7 +281,13 @@ async fn a_private_actor_is_invisible_to_other_tenants_and_anonymous_callers() {
     assert_eq!(response.status(), 200);
 
     // Published public, it reads like any package.
-    op(&gateway, &owner, "actors.publish", json!({"source": GREETER, "visibility": "public"})).await;
+    op(
+        &gateway,
+        &owner,
+        "actors.publish",
+        json!({"source": GREETER, "visibility": "public"}),
+    )
+    .await;
     for path in &private_paths {
         assert_eq!(get(path.clone(), None).await.unwrap().status(), 200, "{path}");
     }
@@ -240,14 +306,22 @@ async fn actor_rpc(gateway: &Gateway, version: Option<&str>, method: &str, param
     }
     let text = request.send().await.unwrap().text().await.unwrap();
     // A streamed answer: its first frame.
-    let text = text.strip_prefix("data: ").map_or(text.as_str(), |t| t.lines().next().unwrap());
+    let text = text
+        .strip_prefix("data: ")
+        .map_or(text.as_str(), |t| t.lines().next().unwrap());
     serde_json::from_str(text).unwrap()
 }
 
 fn error_reason(answer: &Value) -> (i64, String) {
     let error = &answer["error"];
-    assert_eq!(error["data"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo", "{answer}");
-    (error["code"].as_i64().unwrap(), error["data"][0]["reason"].as_str().unwrap().into())
+    assert_eq!(
+        error["data"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo",
+        "{answer}"
+    );
+    (
+        error["code"].as_i64().unwrap(),
+        error["data"][0]["reason"].as_str().unwrap().into(),
+    )
 }
 
 #[tokio::test]
@@ -271,36 +345,61 @@ async fn a_deployments_a2a_endpoint_answers_errors_as_the_control_plane_does() {
         (v1, "GetTask", json!({"id": "task_x"}), -32001, "TASK_NOT_FOUND"),
         (v1, "CancelTask", json!({"id": "task_x"}), -32001, "TASK_NOT_FOUND"),
         (v1, "SubscribeToTask", json!({"id": "task_x"}), -32001, "TASK_NOT_FOUND"),
-        (v1, "CreateTaskPushNotificationConfig", json!({}), -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED"),
+        (
+            v1,
+            "CreateTaskPushNotificationConfig",
+            json!({}),
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
         (v1, "GetExtendedAgentCard", json!({}), -32004, "UNSUPPORTED_OPERATION"),
         (v1, "NoSuchMethod", json!({}), -32601, "METHOD_NOT_FOUND"),
     ];
     for (version, name, params, code, reason) in cases {
         let answer = actor_rpc(&gateway, version, name, params).await;
-        assert_eq!(error_reason(&answer), (code, reason.to_string()), "{name} with {version:?}: {answer}");
+        assert_eq!(
+            error_reason(&answer),
+            (code, reason.to_string()),
+            "{name} with {version:?}: {answer}"
+        );
         assert_eq!(answer["id"], 9);
     }
     // Input that fails the actor's schema is invalid params on both paths.
     let bad = json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {"nom": 1}}]}});
     for name in ["SendMessage", "SendStreamingMessage"] {
         let answer = actor_rpc(&gateway, v1, name, bad.clone()).await;
-        assert_eq!(error_reason(&answer), (-32602, "INVALID_PARAMS".to_string()), "{name}: {answer}");
+        assert_eq!(
+            error_reason(&answer),
+            (-32602, "INVALID_PARAMS".to_string()),
+            "{name}: {answer}"
+        );
     }
     // A file or an unlisted media type is ContentTypeNotSupported; a taskId
     // names a task no run keeps.
     let file = json!({"message": {"messageId": "m3", "role": "ROLE_USER",
                                   "parts": [{"raw": "dGNr", "mediaType": "application/x-unknown"}]}});
     let answer = actor_rpc(&gateway, v1, "SendMessage", file).await;
-    assert_eq!(error_reason(&answer), (-32005, "CONTENT_TYPE_NOT_SUPPORTED".to_string()), "{answer}");
+    assert_eq!(
+        error_reason(&answer),
+        (-32005, "CONTENT_TYPE_NOT_SUPPORTED".to_string()),
+        "{answer}"
+    );
     let follow_up = json!({"message": {"messageId": "m4", "role": "ROLE_USER", "taskId": "task_gone",
                                        "parts": [{"data": {"name": "Ada"}}]}});
     let answer = actor_rpc(&gateway, v1, "SendMessage", follow_up).await;
-    assert_eq!(error_reason(&answer), (-32001, "TASK_NOT_FOUND".to_string()), "{answer}");
+    assert_eq!(
+        error_reason(&answer),
+        (-32001, "TASK_NOT_FOUND".to_string()),
+        "{answer}"
+    );
 
     let good = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"data": {"name": "Ada"}}]}});
     let answer = actor_rpc(&gateway, v1, "SendMessage", good).await;
     assert_eq!(answer["result"]["message"]["role"], "ROLE_AGENT", "{answer}");
     // Metadata keys are camelCase like the rest of the protocol.
     let metadata = answer["result"]["message"]["metadata"].as_object().unwrap();
-    assert!(metadata.contains_key("runId") && metadata.contains_key("costUsd"), "{answer}");
+    assert!(
+        metadata.contains_key("runId") && metadata.contains_key("costUsd"),
+        "{answer}"
+    );
 }

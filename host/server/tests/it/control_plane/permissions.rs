@@ -117,8 +117,12 @@ async fn keys_revoke_every_role_against_every_other_members_key() {
             .await;
             match (allowed[index], outcome) {
                 (true, Ok(revoked)) => assert_eq!(revoked["key_id"], key_id),
-                (false, Err((reason, _))) => assert_eq!(reason, "PERMISSION_DENIED", "{revoker} revoking {creator}'s key"),
-                (expected, outcome) => panic!("{revoker} revoking {creator}'s key: expected {expected}, got {outcome:?}"),
+                (false, Err((reason, _))) => {
+                    assert_eq!(reason, "PERMISSION_DENIED", "{revoker} revoking {creator}'s key")
+                }
+                (expected, outcome) => {
+                    panic!("{revoker} revoking {creator}'s key: expected {expected}, got {outcome:?}")
+                }
             }
             // A refused revocation leaves the key working.
             if !allowed[index] {
@@ -302,9 +306,14 @@ async fn the_task_store_keeps_no_secret_and_shows_tasks_only_to_the_scope_that_m
     let gateway = gateway().await;
     let owner = signup(&gateway, "tasks-owner@example.com").await;
     // A second workspace of the same user, with a task of its own.
-    let other = method(&gateway, Some(&owner.key), "workspaces.create", json!({"name": "elsewhere"}))
-        .await
-        .unwrap();
+    let other = method(
+        &gateway,
+        Some(&owner.key),
+        "workspaces.create",
+        json!({"name": "elsewhere"}),
+    )
+    .await
+    .unwrap();
     let other_ws = other["workspace_id"].as_str().unwrap();
     let elsewhere = send(
         &gateway,
@@ -337,7 +346,9 @@ async fn the_task_store_keeps_no_secret_and_shows_tasks_only_to_the_scope_that_m
 
     // The confined key sees only tasks made by keys confined to its workspace.
     assert_eq!(listed_tasks(&gateway, &confined_secret).await, "[]");
-    let mine = send(&gateway, Some(&confined_secret), "keys.list", json!({})).await.unwrap();
+    let mine = send(&gateway, Some(&confined_secret), "keys.list", json!({}))
+        .await
+        .unwrap();
     assert!(mine["keys"].is_array());
     let seen = listed_tasks(&gateway, &confined_secret).await;
     assert!(seen.contains("keys.list") && !seen.contains("keys.create"), "{seen}");
@@ -349,20 +360,35 @@ async fn a_namespace_is_one_workspaces_and_nobody_else_deploys_under_it() {
     let gateway = gateway().await;
     let holder = signup(&gateway, "ns-holder@example.com").await;
     let squatter = signup(&gateway, "ns-squatter@example.com").await;
-    method(&gateway, Some(&holder.key), "namespaces.create", json!({"name": "acme"}))
-        .await
-        .unwrap();
+    method(
+        &gateway,
+        Some(&holder.key),
+        "namespaces.create",
+        json!({"name": "acme"}),
+    )
+    .await
+    .unwrap();
     // Deployment URLs are keyed by the name alone, so a second workspace may
     // not create it in its own workspace either.
-    let (reason, message) = method(&gateway, Some(&squatter.key), "namespaces.create", json!({"name": "acme"}))
-        .await
-        .unwrap_err();
+    let (reason, message) = method(
+        &gateway,
+        Some(&squatter.key),
+        "namespaces.create",
+        json!({"name": "acme"}),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(reason, "ALREADY_EXISTS", "{message}");
     assert!(message.contains("another workspace"), "{message}");
     // The gateway's own names are taken too.
-    let (reason, _) = method(&gateway, Some(&squatter.key), "namespaces.create", json!({"name": "tollgate"}))
-        .await
-        .unwrap_err();
+    let (reason, _) = method(
+        &gateway,
+        Some(&squatter.key),
+        "namespaces.create",
+        json!({"name": "tollgate"}),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(reason, "ALREADY_EXISTS");
     let (reason, message) = method(
         &gateway,
