@@ -244,7 +244,7 @@ impl Gateway {
             config.control_plane.public_url.clone(),
             Nanos::from_usd(&config.control_plane.signup_credit_usd)
                 .map_err(|e| anyhow::anyhow!("control_plane.signup_credit_usd: {e}"))?,
-            crate::auth::signin::PlainHttp::new(config.control_plane.public_url.as_deref(), &config.listen),
+            crate::auth::sessions::PlainHttp::new(config.control_plane.public_url.as_deref(), &config.listen),
         )?;
         let auth = AuthState::new(
             keys,

@@ -282,6 +282,41 @@ pub fn loopback_host(headers: &HeaderMap) -> bool {
     name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// When the session cookie may go without `Secure`: only where the browser
+/// reaches the gateway over plain HTTP on loopback, which browsers treat as a
+/// secure context. `public_url` decides when it is set; without it, only a
+/// gateway listening on loopback alone trusts a loopback `Host` header (no
+/// remote client can reach it to send one), and every other gateway sets
+/// `Secure`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlainHttp {
+    Never,
+    Always,
+    LoopbackHost,
+}
+
+impl PlainHttp {
+    pub fn new(public_url: Option<&str>, listen: &str) -> Self {
+        let loopback_name = |host: &str| {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        };
+        match public_url {
+            Some(url) => match url::Url::parse(url) {
+                Ok(url) if url.scheme() == "http" && url.host_str().is_some_and(loopback_name) => PlainHttp::Always,
+                _ => PlainHttp::Never,
+            },
+            None => {
+                let host = listen.rsplit_once(':').map_or(listen, |(host, _)| host);
+                match loopback_name(host) {
+                    true => PlainHttp::LoopbackHost,
+                    false => PlainHttp::Never,
+                }
+            }
+        }
+    }
+}
+
 /// A `Set-Cookie` value: HttpOnly, SameSite as given, Secure unless
 /// `loopback`; `max_age` 0 deletes it.
 pub fn set_cookie(name: &str, value: &str, path: &str, same_site: &str, max_age: i64, loopback: bool) -> String {
@@ -312,5 +347,37 @@ mod tests {
         }
         assert!(set_cookie("n", "v", "/", "Strict", 10, false).contains("; Secure"));
         assert!(!set_cookie("n", "v", "/", "Strict", 10, true).contains("Secure"));
+    }
+
+    #[test]
+    fn the_session_cookie_is_secure_unless_the_gateway_is_plain_http_on_loopback() {
+        // public_url decides when set, whatever the listen address.
+        assert_eq!(
+            PlainHttp::new(Some("https://gw.example.com"), "127.0.0.1:8080"),
+            PlainHttp::Never
+        );
+        assert_eq!(
+            PlainHttp::new(Some("http://gw.example.com"), "127.0.0.1:8080"),
+            PlainHttp::Never
+        );
+        assert_eq!(
+            PlainHttp::new(Some("https://localhost:8443"), "0.0.0.0:8443"),
+            PlainHttp::Never
+        );
+        assert_eq!(
+            PlainHttp::new(Some("http://127.0.0.1:8080"), "0.0.0.0:8080"),
+            PlainHttp::Always
+        );
+        assert_eq!(
+            PlainHttp::new(Some("http://[::1]:8080/"), "[::]:8080"),
+            PlainHttp::Always
+        );
+        // Without it, a gateway others can reach always sets Secure, whatever Host says.
+        assert_eq!(PlainHttp::new(None, "0.0.0.0:8080"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(None, "[::]:8080"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(None, "10.0.0.5:8080"), PlainHttp::Never);
+        assert_eq!(PlainHttp::new(None, "127.0.0.1:8080"), PlainHttp::LoopbackHost);
+        assert_eq!(PlainHttp::new(None, "[::1]:8080"), PlainHttp::LoopbackHost);
+        assert_eq!(PlainHttp::new(None, "localhost:8080"), PlainHttp::LoopbackHost);
     }
 }
