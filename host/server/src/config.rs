@@ -318,6 +318,9 @@ pub struct ActorsConfig {
     pub inline_trail_bytes: u64,
     /// Templates rendering at once, gateway-wide; 0: one fewer than the CPUs.
     pub render_threads: usize,
+    /// Memory one render on the pool may allocate (it runs in a child
+    /// process capped at this); past it the run fails with `template_limit`.
+    pub render_memory_bytes: u64,
     /// Compiles (`actors.compile`, `actors.publish`) running at once, gateway-wide.
     pub max_compiles: usize,
     /// Compiles running at once for one workspace.
@@ -337,6 +340,7 @@ impl Default for ActorsConfig {
             max_trail_bytes: run.max_trail_bytes,
             inline_trail_bytes: 16 << 10,
             render_threads: 0,
+            render_memory_bytes: run.render_memory_bytes,
             max_compiles: 4,
             max_compiles_per_workspace: 2,
         }
@@ -352,6 +356,7 @@ impl ActorsConfig {
             max_steps: self.max_steps,
             max_sub_runs: self.max_sub_runs,
             max_trail_bytes: self.max_trail_bytes,
+            render_memory_bytes: self.render_memory_bytes,
         }
     }
 }

@@ -13,7 +13,9 @@
 //! in place with a small slice of fuel and bytes ([`QUICK_FUEL`],
 //! [`QUICK_BYTES`]: well under a millisecond of a runtime worker); only one
 //! that needs more moves to the pool, where it starts over with the full
-//! limits (templates have no side effects).
+//! limits (templates have no side effects), in a child process capped in
+//! memory (`isolate.rs`): fuel bounds a render's instructions, but one of
+//! minijinja's own operations can build a huge value before fuel is charged.
 
 use std::sync::Arc;
 
@@ -21,7 +23,11 @@ use std::fmt::Write as _;
 
 use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, ErrorKind, Output, State, UndefinedBehavior, Value};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
+
+pub use super::isolate::Isolation;
 
 /// Fuel of a template's first attempt, in place on a runtime worker.
 pub const QUICK_FUEL: u64 = 10_000;
@@ -51,6 +57,10 @@ pub struct RunLimits {
     /// Size of a run's provenance trail, in bytes of JSON (estimated as
     /// steps finish; the run stops at its next step past it).
     pub max_trail_bytes: u64,
+    /// Memory a render on the pool may allocate beyond what the gateway had
+    /// when it started (the render runs in a child process capped at that,
+    /// see `isolate.rs`): past it the render fails with `template_limit`.
+    pub render_memory_bytes: u64,
 }
 
 impl Default for RunLimits {
@@ -62,6 +72,7 @@ impl Default for RunLimits {
             max_steps: 10_000,
             max_sub_runs: 1_024,
             max_trail_bytes: 4 << 20,
+            render_memory_bytes: 128 << 20,
         }
     }
 }
@@ -140,10 +151,16 @@ impl Engine {
     /// deep as its fuel allows (`{% set ns.x = [ns.x] %}` in a loop), and
     /// dropping such a value recurses once per level, which would overflow a
     /// runtime thread's 2 MiB and abort the process.
-    pub(crate) async fn blocking<T: Send + 'static>(
+    ///
+    /// On Linux the work itself runs in a child process forked from that
+    /// thread, with [`RunLimits::render_memory_bytes`] of memory and until
+    /// `deadline` (`isolate.rs`): minijinja can build a huge value in one
+    /// operation before fuel is charged for it, and only the child dies.
+    pub(crate) async fn blocking<T: Serialize + DeserializeOwned + Send + 'static>(
         self: &Arc<Self>,
+        deadline: Option<std::time::Instant>,
         work: impl FnOnce(&Engine) -> T + Send + 'static,
-    ) -> T {
+    ) -> Result<T, Isolation> {
         let permit = self
             .threads
             .clone()
@@ -157,7 +174,9 @@ impl Engine {
             .stack_size(RENDER_STACK)
             .spawn(move || {
                 let _permit = permit;
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&engine)));
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    isolated(engine.limits.render_memory_bytes, deadline, || work(&engine))
+                }));
                 let _ = done.send(outcome);
             })
             .expect("the OS refused a render thread");
@@ -167,6 +186,14 @@ impl Engine {
             Err(_) => unreachable!("a render thread always answers, panics included"),
         }
     }
+}
+
+fn isolated<T: Serialize + DeserializeOwned>(
+    memory: u64,
+    deadline: Option<std::time::Instant>,
+    work: impl FnOnce() -> T,
+) -> Result<T, Isolation> {
+    super::isolate::run(memory, deadline, work)
 }
 
 /// Prints a value as the default formatter does, but a list or map only as

@@ -9,6 +9,7 @@
 //! the parent's conversation is reachable from it.
 
 mod exec;
+mod isolate;
 pub mod limits;
 mod meter;
 mod schema;

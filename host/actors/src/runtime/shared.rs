@@ -12,7 +12,7 @@ use serde_json::Value;
 use tollgate_core::money::Nanos;
 
 use super::exec::Frame;
-use super::limits::{Engine, RunLimits};
+use super::limits::{Engine, Isolation, RunLimits};
 use super::schema::check_schema;
 use super::templates::{Problem, Renderer, Scope};
 use super::{Events, Failure, Meter, RunError, RunEvent};
@@ -44,7 +44,7 @@ impl<H> Shared<H> {
     /// fuel, then, if that is not enough, on the render pool with the full
     /// limits, inside the run's wall time. What they produced counts
     /// against the run's cap.
-    pub(super) async fn render<T: Send + 'static>(
+    pub(super) async fn render<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static>(
         &self,
         step: &str,
         frame: &Frame,
@@ -60,14 +60,25 @@ impl<H> Shared<H> {
             (Err(Problem::Limit(_)), _) => {
                 let ir = frame.ir.clone();
                 let scope = scope.unwrap_or_else(|| frame.scope.clone());
-                let job = self.engine.blocking(move |engine| {
+                let deadline = Some(self.deadline.into_std());
+                let job = self.engine.blocking(deadline, move |engine| {
                     let mut renderer = Renderer::new(engine, &ir, &scope);
                     let result = work(&mut renderer);
                     (result, renderer.bytes)
                 });
                 match tokio::time::timeout_at(self.deadline, job).await {
-                    Ok(done) => done,
-                    Err(_) => return Err(self.timed_out(step)),
+                    Ok(Ok(done)) => done,
+                    Ok(Err(Isolation::Deadline)) | Err(_) => return Err(self.timed_out(step)),
+                    Ok(Err(Isolation::Memory)) => (
+                        Err(Problem::Limit(format!(
+                            "it needed more than the {} MiB of memory a template may use",
+                            self.limits().render_memory_bytes >> 20
+                        ))),
+                        0,
+                    ),
+                    Ok(Err(Isolation::Failed(reason))) => {
+                        (Err(Problem::Limit(format!("it could not be rendered ({reason})"))), 0)
+                    }
                 }
             }
             done => done,

@@ -52,7 +52,7 @@ impl Scope {
 }
 
 /// Why a template gave no value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Problem {
     /// The template is wrong for this scope (an undefined name, a type error).
     Invalid(String),

@@ -144,6 +144,39 @@ async fn a_hundred_megabyte_template_is_refused_without_the_memory() {
     assert!(peak < 128 * 1024, "the gateway's peak RSS is {peak} KiB");
 }
 
+/// minijinja formats a lazily repeated list whole before it charges fuel for
+/// it: this one asks for about 100 GB in one `~`. The render runs in a child
+/// process capped in memory, so only the child dies; before, the gateway
+/// aborted (or the machine ran out of memory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_that_formats_a_huge_repeated_list_fails_alone() {
+    let gateway = start().await;
+    let templates = [
+        "{{ '' ~ (['A' * 1000000] * 100000) }}",
+        "{{ ([0] * 100000000) | string }}",
+        "{{ ([0] * 100000000) | tojson }}",
+    ];
+    for (index, template) in templates.iter().enumerate() {
+        let id = publish(
+            &gateway,
+            &actor(
+                &format!("greedy{index}"),
+                &format!("steps:\n  - return: \"{template}\"\n"),
+            ),
+            json!({}),
+        )
+        .await;
+        let (status, body) = invoke(&gateway, &id).await;
+        assert_eq!(status, 422, "{template}: {body}");
+        assert_eq!(body["error"]["code"], "template_limit", "{template}: {body}");
+    }
+    let healthz = gateway.get("/healthz").send().await.unwrap();
+    assert_eq!(healthz.status(), 200, "the gateway still serves");
+    let peak = peak_rss_kib(&gateway);
+    eprintln!("gateway peak RSS (VmHWM): {peak} KiB");
+    assert!(peak < 128 * 1024, "the gateway's peak RSS is {peak} KiB");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nested_map_stops_at_the_cap_its_row_stays_small_and_usage_counts_it() {
     let gateway = start().await;
