@@ -65,13 +65,25 @@ impl Index {
         Self { pool }
     }
 
+    /// A transaction that reads and then writes. On SQLite it takes the write
+    /// lock at `BEGIN` (waiting for it within the pool's busy timeout): a
+    /// deferred one that reads first cannot upgrade once another connection
+    /// has committed (`SQLITE_BUSY_SNAPSHOT`, "database is locked"), which a
+    /// gateway's ledger writer does all the time.
+    pub(crate) async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Any>> {
+        match self.pool.connect_options().database_url.scheme() {
+            "sqlite" => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            _ => self.pool.begin().await,
+        }
+    }
+
     /// Records a new version. Fails with `Conflict` if the version was ever
     /// published (yanked or not) or the package has another kind.
     pub async fn insert(&self, manifest: &Manifest, publisher: &str) -> Result<VersionRecord, IndexError> {
         let name = manifest.name.to_string();
         let version = manifest.version.to_string();
         let now = now_ms();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let kind: Option<String> = sqlx::query_scalar("SELECT kind FROM registry_packages WHERE name = $1")
             .bind(&name)
             .fetch_optional(&mut *tx)

@@ -231,6 +231,27 @@ mod tests {
         }
     }
 
+    /// A publish reads, then writes: its transaction must hold SQLite's
+    /// write lock from the start, or a commit by another connection in
+    /// between (a gateway's ledger writer) makes it fail "database is locked".
+    #[tokio::test]
+    async fn a_write_transaction_holds_sqlites_write_lock_from_its_start() {
+        use sqlx::{Connection as _, Executor as _};
+        let dir = tempfile::tempdir().unwrap();
+        let registry = registry(dir.path()).await;
+        let tx = registry.index.begin_write().await.unwrap();
+        let url = format!("sqlite://{}", dir.path().join("index.db").display());
+        let mut other = sqlx::AnyConnection::connect(&url).await.unwrap();
+        other.execute("PRAGMA busy_timeout = 0").await.unwrap();
+        let refused = other.execute("BEGIN IMMEDIATE").await;
+        assert!(
+            refused.is_err(),
+            "another writer started while the transaction was open"
+        );
+        drop(tx);
+        other.execute("BEGIN IMMEDIATE").await.unwrap();
+    }
+
     #[tokio::test]
     async fn a_private_package_and_its_blob_are_readable_only_by_its_workspace() {
         let dir = tempfile::tempdir().unwrap();

@@ -41,7 +41,7 @@ impl Index {
     ) -> Result<bool, QuotaError> {
         let size = i64::try_from(size).unwrap_or(i64::MAX);
         let quota = i64::try_from(quota).unwrap_or(i64::MAX);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let recorded = sqlx::query(
             "INSERT INTO registry_blob_uploads (workspace_id, digest, size, uploaded_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT DO NOTHING",
@@ -85,7 +85,7 @@ impl Index {
     /// Undoes a [`Index::reserve_upload`] that returned `Ok(true)` whose blob
     /// was then not stored.
     pub async fn release_upload(&self, owner: &str, digest: &Digest) -> Result<(), sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let size: Option<i64> =
             sqlx::query_scalar("SELECT size FROM registry_blob_uploads WHERE workspace_id = $1 AND digest = $2")
                 .bind(owner)
