@@ -286,9 +286,15 @@ fn shown(record: &ActorRecord, created: bool) -> PublishedActor {
     }
 }
 
+/// A publish the registry refused is the caller's to fix (`Invalid`), but a
+/// registry that could not store it (its database or blob store) is the
+/// gateway's (`Internal`), so the caller is not told its actor is wrong.
 fn package_error(error: PackageError) -> ActorError {
     match error {
         PackageError::Forbidden(message) => ActorError::Forbidden(message),
+        PackageError::Registry(RegistryError::Storage(message)) | PackageError::Internal(message) => {
+            ActorError::Internal(anyhow::anyhow!("publishing the actor: {message}"))
+        }
         other => ActorError::Invalid(other.to_string()),
     }
 }
@@ -345,4 +351,19 @@ fn write_sources(sources: &Sources) -> Result<tempfile::TempDir, ActorError> {
         std::fs::write(&path, text).map_err(|e| ActorError::Internal(e.into()))?;
     }
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registry_that_cannot_store_is_the_gateways_error_not_the_callers() {
+        let storage = PackageError::Registry(RegistryError::Storage("database is locked".into()));
+        assert!(matches!(package_error(storage), ActorError::Internal(_)));
+        let conflict = PackageError::Registry(RegistryError::Conflict("acme/x@1.0.0 exists".into()));
+        assert!(matches!(package_error(conflict), ActorError::Invalid(_)));
+        let forbidden = PackageError::Forbidden("not your namespace".into());
+        assert!(matches!(package_error(forbidden), ActorError::Forbidden(_)));
+    }
 }
