@@ -92,6 +92,7 @@
 //! rest, so the partial answer and the continuation read as one reply.
 //! For non-streaming requests a cut sends the head and aborts the body.
 //! [`MockOptions::latency_ms`] is added to every request's delay.
+#![forbid(unsafe_code)]
 
 mod anthropic;
 mod azure;

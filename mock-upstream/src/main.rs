@@ -1,6 +1,7 @@
 //! `tollgate-mock-upstream`: the scriptable fake provider as a program of its
 //! own, for the quickstart, the Python tests and the benchmark. It is a test
 //! double, so it is not part of the `tollgate` binary.
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 

@@ -4,6 +4,7 @@
 //! (`blobs`), the SQL index (`index`), per-owner upload accounting for quotas
 //! (`uploads`) and the [`Registry`] that ties them together with the
 //! immutability rules (`registry`). The HTTP API lives in the host.
+#![forbid(unsafe_code)]
 
 pub mod blobs;
 pub mod component;

@@ -14,6 +14,7 @@
 //! A tool server imports `http`, `config` and `log`; a skill imports
 //! `models`, `tools`, `config` and `log`, and has no network. A component
 //! that traps, loops, eats memory or answers too much fails only its own call.
+#![forbid(unsafe_code)]
 
 mod bindings;
 mod config;

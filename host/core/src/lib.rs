@@ -3,6 +3,7 @@
 //! handle with its migrations (`db`), error text that names no secret
 //! (`error_text`), and secrets sealed for storage (`sealed`). It knows no
 //! provider, wallet, plugin or HTTP route.
+#![forbid(unsafe_code)]
 
 pub mod db;
 pub mod error_text;

@@ -17,6 +17,7 @@
 //! durable before the answer. A crash loses only holds of requests that had
 //! not settled: their gateway's rows expire and the sweeper hands the grant
 //! back, unbilled — never a double charge, never an overspend.
+#![forbid(unsafe_code)]
 
 mod admin;
 pub mod archive;

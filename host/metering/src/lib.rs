@@ -8,6 +8,7 @@
 //! events, a gateway crash leaves the cursor behind for the next start, and
 //! nothing is lost. Redeliveries are the same event (its id is the request id).
 //! See docs/metering.md.
+#![forbid(unsafe_code)]
 
 mod config;
 mod dispatcher;

@@ -9,6 +9,7 @@
 //! - `snapshots`: content-addressed pricing snapshots (table `pricing_snapshots`).
 //!
 //! It depends only on `tollgate-core`. It sends nothing: the data plane does.
+#![forbid(unsafe_code)]
 
 pub mod aws;
 pub mod catalog;

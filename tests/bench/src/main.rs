@@ -4,6 +4,7 @@
 //! LiteLLM proxy in front of the same mock gets a row too.
 //! `tollgate-bench soak` is the sustained-load soak instead (`soak.rs`).
 //! See `--help`; build with `cargo build --release -p tollgate-bench`.
+#![forbid(unsafe_code)]
 
 mod configs;
 mod floor;

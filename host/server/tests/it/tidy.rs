@@ -1,7 +1,8 @@
 //! Tidy checks on the source tree itself (as rust-analyzer's tidy test does):
 //! the crate graph is the one docs/ARCHITECTURE.md documents, so no crate
-//! grows a dependency its concern should not have, and every crate and module
-//! opens with a `//!` header saying what it owns.
+//! grows a dependency its concern should not have, every crate and module
+//! opens with a `//!` header saying what it owns, and a crate that writes no
+//! `unsafe` forbids it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -214,6 +215,68 @@ fn only_a_tables_owner_queries_it() {
     assert!(
         problems.is_empty(),
         "SQL outside a table's owner:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Whether `text` uses the `unsafe` keyword (not as part of a longer name).
+fn uses_unsafe(text: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices("unsafe")
+        .any(|(at, _)| !word(text[..at].chars().next_back()) && !word(text[at + "unsafe".len()..].chars().next()))
+}
+
+/// A crate whose own sources write no `unsafe` says so with
+/// `#![forbid(unsafe_code)]` in every target root, so a first `unsafe` block
+/// is a decision someone makes on purpose. Components are exempt: the WIT
+/// bindings their export macros generate are `unsafe` by nature.
+#[test]
+fn crates_without_unsafe_code_forbid_it() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut problems = Vec::new();
+    let mut forbidding = 0;
+    for package in metadata["packages"].as_array().unwrap() {
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap());
+        let mut sources = Vec::new();
+        rust_files(&manifest.parent().unwrap().join("src"), &mut sources);
+        let texts: Vec<String> = sources.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
+        let component = texts.iter().any(|t| {
+            ["wit_bindgen", "export_adapter!", "export_tool_server!", "export_skill!"]
+                .iter()
+                .any(|m| t.contains(m))
+        });
+        if component || texts.iter().any(|t| uses_unsafe(t)) {
+            continue;
+        }
+        for target in package["targets"].as_array().unwrap() {
+            let kinds: Vec<&str> = target["kind"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            if !kinds.iter().any(|k| matches!(*k, "lib" | "bin" | "rlib" | "cdylib")) {
+                continue;
+            }
+            let path = PathBuf::from(target["src_path"].as_str().unwrap());
+            let text = std::fs::read_to_string(&path).unwrap();
+            match text.contains("#![forbid(unsafe_code)]") {
+                true => forbidding += 1,
+                false => problems.push(path.strip_prefix(root()).unwrap_or(&path).display().to_string()),
+            }
+        }
+    }
+    assert!(forbidding >= 10, "found the crate roots ({forbidding})");
+    assert!(
+        problems.is_empty(),
+        "crate roots that write no `unsafe` but do not `#![forbid(unsafe_code)]`:\n{}",
         problems.join("\n")
     );
 }

@@ -7,6 +7,7 @@
 //!
 //! Build and run:
 //! `cargo build --release -p tollgate -p tollgate-mock-upstream -p tollgate-bench && target/release/bench-actors`.
+#![forbid(unsafe_code)]
 
 #[path = "../procs.rs"]
 #[allow(dead_code)]

@@ -7,6 +7,7 @@
 //! no gateway can go below.
 //!
 //!   bench-floor --listen 127.0.0.1:9100 --upstream http://127.0.0.1:9000
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

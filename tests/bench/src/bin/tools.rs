@@ -9,6 +9,7 @@
 //! The report gives p50 and p99 per path and what MCP adds over the
 //! in-process call. Build and run:
 //! `cargo build --release -p tollgate-bench --features tools && target/release/bench-tools`.
+#![forbid(unsafe_code)]
 
 #[path = "../procs.rs"]
 #[allow(dead_code)]
