@@ -280,3 +280,80 @@ fn crates_without_unsafe_code_forbid_it() {
         problems.join("\n")
     );
 }
+
+/// The released WIT folders and the SHA-256 of their files (each file's path
+/// within the folder, a NUL, its bytes, a NUL, in path order). A released
+/// version never changes, not even a comment: components out there were
+/// built against these bytes. A new version is a new folder and a new row.
+const RELEASED_WIT: &[(&str, &str)] = &[
+    (
+        "host/0.1.0",
+        "78b9210f0389791080c392d6c631bf7a21deefae6c42c0659702fa0158df5cf0",
+    ),
+    (
+        "provider/0.1.0",
+        "f1f757526d6fc4a8c3aacc80c6e4a0b547c5a53b444050b1100f5afc338c2bb0",
+    ),
+    (
+        "provider/0.2.0",
+        "7820031ec3b9ce86a85b5b928053446e5c0f0bbc9d05d0086aef3961ba4536f0",
+    ),
+    (
+        "skill/0.1.0",
+        "04034369829f7ba359758564c4bedac33b5f8098315dd47c34ae16f740e5de22",
+    ),
+    (
+        "tool/0.1.0",
+        "30acd8aff3770f3e87486defa757ffcab70d62992087a51882638f38b18ab6ae",
+    ),
+];
+
+fn folder_digest(dir: &Path) -> String {
+    use sha2::Digest as _;
+    fn files(dir: &Path, base: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            match path.is_dir() {
+                true => files(&path, base, out),
+                false => out.push(path.strip_prefix(base).unwrap().to_path_buf()),
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    files(dir, dir, &mut paths);
+    paths.sort();
+    let mut hash = sha2::Sha256::new();
+    for path in paths {
+        hash.update(path.to_str().unwrap().as_bytes());
+        hash.update([0]);
+        hash.update(std::fs::read(dir.join(&path)).unwrap());
+        hash.update([0]);
+    }
+    hex::encode(hash.finalize())
+}
+
+#[test]
+fn released_wit_folders_never_change() {
+    let wit = root().join("wit");
+    let mut found = Vec::new();
+    for interface in std::fs::read_dir(&wit).unwrap() {
+        let interface = interface.unwrap().path();
+        for version in std::fs::read_dir(&interface).unwrap() {
+            let version = version.unwrap().path();
+            found.push(version.strip_prefix(&wit).unwrap().display().to_string());
+        }
+    }
+    found.sort();
+    let listed: Vec<String> = RELEASED_WIT.iter().map(|(folder, _)| folder.to_string()).collect();
+    assert_eq!(
+        found, listed,
+        "every folder under wit/ is a released version with a row here"
+    );
+    for (folder, expected) in RELEASED_WIT {
+        assert_eq!(
+            folder_digest(&wit.join(folder)),
+            *expected,
+            "wit/{folder} changed; a released version is frozen: put changes in a new version folder"
+        );
+    }
+}
