@@ -263,7 +263,7 @@ mod tests {
         let digest = &v1.content.digest;
         // Not an actor: public by default.
         assert_eq!(
-            registry.index.visibility(&v1.name).await.unwrap(),
+            registry.index.read_access(&v1.name, None).await.unwrap(),
             Some(crate::Visibility::Public)
         );
         assert!(registry.index.readable_by(&v1.name, None).await.unwrap());

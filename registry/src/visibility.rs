@@ -46,14 +46,6 @@ impl std::str::FromStr for Visibility {
 }
 
 impl Index {
-    pub async fn visibility(&self, name: &PackageName) -> Result<Option<Visibility>, IndexError> {
-        let text: Option<String> = sqlx::query_scalar("SELECT visibility FROM registry_packages WHERE name = $1")
-            .bind(name.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
-        text.map(|t| t.parse().map_err(IndexError::Corrupt)).transpose()
-    }
-
     pub async fn set_visibility(&self, name: &PackageName, visibility: Visibility) -> Result<(), IndexError> {
         let done = sqlx::query("UPDATE registry_packages SET visibility = $1 WHERE name = $2")
             .bind(visibility.as_str())
@@ -66,9 +58,14 @@ impl Index {
         }
     }
 
-    /// Whether `viewer` (a workspace id; `None` for an anonymous caller) may
-    /// read the package. A package that does not exist is not readable.
-    pub async fn readable_by(&self, name: &PackageName, viewer: Option<&str>) -> Result<bool, IndexError> {
+    /// The package's visibility when `viewer` (a workspace id; `None` for an
+    /// anonymous caller) may read it; `None` when it may not, or the package
+    /// does not exist.
+    pub async fn read_access(
+        &self,
+        name: &PackageName,
+        viewer: Option<&str>,
+    ) -> Result<Option<Visibility>, IndexError> {
         let row: Option<(String, Option<String>)> = sqlx::query_as(
             "SELECT p.visibility, n.workspace_id FROM registry_packages p \
              LEFT JOIN registry_namespaces n ON n.name = p.namespace WHERE p.name = $1",
@@ -76,25 +73,41 @@ impl Index {
         .bind(name.to_string())
         .fetch_optional(&self.pool)
         .await?;
-        Ok(match row {
-            None => false,
-            Some((visibility, owner)) => visibility == "public" || (viewer.is_some() && owner.as_deref() == viewer),
-        })
+        let Some((visibility, owner)) = row else {
+            return Ok(None);
+        };
+        let visibility: Visibility = visibility.parse().map_err(IndexError::Corrupt)?;
+        let own = viewer.is_some() && owner.as_deref() == viewer;
+        Ok((visibility == Visibility::Public || own).then_some(visibility))
     }
 
-    /// Whether `viewer` may read the blob: some version of a package it may
-    /// read holds it. A blob no published version holds (an upload not yet
-    /// published) is readable by nobody.
-    pub async fn blob_readable_by(&self, digest: &Digest, viewer: Option<&str>) -> Result<bool, IndexError> {
-        let found: Option<String> = sqlx::query_scalar(
-            "SELECT v.name FROM registry_versions v JOIN registry_packages p ON p.name = v.name \
+    /// Whether `viewer` may read the package (see [`Index::read_access`]).
+    pub async fn readable_by(&self, name: &PackageName, viewer: Option<&str>) -> Result<bool, IndexError> {
+        Ok(self.read_access(name, viewer).await?.is_some())
+    }
+
+    /// How `viewer` may read the blob: `Public` when some version of a public
+    /// package holds it, `Private` when only its own workspace's packages do,
+    /// `None` when it may not (a blob no published version holds, an upload
+    /// not yet published, is readable by nobody).
+    pub async fn blob_access(&self, digest: &Digest, viewer: Option<&str>) -> Result<Option<Visibility>, IndexError> {
+        let found: Vec<String> = sqlx::query_scalar(
+            "SELECT p.visibility FROM registry_versions v JOIN registry_packages p ON p.name = v.name \
              LEFT JOIN registry_namespaces n ON n.name = p.namespace \
-             WHERE v.digest = $1 AND (p.visibility = 'public' OR n.workspace_id = $2) LIMIT 1",
+             WHERE v.digest = $1 AND (p.visibility = 'public' OR n.workspace_id = $2)",
         )
         .bind(digest.to_string())
         .bind(viewer.unwrap_or(""))
-        .fetch_optional(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(found.is_some())
+        Ok(match found.iter().any(|v| v == "public") {
+            true => Some(Visibility::Public),
+            false => (!found.is_empty()).then_some(Visibility::Private),
+        })
+    }
+
+    /// Whether `viewer` may read the blob (see [`Index::blob_access`]).
+    pub async fn blob_readable_by(&self, digest: &Digest, viewer: Option<&str>) -> Result<bool, IndexError> {
+        Ok(self.blob_access(digest, viewer).await?.is_some())
     }
 }

@@ -218,22 +218,19 @@ async fn handle(
     });
     // The plan's monthly limit is checked before anything is reserved or sent
     // upstream. With the ledger off requests are neither limited nor billed.
-    let admitted = match data.ledger.is_some() {
-        true => match data.billing.admit(&caller.0.workspace_id, &caller.0.key_id).await {
-            Ok(admitted) => Some(admitted),
-            Err(error) => {
-                return Err(refused(
-                    data,
-                    request_id,
-                    parent,
-                    caller,
-                    Some(&envelope.model),
-                    plan_error(error),
-                )
-                .await);
-            }
-        },
-        false => None,
+    let admitted = match data.admit(&caller.0).await {
+        Ok(admitted) => admitted,
+        Err(error) => {
+            return Err(refused(
+                data,
+                request_id,
+                parent,
+                caller,
+                Some(&envelope.model),
+                plan_error(error),
+            )
+            .await);
+        }
     };
     let demand = Demand {
         request_id: &request_id.0,

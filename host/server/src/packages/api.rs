@@ -138,18 +138,19 @@ async fn readable(
     viewer: &Option<Arc<Principal>>,
     public_cache: &'static str,
 ) -> Result<&'static str, ApiError> {
-    let index = &packages.registry.index;
-    if !index
-        .readable_by(name, workspace_of(viewer))
+    let access = packages
+        .registry
+        .index
+        .read_access(name, workspace_of(viewer))
         .await
-        .map_err(registry_error)?
-    {
-        return Err(registry_error(RegistryError::NotFound(format!(
+        .map_err(registry_error)?;
+    match access {
+        None => Err(registry_error(RegistryError::NotFound(format!(
             "package {name} not found"
-        ))));
+        )))),
+        Some(Visibility::Public) => Ok(public_cache),
+        Some(Visibility::Private) => Ok(PRIVATE),
     }
-    let public = index.visibility(name).await.map_err(registry_error)? == Some(Visibility::Public);
-    Ok(if public { public_cache } else { PRIVATE })
 }
 
 fn require_role(principal: &Principal, permission: Permission, what: &str) -> Result<(), ApiError> {
@@ -277,19 +278,20 @@ async fn blob(
         let digest: Digest = digest.parse().map_err(|e| bad(format!("{e}")))?;
         // Only a published version's content is served, and a private one's
         // only to its workspace: otherwise as if the blob did not exist.
-        let index = &packages.registry.index;
-        let missing = || registry_error(tollgate_registry::blobs::BlobError::NotFound(digest.clone()));
-        let cache = match index.blob_readable_by(&digest, None).await.map_err(registry_error)? {
-            true => IMMUTABLE,
-            false
-                if index
-                    .blob_readable_by(&digest, workspace_of(&viewer))
-                    .await
-                    .map_err(registry_error)? =>
-            {
-                PRIVATE
+        let access = packages
+            .registry
+            .index
+            .blob_access(&digest, workspace_of(&viewer))
+            .await
+            .map_err(registry_error)?;
+        let cache = match access {
+            Some(Visibility::Public) => IMMUTABLE,
+            Some(Visibility::Private) => PRIVATE,
+            None => {
+                return Err(registry_error(tollgate_registry::blobs::BlobError::NotFound(
+                    digest.clone(),
+                )));
             }
-            false => return Err(missing()),
         };
         let content = packages.registry.blobs.get(&digest).await.map_err(registry_error)?;
         let mut response = (
