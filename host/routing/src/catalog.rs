@@ -1,92 +1,32 @@
 //! The provider catalog: built-in providers (data in `host/catalog/`) merged with
 //! the configuration, resolved once at start into routes the hot path looks up by
 //! model id. A route freezes the model's price for the life of a request.
+//!
+//! A provider entry as written, and its checks, is in `entries`; where and
+//! how a provider is called (URL placeholders, credential slot) in
+//! `endpoint`; a model's route and the price it freezes in `models`. This
+//! module merges config over the built-in entries and builds the table.
+
+mod endpoint;
+mod entries;
+mod models;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
 
-use crate::egress::{CredentialSlot, EgressPolicy};
+use crate::egress::EgressPolicy;
 use crate::prices::PriceTable;
-use tollgate_core::money::{Nanos, PicoPerToken, Price};
 use tollgate_core::secret::Secret;
 
-mod builtin {
-    include!(concat!(env!("OUT_DIR"), "/builtin_catalog.rs"));
-}
-
 pub use crate::config::{ModelConfig, ProviderConfig};
-
-/// How the host attaches the provider credential. The adapter may ask only for
-/// the slot its provider declares (see [`crate::egress`]).
-#[derive(Clone, Copy, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum AuthStyle {
-    None,
-    Bearer,
-    Header,
-    Query,
-    AwsSigv4,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CatalogFile {
-    provider: Vec<CatalogProvider>,
-}
-
-/// What a provider supports, as listed in `/v1/models` and filterable there.
-/// A catalog entry naming anything else is rejected at start.
-pub const CAPABILITIES: [&str; 6] = [
-    "streaming",
-    "tools",
-    "json_mode",
-    "structured_outputs",
-    "vision",
-    "reasoning",
-];
-
-/// One `[[provider]]` entry of a built-in catalog file, as written.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CatalogProvider {
-    pub id: String,
-    pub name: String,
-    pub adapter: String,
-    /// May hold `{ENV_VAR}` placeholders, filled from the environment at start.
-    pub base_url: String,
-    pub auth: AuthStyle,
-    /// The header the key goes in, for `auth = "header"`.
-    pub auth_header: Option<String>,
-    /// The query parameter the key goes in, for `auth = "query"`.
-    pub auth_query: Option<String>,
-    /// The SigV4 signing service, for `auth = "aws-sigv4"`.
-    pub aws_service: Option<String>,
-    /// The SigV4 region; by default the region in the `base_url` host.
-    pub aws_region: Option<String>,
-    /// Origins besides `base_url`'s that the adapter may send to.
-    #[serde(default)]
-    pub allowed_origins: Vec<String>,
-    pub api_key_env: Option<String>,
-    #[serde(default)]
-    pub capabilities: Vec<String>,
-    #[serde(default)]
-    pub models: Vec<ModelConfig>,
-}
-
-/// Every built-in provider entry, in catalog-file order, with the file it
-/// came from. Fails on a file that does not parse.
-pub fn builtin_entries() -> anyhow::Result<Vec<(&'static str, CatalogProvider)>> {
-    let mut entries = Vec::new();
-    for (file, text) in builtin::BUILTIN_CATALOG {
-        let parsed: CatalogFile =
-            toml::from_str(text).with_context(|| format!("built-in catalog file {file} is malformed"))?;
-        entries.extend(parsed.provider.into_iter().map(|p| (*file, p)));
-    }
-    Ok(entries)
-}
+use endpoint::declared_slot;
+pub use endpoint::fill_placeholders;
+use entries::validate_capabilities;
+pub use entries::{AuthStyle, CAPABILITIES, CatalogProvider, builtin_entries, validate_provider_id};
+use models::resolve_model;
+pub use models::{ModelRoute, PriceSource};
 
 #[derive(Debug)]
 pub struct Provider {
@@ -134,62 +74,6 @@ impl Provider {
         self.capabilities.iter().any(|c| c == flag)
     }
 }
-
-#[derive(Debug)]
-pub struct ModelRoute {
-    /// `<provider>/<model>`, as callers name it.
-    pub id: String,
-    pub provider: Arc<Provider>,
-    pub upstream_model: String,
-    /// Zero for an unpriced model (see [`ModelRoute::priced`]).
-    pub price: Price,
-    /// False when neither the config, the price table nor the catalog gives a
-    /// price: such a model cannot be billed, so it is not served while the
-    /// wallet ledger is on.
-    pub priced: bool,
-    /// Where the price came from.
-    pub price_source: PriceSource,
-    pub context_length: Option<u64>,
-    /// The most output tokens the model writes in one answer, when known.
-    pub max_output_tokens: Option<u64>,
-}
-
-/// Where a model's price came from, most specific first.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PriceSource {
-    /// `[providers.<id>]` in the configuration.
-    Config,
-    /// The sourced price table, under the source's key for the model.
-    Table(String),
-    /// The catalog entry itself (local servers, which cost nothing per token).
-    Catalog,
-    /// No price anywhere.
-    None,
-}
-
-impl PriceSource {
-    pub fn name(&self) -> &'static str {
-        match self {
-            PriceSource::Config => "config",
-            PriceSource::Table(_) => "price_table",
-            PriceSource::Catalog => "catalog",
-            PriceSource::None => "none",
-        }
-    }
-}
-
-impl ModelRoute {
-    /// Why this model cannot be served from a wallet: it has no price.
-    pub fn unpriced_reason(&self) -> Option<String> {
-        (!self.priced).then(|| {
-            format!(
-                "no price: the price table has no entry for it; set input_price_per_mtok and output_price_per_mtok for model '{}' under [providers.{}] in tollgate.toml",
-                self.upstream_model, self.provider.id
-            )
-        })
-    }
-}
-
 #[derive(Debug, Default)]
 pub struct Catalog {
     routes: HashMap<String, Arc<ModelRoute>>,
@@ -331,171 +215,10 @@ impl Catalog {
         self.routes.values().map(|r| r.provider.adapter.as_str())
     }
 }
-
-/// The credential slot a provider declares, with the names its `auth` style
-/// needs. Adapters may ask only for this slot (see [`crate::egress`]).
-fn declared_slot(
-    entry: &CatalogProvider,
-    base_url: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<CredentialSlot> {
-    let id = &entry.id;
-    let named = |value: &Option<String>, key: &str| {
-        value
-            .clone()
-            .filter(|v| !v.is_empty())
-            .with_context(|| format!("provider '{id}' has auth = \"{}\" but no {key}", auth_name(entry.auth)))
-    };
-    Ok(match entry.auth {
-        AuthStyle::None => CredentialSlot::None,
-        AuthStyle::Bearer => CredentialSlot::Bearer,
-        AuthStyle::Header => {
-            let name = named(&entry.auth_header, "auth_header")?.to_ascii_lowercase();
-            anyhow::ensure!(
-                http::HeaderName::from_bytes(name.as_bytes()).is_ok() && !crate::egress::is_reserved_header_name(&name),
-                "provider '{id}': auth_header '{name}' is not a header the key may go in"
-            );
-            CredentialSlot::Header(name)
-        }
-        AuthStyle::Query => CredentialSlot::Query(named(&entry.auth_query, "auth_query")?),
-        AuthStyle::AwsSigv4 => CredentialSlot::AwsSigv4 {
-            service: named(&entry.aws_service, "aws_service")?,
-            region: match &entry.aws_region {
-                Some(region) => region.clone(),
-                None => crate::aws::default_region(base_url, env),
-            },
-        },
-    })
-}
-
-fn auth_name(style: AuthStyle) -> &'static str {
-    match style {
-        AuthStyle::None => "none",
-        AuthStyle::Bearer => "bearer",
-        AuthStyle::Header => "header",
-        AuthStyle::Query => "query",
-        AuthStyle::AwsSigv4 => "aws-sigv4",
-    }
-}
-
-/// Replaces each `{NAME}` in `template` whose variable is set; returns the
-/// result and the names left unresolved (kept as written, so the URL shows what
-/// is missing).
-pub fn fill_placeholders(template: &str, env: &dyn Fn(&str) -> Option<String>) -> (String, Vec<String>) {
-    let mut out = String::with_capacity(template.len());
-    let mut unresolved = Vec::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        let Some(close) = rest[open..].find('}').map(|c| open + c) else {
-            break;
-        };
-        out.push_str(&rest[..open]);
-        let name = &rest[open + 1..close];
-        match env(name).filter(|v| !v.is_empty()) {
-            Some(value) => out.push_str(&value),
-            None => {
-                out.push_str(&rest[open..=close]);
-                unresolved.push(name.to_string());
-            }
-        }
-        rest = &rest[close + 1..];
-    }
-    out.push_str(rest);
-    (out, unresolved)
-}
-
-fn validate_capabilities(provider: &str, flags: &[String]) -> anyhow::Result<()> {
-    for flag in flags {
-        anyhow::ensure!(
-            CAPABILITIES.contains(&flag.as_str()),
-            "provider '{provider}' lists unknown capability '{flag}' (known: {})",
-            CAPABILITIES.join(", ")
-        );
-    }
-    Ok(())
-}
-
-pub fn validate_provider_id(id: &str) -> anyhow::Result<()> {
-    let ok = !id.is_empty()
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-    anyhow::ensure!(ok, "provider id '{id}' must be lowercase letters, digits, '-' or '_'");
-    Ok(())
-}
-
-fn resolve_model(
-    provider: &Arc<Provider>,
-    model: &ModelConfig,
-    from_config: bool,
-    prices: &PriceTable,
-) -> anyhow::Result<ModelRoute> {
-    anyhow::ensure!(
-        !model.id.is_empty(),
-        "provider '{}' has a model with an empty id",
-        provider.id
-    );
-    let id = format!("{}/{}", provider.id, model.id);
-    let price =
-        |text: &str, what: &str| PicoPerToken::from_usd_per_mtok(text).with_context(|| format!("model '{id}': {what}"));
-    let inline = match (&model.input_price_per_mtok, &model.output_price_per_mtok) {
-        (Some(input), Some(output)) => Some(Price::tokens(
-            price(input, "input_price_per_mtok")?,
-            price(output, "output_price_per_mtok")?,
-        )),
-        (None, None) => None,
-        _ => anyhow::bail!("model '{id}': set both input_price_per_mtok and output_price_per_mtok, or neither"),
-    };
-    let table = prices
-        .get(&id)
-        .map(|entry| entry.price().map(|p| (p, entry.key.clone())))
-        .transpose()
-        .with_context(|| format!("model '{id}': price table entry"))?;
-    let (mut base, source) = match (inline, table) {
-        (Some(price), _) if from_config => (price, PriceSource::Config),
-        (_, Some((price, key))) => (price, PriceSource::Table(key)),
-        (Some(price), None) => (price, PriceSource::Catalog),
-        (None, None) => (Price::default(), PriceSource::None),
-    };
-    let kinds = [
-        (
-            &model.cache_read_price_per_mtok,
-            &mut base.cache_read,
-            "cache_read_price_per_mtok",
-        ),
-        (
-            &model.cache_write_price_per_mtok,
-            &mut base.cache_write,
-            "cache_write_price_per_mtok",
-        ),
-        (
-            &model.reasoning_price_per_mtok,
-            &mut base.reasoning,
-            "reasoning_price_per_mtok",
-        ),
-    ];
-    for (configured, slot, what) in kinds {
-        if let Some(text) = configured {
-            *slot = Some(price(text, what)?);
-        }
-    }
-    if let Some(text) = &model.request_price {
-        base.per_request = Nanos::from_usd(text).with_context(|| format!("model '{id}': request_price"))?;
-    }
-    Ok(ModelRoute {
-        id,
-        provider: provider.clone(),
-        upstream_model: model.upstream.clone().unwrap_or_else(|| model.id.clone()),
-        priced: source != PriceSource::None,
-        price: base,
-        price_source: source,
-        context_length: model.context_length,
-        max_output_tokens: model.max_output_tokens,
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use tollgate_core::money::{Nanos, PicoPerToken};
+
     use super::*;
 
     fn no_env(_: &str) -> Option<String> {
@@ -604,13 +327,6 @@ mod tests {
         assert!(openai.unavailable_reason().unwrap().contains("OPENAI_API_KEY"));
         assert!(openai.has_capability("tools") && !openai.has_capability("teleport"));
     }
-
-    #[test]
-    fn unknown_capabilities_are_rejected() {
-        assert!(validate_capabilities("p", &["tools".into(), "vision".into()]).is_ok());
-        assert!(validate_capabilities("p", &["telepathy".into()]).is_err());
-    }
-
     #[test]
     fn rejects_bad_entries() {
         let mut configured = BTreeMap::new();

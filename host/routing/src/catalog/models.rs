@@ -1,0 +1,136 @@
+//! A model's route: the provider that serves it, its upstream name and the
+//! price frozen for the life of a request. The price is chosen most specific
+//! first (operator config, the price table, the catalog entry), so an
+//! operator can always override what ships.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use tollgate_core::money::{Nanos, PicoPerToken, Price};
+
+use super::{ModelConfig, Provider};
+use crate::prices::PriceTable;
+
+#[derive(Debug)]
+pub struct ModelRoute {
+    /// `<provider>/<model>`, as callers name it.
+    pub id: String,
+    pub provider: Arc<Provider>,
+    pub upstream_model: String,
+    /// Zero for an unpriced model (see [`ModelRoute::priced`]).
+    pub price: Price,
+    /// False when neither the config, the price table nor the catalog gives a
+    /// price: such a model cannot be billed, so it is not served while the
+    /// wallet ledger is on.
+    pub priced: bool,
+    /// Where the price came from.
+    pub price_source: PriceSource,
+    pub context_length: Option<u64>,
+    /// The most output tokens the model writes in one answer, when known.
+    pub max_output_tokens: Option<u64>,
+}
+
+/// Where a model's price came from, most specific first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PriceSource {
+    /// `[providers.<id>]` in the configuration.
+    Config,
+    /// The sourced price table, under the source's key for the model.
+    Table(String),
+    /// The catalog entry itself (local servers, which cost nothing per token).
+    Catalog,
+    /// No price anywhere.
+    None,
+}
+
+impl PriceSource {
+    pub fn name(&self) -> &'static str {
+        match self {
+            PriceSource::Config => "config",
+            PriceSource::Table(_) => "price_table",
+            PriceSource::Catalog => "catalog",
+            PriceSource::None => "none",
+        }
+    }
+}
+
+impl ModelRoute {
+    /// Why this model cannot be served from a wallet: it has no price.
+    pub fn unpriced_reason(&self) -> Option<String> {
+        (!self.priced).then(|| {
+            format!(
+                "no price: the price table has no entry for it; set input_price_per_mtok and output_price_per_mtok for model '{}' under [providers.{}] in tollgate.toml",
+                self.upstream_model, self.provider.id
+            )
+        })
+    }
+}
+pub(super) fn resolve_model(
+    provider: &Arc<Provider>,
+    model: &ModelConfig,
+    from_config: bool,
+    prices: &PriceTable,
+) -> anyhow::Result<ModelRoute> {
+    anyhow::ensure!(
+        !model.id.is_empty(),
+        "provider '{}' has a model with an empty id",
+        provider.id
+    );
+    let id = format!("{}/{}", provider.id, model.id);
+    let price =
+        |text: &str, what: &str| PicoPerToken::from_usd_per_mtok(text).with_context(|| format!("model '{id}': {what}"));
+    let inline = match (&model.input_price_per_mtok, &model.output_price_per_mtok) {
+        (Some(input), Some(output)) => Some(Price::tokens(
+            price(input, "input_price_per_mtok")?,
+            price(output, "output_price_per_mtok")?,
+        )),
+        (None, None) => None,
+        _ => anyhow::bail!("model '{id}': set both input_price_per_mtok and output_price_per_mtok, or neither"),
+    };
+    let table = prices
+        .get(&id)
+        .map(|entry| entry.price().map(|p| (p, entry.key.clone())))
+        .transpose()
+        .with_context(|| format!("model '{id}': price table entry"))?;
+    let (mut base, source) = match (inline, table) {
+        (Some(price), _) if from_config => (price, PriceSource::Config),
+        (_, Some((price, key))) => (price, PriceSource::Table(key)),
+        (Some(price), None) => (price, PriceSource::Catalog),
+        (None, None) => (Price::default(), PriceSource::None),
+    };
+    let kinds = [
+        (
+            &model.cache_read_price_per_mtok,
+            &mut base.cache_read,
+            "cache_read_price_per_mtok",
+        ),
+        (
+            &model.cache_write_price_per_mtok,
+            &mut base.cache_write,
+            "cache_write_price_per_mtok",
+        ),
+        (
+            &model.reasoning_price_per_mtok,
+            &mut base.reasoning,
+            "reasoning_price_per_mtok",
+        ),
+    ];
+    for (configured, slot, what) in kinds {
+        if let Some(text) = configured {
+            *slot = Some(price(text, what)?);
+        }
+    }
+    if let Some(text) = &model.request_price {
+        base.per_request = Nanos::from_usd(text).with_context(|| format!("model '{id}': request_price"))?;
+    }
+    Ok(ModelRoute {
+        id,
+        provider: provider.clone(),
+        upstream_model: model.upstream.clone().unwrap_or_else(|| model.id.clone()),
+        priced: source != PriceSource::None,
+        price: base,
+        price_source: source,
+        context_length: model.context_length,
+        max_output_tokens: model.max_output_tokens,
+    })
+}
