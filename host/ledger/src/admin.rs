@@ -376,3 +376,32 @@ pub async fn spend(database: &Database, workspace_id: &str, since_ms: i64, until
         fee: Nanos(fee),
     })
 }
+
+/// The read-only views of wallets and the request log, for a caller that
+/// should read them and nothing else (the control plane's operations): it
+/// holds the database, but offers no query of its own and no write.
+#[derive(Clone)]
+pub struct Views {
+    database: Database,
+}
+
+impl Views {
+    pub fn new(database: Database) -> Self {
+        Self { database }
+    }
+
+    /// [`wallet`]: a workspace's balances.
+    pub async fn wallet(&self, workspace_id: &str) -> anyhow::Result<WalletBalances> {
+        wallet(&self.database, workspace_id).await
+    }
+
+    /// [`usage`]: a page of a workspace's request log, newest first.
+    pub async fn usage(&self, query: &UsageQuery) -> anyhow::Result<Vec<UsageRow>> {
+        usage(&self.database, query).await
+    }
+
+    /// [`request_log`]: one request's full trace.
+    pub async fn request_log(&self, request_id: &str) -> anyhow::Result<Option<Value>> {
+        request_log(&self.database, request_id).await
+    }
+}

@@ -37,8 +37,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 pub use admin::{
-    ActorRunRow, Spend, UsageQuery, UsageRow, WalletBalances, actor_run, credit, credit_in, debit_in, journal_credit,
-    open_wallet, request_log, spend, usage, verify, wallet,
+    ActorRunRow, Spend, UsageQuery, UsageRow, Views, WalletBalances, actor_run, credit, credit_in, debit_in,
+    journal_credit, open_wallet, request_log, spend, usage, verify, wallet,
 };
 pub use log_row::{RequestKind, RequestLogRow, RunProvenance, StoredAttempt, expand_attempts};
 pub use sweeper::sweep;
