@@ -3,7 +3,9 @@
 //! of its own concern through axum's `FromRef`: the data plane
 //! ([`DataPlane`]), auth ([`AuthState`], all the `Caller` extractor needs),
 //! the control plane ([`ControlPlane`]), packages ([`Packages`]) and tool
-//! servers and skills ([`Components`]), hosted actors ([`Actors`]). A concern
+//! servers and skills ([`Components`]), hosted actors ([`Actors`]), and the
+//! browser-origin rule ([`Origins`]). [`Gateway::routes`] merges every
+//! concern's routes. A concern
 //! that acts on another goes through the other's API (an install rebuilds the
 //! routes through `RouteTable::rebuild`; the control plane reads the ledger
 //! through `tollgate_ledger`'s views), never through a shared struct's fields.
@@ -23,6 +25,7 @@ use crate::control::ControlPlane;
 use crate::data_plane::{DataLimits, DataPlane, RouteTable, upstream::Upstream};
 use crate::packages::{Installs, Packages};
 use crate::rate_limit::KeyRateLimiter;
+use crate::server::Origins;
 use tollgate_core::db::Database;
 use tollgate_core::money::Nanos;
 use tollgate_ledger::Ledger;
@@ -40,6 +43,13 @@ pub struct AppState {
     components: Arc<Components>,
     actors: Arc<Actors>,
     billing: Arc<Billing>,
+    origins: Arc<Origins>,
+}
+
+impl FromRef<AppState> for Arc<Origins> {
+    fn from_ref(state: &AppState) -> Self {
+        state.origins.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<Billing> {
@@ -226,13 +236,21 @@ impl Gateway {
             crate::actors::trails::Trails::open(&config.registry.storage, &config.data_dir)?,
             billing.clone(),
         ));
+        let origins = Arc::new(Origins::new(
+            config.control_plane.public_url.clone(),
+            config.control_plane.allowed_origins.clone(),
+        ));
         let control = ControlPlane::new(
             &config.control_plane,
-            accounts,
-            billing.clone(),
-            packages.clone(),
-            component_installs,
-            actors.clone(),
+            origins.clone(),
+            crate::control::Concerns {
+                accounts,
+                billing: billing.clone(),
+                ledger: tollgate_ledger::Views::new(database.clone()),
+                packages: packages.clone(),
+                components: component_installs,
+                actors: actors.clone(),
+            },
             database.clone(),
             config.limits.key_requests_per_minute,
         );
@@ -261,6 +279,7 @@ impl Gateway {
                 components,
                 actors,
                 billing: billing.clone(),
+                origins,
             },
             admission: Arc::new(crate::server::Admission::new(&config.server)),
             readiness,
@@ -270,6 +289,20 @@ impl Gateway {
             ledger: Some(request_log),
             billing,
         }))
+    }
+
+    /// Every concern's routes; serving adds health, the fallbacks and the
+    /// layers (`server::router`).
+    pub(crate) fn routes(&self) -> axum::Router<AppState> {
+        axum::Router::new()
+            .merge(crate::data_plane::routes())
+            .merge(crate::control::routes(&self.config.control_plane))
+            .merge(crate::packages::api::routes())
+            .merge(crate::components::routes())
+            .merge(crate::actors::http::routes())
+            .merge(crate::auth::signin::routes())
+            .merge(crate::console::routes())
+            .merge(crate::billing::payments::http::routes())
     }
 
     /// Rebuilds the catalog from `config` (providers, prices, keys) with the

@@ -1,9 +1,10 @@
 //! The parsers that read untrusted bytes, re-exported for the fuzz targets in
 //! `fuzz/` (cargo-fuzz, run outside CI; see fuzz/README.md). Not an API: it is
 //! hidden from the docs and changes with the targets. Each item stays where it
-//! lives; this module only names it.
+//! lives; this module only names it. The JSON-RPC envelope's target imports
+//! the control plane's parser (`tollgate::control::rpc`) itself, since no
+//! module outside the control plane names it.
 
-pub use crate::control::rpc::{Body, Request, parse_body, parse_entry};
 pub use crate::data_plane::chunk::{ChunkError, write_chunk};
 pub use crate::data_plane::envelope::{ChatEnvelope, MAX_CANDIDATES};
 pub use crate::data_plane::framing::{FrameError, Framing, frame_chunks};

@@ -4,7 +4,9 @@
 //! - `listener.rs`: the accept loop, connection caps, the graceful drain;
 //! - `connection.rs`: header and keep-alive deadlines of a connection;
 //! - `admission.rs`: load shedding and request-body deadlines;
-//! - `health.rs`: `/healthz` and `/readyz`.
+//! - `health.rs`: `/healthz` and `/readyz`;
+//! - `origins.rs`: the gateway's own origin, and which browser origins may
+//!   call it.
 
 use std::sync::Arc;
 
@@ -13,6 +15,7 @@ mod config;
 mod connection;
 mod health;
 mod listener;
+mod origins;
 
 use anyhow::Context;
 use axum::Router;
@@ -27,23 +30,18 @@ use futures_util::FutureExt;
 pub use admission::Admission;
 pub use config::ServerConfig;
 pub use health::{Readiness, UnloadedAdapters};
+pub use origins::Origins;
 
 use crate::app::Gateway;
-use crate::data_plane;
 use crate::error::ApiError;
 
+/// Every concern's routes (`Gateway::routes`, the wiring), with health, the
+/// fallbacks and the layers every request passes.
 pub fn router(gateway: &Gateway) -> Router {
     let body_limit = gateway.config.limits.max_body_bytes;
     let readiness = gateway.readiness.clone();
-    Router::new()
-        .merge(data_plane::routes())
-        .merge(crate::control::routes(&gateway.config.control_plane))
-        .merge(crate::packages::api::routes())
-        .merge(crate::components::routes())
-        .merge(crate::actors::http::routes())
-        .merge(crate::auth::signin::routes())
-        .merge(crate::console::routes())
-        .merge(crate::billing::payments::http::routes())
+    gateway
+        .routes()
         .route(health::HEALTHZ, get(health::healthz))
         .route(
             health::READYZ,

@@ -37,7 +37,6 @@ pub fn routes() -> Router<crate::app::AppState> {
         .route("/v1/actors/{namespace}/{deployment}", post(invoke_deployment))
         .route("/v1/chat/completions", post(chat_or_actor))
         .route("/v1/provenance/key", get(provenance_key))
-        .merge(super::a2a::routes())
 }
 
 #[derive(serde::Deserialize)]

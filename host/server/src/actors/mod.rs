@@ -3,8 +3,10 @@
 //! `actors` and `actor_deployments` tables), runs and their trails (kept
 //! with their request-log rows, through the ledger), the
 //! HTTP surface (`http.rs`: `/v1/actors/…`; `chat.rs`: actors as chat
-//! models; `a2a.rs`: each deployment an A2A agent), the
-//! control-plane operations (`ops.rs`), and the runtime's host (`host.rs`).
+//! models), binding deployments under the plan's limit (`deployments.rs`),
+//! and the runtime's host (`host.rs`). The control plane's `actors.*`,
+//! `deployments.*` and `runs.get` operations, and each deployment's A2A
+//! agent, call this concern's API.
 //! The compiler and the interpreter are the `tollgate-actors` crate.
 //!
 //! A run is billed like any request: each model call is a chat completion
@@ -16,15 +18,16 @@
 //! its digest in the row. Compiles take a slot of a gateway-wide and a
 //! per-workspace bound (`compiles.rs`).
 
-pub mod a2a;
 mod chat;
 mod compiles;
+mod deployments;
 pub mod host;
 pub mod http;
-pub mod ops;
 pub mod publish;
 pub mod store;
 pub mod trails;
+
+pub use chat::input_from_messages;
 
 use std::collections::HashMap;
 use std::path::Path;

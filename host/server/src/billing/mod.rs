@@ -173,6 +173,16 @@ impl Billing {
         self.payments.as_ref()
     }
 
+    /// The workspace's top-ups and plan checkouts, newest first (also on a
+    /// gateway without a processor: they are in the database).
+    pub async fn checkouts(
+        &self,
+        workspace_id: &str,
+        limit: u32,
+    ) -> Result<Vec<payments::CheckoutShown>, payments::PaymentError> {
+        payments::list(&self.database, workspace_id, limit).await
+    }
+
     /// Drops the cached plan of a workspace whose plan changed here.
     pub fn forget_plan(&self, workspace_id: &str) {
         self.cache.lock().expect("plan cache poisoned").remove(workspace_id);

@@ -40,6 +40,16 @@ pub struct Target {
     pub tool: String,
 }
 
+/// The names of the tools one install offers (`<install>__<tool>`), as
+/// [`list`] shows them to the whole workspace.
+pub fn tools_of(installs: &Installs, workspace_id: &str, install: &str) -> Vec<String> {
+    list(installs, workspace_id, None)
+        .into_iter()
+        .map(|tool| tool.name)
+        .filter(|name| name.split_once(SEPARATOR).is_some_and(|(owner, _)| owner == install))
+        .collect()
+}
+
 /// The tools of `workspace_id` (only of install `only`, when given).
 pub fn list(installs: &Installs, workspace_id: &str, only: Option<&str>) -> Vec<Listed> {
     let mut listed = Vec::new();

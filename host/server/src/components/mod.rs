@@ -1,5 +1,6 @@
 //! Tool servers and skills for API callers: workspace installs
-//! ([`installs`]), the MCP endpoint (`/v1/mcp`, [`mcp`]), skill runs over
+//! ([`installs`], which the control plane's `installs.*` operations call),
+//! the MCP endpoint (`/v1/mcp`, [`mcp`]), skill runs over
 //! HTTP (`/v1/skills/{install}`, [`skills`]), and what a component may do on
 //! its caller's behalf ([`capabilities`]). The sandbox itself is the
 //! `tollgate-components` crate.
@@ -8,7 +9,6 @@ pub mod calls;
 mod capabilities;
 pub mod installs;
 mod mcp;
-pub mod ops;
 mod skills;
 mod store;
 
@@ -21,15 +21,14 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
-pub use installs::{InstallChange, InstallError, Installs, NewInstall};
+pub use installs::{InstallChange, InstallError, Installs, NewCredential, NewInstall};
 pub use store::{InstallRecord, Store};
 
 use crate::app::AppState;
 use crate::auth::{AuthState, Caller};
-use crate::control::ControlPlane;
 use crate::data_plane::DataPlane;
 use crate::error::ApiError;
-use crate::server::RequestId;
+use crate::server::{Origins, RequestId};
 
 /// The components concern's state: the installs, and the data plane their
 /// model calls go through.
@@ -58,39 +57,39 @@ pub fn routes() -> Router<AppState> {
 
 async fn mcp_all(
     State(components): State<Arc<Components>>,
-    State(control): State<Arc<ControlPlane>>,
+    State(origins): State<Arc<Origins>>,
     State(auth): State<Arc<AuthState>>,
     caller: Result<Caller, ApiError>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    mcp_call(&components, &control, &auth, caller, None, &headers, &body).await
+    mcp_call(&components, &origins, &auth, caller, None, &headers, &body).await
 }
 
 async fn mcp_one(
     State(components): State<Arc<Components>>,
-    State(control): State<Arc<ControlPlane>>,
+    State(origins): State<Arc<Origins>>,
     State(auth): State<Arc<AuthState>>,
     caller: Result<Caller, ApiError>,
     Path(install): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    mcp_call(&components, &control, &auth, caller, Some(&install), &headers, &body).await
+    mcp_call(&components, &origins, &auth, caller, Some(&install), &headers, &body).await
 }
 
 /// The checks both MCP routes share, in the order MCP 2025-11-25 implies: a
 /// foreign browser `Origin` is refused (403) before the key is looked at.
 async fn mcp_call(
     components: &Arc<Components>,
-    control: &ControlPlane,
+    origins: &Origins,
     auth: &AuthState,
     caller: Result<Caller, ApiError>,
     only: Option<&str>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
-    if let Some(origin) = control.foreign_origin(headers) {
+    if let Some(origin) = origins.foreign_origin(headers) {
         return mcp::foreign_origin(&origin);
     }
     let caller = match caller {

@@ -1,8 +1,13 @@
 //! Errors: an operation's application error ([`OpError`]) and a JSON-RPC error
 //! object ([`RpcError`]) whose `data` is an array holding one
-//! `google.rpc.ErrorInfo`, as A2A v1.0 requires.
+//! `google.rpc.ErrorInfo`, as A2A v1.0 requires. Each concern has its own
+//! error type; the `From` impls here map each to an `OpError` by variant.
 
 use serde_json::{Value, json};
+use tollgate_registry::RegistryError;
+
+use crate::packages::PackageError;
+use crate::packages::namespaces::NamespaceError;
 
 pub const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 pub const A2A_DOMAIN: &str = "a2a-protocol.org";
@@ -91,6 +96,87 @@ impl From<crate::billing::BillingError> for OpError {
             BillingError::UnknownPlan { .. } => OpError::FailedPrecondition(error.to_string()),
             BillingError::Database(e) => e.into(),
             BillingError::Other(e) => OpError::Internal(e),
+        }
+    }
+}
+
+impl From<crate::billing::payments::PaymentError> for OpError {
+    fn from(error: crate::billing::payments::PaymentError) -> Self {
+        use crate::billing::payments::PaymentError;
+        match error {
+            PaymentError::Invalid(message) => OpError::InvalidParams(message),
+            PaymentError::Refused(message) => OpError::FailedPrecondition(message),
+            PaymentError::Processor(error) => OpError::FailedPrecondition(format!("{error}; nothing was charged")),
+            PaymentError::Database(error) => OpError::Internal(error.into()),
+        }
+    }
+}
+
+impl From<crate::actors::ActorError> for OpError {
+    fn from(error: crate::actors::ActorError) -> Self {
+        use crate::actors::ActorError;
+        match error {
+            ActorError::NotFound(message) => OpError::NotFound(message),
+            ActorError::Invalid(message) => OpError::InvalidParams(message),
+            ActorError::Forbidden(message) => OpError::PermissionDenied(message),
+            ActorError::PlanLimit(message) | ActorError::Busy(message) => OpError::ResourceExhausted(message),
+            ActorError::Internal(error) => OpError::Internal(error),
+        }
+    }
+}
+
+impl From<crate::components::InstallError> for OpError {
+    fn from(error: crate::components::InstallError) -> Self {
+        use crate::components::InstallError;
+        match error {
+            InstallError::Invalid(message) | InstallError::Load(message) => OpError::InvalidParams(message),
+            InstallError::NotFound(name) => OpError::NotFound(format!("install '{name}'")),
+            InstallError::Conflict(message) => OpError::AlreadyExists(message),
+            InstallError::QuotaExceeded(message) => OpError::ResourceExhausted(message),
+            InstallError::Registry(error) => error.into(),
+            InstallError::Internal(error) => OpError::Internal(error),
+        }
+    }
+}
+
+impl From<RegistryError> for OpError {
+    fn from(error: RegistryError) -> Self {
+        let message = error.to_string();
+        match error {
+            RegistryError::Invalid(_) | RegistryError::WrongWorld(_) | RegistryError::Integrity(_) => {
+                OpError::InvalidParams(message)
+            }
+            RegistryError::Conflict(_) => OpError::AlreadyExists(message),
+            RegistryError::Yanked(_) => OpError::FailedPrecondition(message),
+            // NotFound names the missing thing; the registry's message already says "not found".
+            RegistryError::NotFound(_) => OpError::NotFound(message.trim_end_matches(" not found").to_string()),
+            RegistryError::Storage(_) => OpError::Internal(anyhow::anyhow!(message)),
+        }
+    }
+}
+
+impl From<PackageError> for OpError {
+    fn from(error: PackageError) -> Self {
+        match error {
+            PackageError::Registry(error) => error.into(),
+            PackageError::Forbidden(message) => OpError::PermissionDenied(message),
+            PackageError::ProviderNotFound(message) => OpError::NotFound(message),
+            PackageError::WrongKind(message) | PackageError::LoadFailed(message) => OpError::InvalidParams(message),
+            PackageError::QuotaExceeded(message) => OpError::ResourceExhausted(message),
+            PackageError::Internal(message) => OpError::Internal(anyhow::anyhow!(message)),
+        }
+    }
+}
+
+impl From<NamespaceError> for OpError {
+    fn from(error: NamespaceError) -> Self {
+        let message = error.to_string();
+        match error {
+            NamespaceError::InvalidName(_) => OpError::InvalidParams(message),
+            NamespaceError::Exists(_) | NamespaceError::Taken(_) => OpError::AlreadyExists(message),
+            NamespaceError::LimitReached { .. } => OpError::ResourceExhausted(message),
+            NamespaceError::NotFound(name) => OpError::NotFound(format!("namespace '{name}'")),
+            NamespaceError::Database(e) => e.into(),
         }
     }
 }

@@ -1,25 +1,29 @@
 //! The operation registry: the single source of truth for every control-plane
 //! operation. Each op has a name (`workspaces.create`), JSON Schemas for its
 //! params and result (derived from the very types the handler uses), an access
-//! rule, and a handler. Authentication and the permission check happen here,
-//! once, before any handler runs; both the `SendMessage` path and the extension
-//! methods go through [`run`].
+//! rule, and a handler. A handler takes only the concern APIs it names
+//! ([`Uses`]) and its request's [`Ctx`]. Authentication and the permission
+//! check happen here, once, before any handler runs; both the `SendMessage`
+//! path and the extension methods go through [`run`].
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::ControlPlane;
 use super::error::OpError;
-use super::{billing, budgets, members, payments, workspaces};
+use super::ops::actors as act;
+use super::ops::components as comp;
+use super::ops::packages as pkg;
+use super::ops::{billing, budgets, members, payments, workspaces};
+use super::{ControlPlane, Limits, Signups};
 use crate::accounts::Accounts;
-use crate::actors::ops as act;
+use crate::actors::Actors;
 use crate::auth::Principal;
 use crate::auth::permissions::{Permission, Role};
-use crate::components::ops as comp;
+use crate::billing::Billing;
 use crate::packages::Packages;
-use crate::packages::ops as pkg;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -40,13 +44,15 @@ pub struct Scope {
     pub role: Role,
 }
 
+/// What an operation knows of its request: who calls, the workspace it acts
+/// in, and from where. The concerns it acts on come separately, as its first
+/// parameter ([`Uses`]).
 pub struct Ctx {
-    pub control: Arc<ControlPlane>,
     pub caller: Option<Arc<Principal>>,
     pub scope: Option<Scope>,
     /// The client's address (behind trusted proxies, see `rate_limit::client_ip`),
     /// when known; per-client limits key on it.
-    pub client_ip: Option<std::net::IpAddr>,
+    pub client_ip: Option<IpAddr>,
 }
 
 impl Ctx {
@@ -58,41 +64,45 @@ impl Ctx {
     pub fn scope(&self) -> &Scope {
         self.scope.as_ref().expect("workspace op without scope")
     }
+}
 
-    pub fn accounts(&self) -> &Accounts {
-        &self.control.accounts
-    }
+/// What an operation takes of the control plane's state, named by the type
+/// of its first parameter: one concern's API (`&Accounts`, `&Billing`,
+/// `&tollgate_ledger::Views`, `&Packages`, `&components::Installs`,
+/// `&Actors`), sign-up (`&Signups`), the limits (`&Limits`), or a pair
+/// of these. Never the whole state, and never a database.
+pub trait Uses<'a> {
+    fn take(control: &'a ControlPlane) -> Self;
+}
 
-    /// Plans and their limits.
-    pub fn billing(&self) -> &crate::billing::Billing {
-        &self.control.billing
-    }
+macro_rules! uses {
+    ($($part:ty => |$control:ident| $take:expr;)*) => {$(
+        impl<'a> Uses<'a> for &'a $part {
+            fn take($control: &'a ControlPlane) -> Self {
+                $take
+            }
+        }
+    )*};
+}
 
-    pub fn packages(&self) -> &Packages {
-        &self.control.packages
-    }
+uses! {
+    Accounts => |control| &control.apis.accounts;
+    Billing => |control| &control.apis.billing;
+    tollgate_ledger::Views => |control| &control.apis.ledger;
+    Packages => |control| &control.apis.packages;
+    crate::components::Installs => |control| &control.apis.components;
+    Actors => |control| &control.apis.actors;
+    Signups => |control| &control.signups;
+    Limits => |control| &control.limits;
+}
 
-    /// Tool-server and skill installs.
-    pub fn components(&self) -> &crate::components::Installs {
-        &self.control.components
-    }
-
-    /// Hosted actors, deployments and runs.
-    pub fn actors(&self) -> &Arc<crate::actors::Actors> {
-        &self.control.actors
-    }
-
-    pub fn settings(&self) -> &super::ControlPlaneConfig {
-        &self.control.config
-    }
-
-    /// The database the ledger's read-only views take.
-    pub fn ledger_views(&self) -> &tollgate_core::db::Database {
-        &self.control.database
+impl<'a, A: Uses<'a>, B: Uses<'a>> Uses<'a> for (A, B) {
+    fn take(control: &'a ControlPlane) -> Self {
+        (A::take(control), B::take(control))
     }
 }
 
-type Handler = for<'a> fn(&'a Ctx, Value) -> BoxFuture<'a, Result<Value, OpError>>;
+type Handler = for<'a> fn(&'a ControlPlane, &'a Ctx, Value) -> BoxFuture<'a, Result<Value, OpError>>;
 
 pub struct Op {
     pub name: &'static str,
@@ -121,14 +131,19 @@ impl Op {
     }
 }
 
-/// Builds an [`Op`] from a typed handler `async fn(&Ctx, P) -> Result<R, OpError>`.
+/// Builds an [`Op`] from a typed handler
+/// `async fn(impl Uses, &Ctx, P) -> Result<R, OpError>`.
 macro_rules! op {
     ($name:literal, $access:expr, $summary:literal, $handler:path, $params:ty => $result:ty) => {{
-        fn handler<'a>(ctx: &'a Ctx, params: Value) -> BoxFuture<'a, Result<Value, OpError>> {
+        fn handler<'a>(
+            control: &'a ControlPlane,
+            ctx: &'a Ctx,
+            params: Value,
+        ) -> BoxFuture<'a, Result<Value, OpError>> {
             Box::pin(async move {
                 let params: $params = serde_json::from_value(params)
                     .map_err(|e| OpError::InvalidParams(format!("invalid params for {}: {e}", $name)))?;
-                let result: $result = $handler(ctx, params).await?;
+                let result: $result = $handler(Uses::take(control), ctx, params).await?;
                 serde_json::to_value(result).map_err(|e| OpError::Internal(e.into()))
             })
         }
@@ -263,9 +278,9 @@ pub fn by_method(method: &str) -> Option<&'static Op> {
 /// handler with validated params.
 pub async fn run(
     op: &Op,
-    control: Arc<ControlPlane>,
+    control: &ControlPlane,
     caller: Option<Arc<Principal>>,
-    client_ip: Option<std::net::IpAddr>,
+    client_ip: Option<IpAddr>,
     params: Value,
 ) -> Result<Value, OpError> {
     let params = match params {
@@ -274,7 +289,6 @@ pub async fn run(
         _ => return Err(OpError::InvalidParams("params must be an object".into())),
     };
     let mut ctx = Ctx {
-        control,
         caller,
         scope: None,
         client_ip,
@@ -290,7 +304,7 @@ pub async fn run(
                 Some(Value::String(id)) => Some(id.clone()),
                 Some(_) => return Err(OpError::InvalidParams("workspace_id must be a string".into())),
             };
-            let scope = resolve_scope(&ctx, target).await?;
+            let scope = resolve_scope(&control.apis.accounts, &ctx, target).await?;
             if !scope.role.allows(permission) {
                 return Err(OpError::PermissionDenied(format!(
                     "role '{}' lacks permission '{}' needed by {}",
@@ -302,13 +316,13 @@ pub async fn run(
             ctx.scope = Some(scope);
         }
     }
-    (op.handler)(&ctx, params).await
+    (op.handler)(control, &ctx, params).await
 }
 
 /// The caller's role in `target` (default: the key's workspace). A workspace the
 /// user does not belong to, a deleted one, or (for a key limited to its own
 /// workspace) any other one is "not found".
-async fn resolve_scope(ctx: &Ctx, target: Option<String>) -> Result<Scope, OpError> {
+async fn resolve_scope(accounts: &Accounts, ctx: &Ctx, target: Option<String>) -> Result<Scope, OpError> {
     let caller = ctx.caller()?;
     let workspace_id = target.unwrap_or_else(|| caller.workspace_id.clone());
     let not_found = || OpError::NotFound(format!("workspace '{workspace_id}'"));
@@ -317,7 +331,7 @@ async fn resolve_scope(ctx: &Ctx, target: Option<String>) -> Result<Scope, OpErr
     }
     let Some(user_id) = &caller.user_id else {
         // A key from before users existed acts as owner of its own workspace only.
-        return if workspace_id == caller.workspace_id && ctx.accounts().workspace_is_live(&workspace_id).await? {
+        return if workspace_id == caller.workspace_id && accounts.workspace_is_live(&workspace_id).await? {
             Ok(Scope {
                 workspace_id,
                 role: caller.role,
@@ -326,10 +340,6 @@ async fn resolve_scope(ctx: &Ctx, target: Option<String>) -> Result<Scope, OpErr
             Err(not_found())
         };
     };
-    let role = ctx
-        .accounts()
-        .role_in(&workspace_id, user_id)
-        .await?
-        .ok_or_else(not_found)?;
+    let role = accounts.role_in(&workspace_id, user_id).await?.ok_or_else(not_found)?;
     Ok(Scope { workspace_id, role })
 }

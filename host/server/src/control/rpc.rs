@@ -335,7 +335,7 @@ impl Call {
     async fn method(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         if let Some(op) = registry::by_method(method) {
             // Extension methods take the op's own params, which are not proto messages.
-            return registry::run(op, self.control.clone(), self.caller.clone(), self.client_ip, params)
+            return registry::run(op, &self.control, self.caller.clone(), self.client_ip, params)
                 .await
                 .map_err(OpError::into_rpc);
         }
@@ -347,7 +347,7 @@ impl Call {
             "CancelTask" => {
                 let caller = self.require_caller()?;
                 let id = string_param(&params, "id")?.ok_or_else(|| RpcError::invalid_params("id is required"))?;
-                tasks::cancel(&self.control.database, &owner(caller), &id).await
+                tasks::cancel(&self.control.tasks, &owner(caller), &id).await
             }
             "GetExtendedAgentCard" => {
                 self.require_caller()?;
@@ -380,7 +380,7 @@ impl Call {
             #[cfg(feature = "a2a-conformance")]
             Err(_) if self.control.conformance_mode() => {
                 let caller = self.require_caller()?;
-                let mut result = super::conformance::send(&self.control.database, &owner(caller), &params).await?;
+                let mut result = super::conformance::send(&self.control.tasks, &owner(caller), &params).await?;
                 if let Some(task) = result.get_mut("task") {
                     tasks::trim_history(task, history_length)?;
                 }
@@ -404,14 +404,14 @@ impl Call {
                 .caller
                 .as_deref()
                 .ok_or_else(|| RpcError::task_not_found(task_id))?;
-            tasks::load(&self.control.database, &owner(caller), task_id).await?;
+            tasks::load(&self.control.tasks, &owner(caller), task_id).await?;
             return Err(RpcError::unsupported(format!(
                 "Task '{task_id}' is in a terminal state; send a new message without taskId"
             )));
         }
         // A data part is a protobuf `Struct`, whose numbers are all doubles.
         let op_params = protojson::integral_numbers(op_params);
-        let outcome = registry::run(op, self.control.clone(), self.caller.clone(), self.client_ip, op_params).await;
+        let outcome = registry::run(op, &self.control, self.caller.clone(), self.client_ip, op_params).await;
         let mut task = tasks::op_task(op.name, message, &context_id, &outcome);
         let owner = match (&self.caller, &outcome) {
             (Some(caller), _) => Some(owner(caller)),
@@ -420,7 +420,7 @@ impl Call {
             (None, Err(_)) => None,
         };
         if let Some(owner) = owner {
-            tasks::save(&self.control.database, &owner, &task).await.map_err(|e| {
+            tasks::save(&self.control.tasks, &owner, &task).await.map_err(|e| {
                 tracing::error!("saving task: {e}");
                 RpcError::internal()
             })?;
@@ -432,7 +432,7 @@ impl Call {
     async fn get_task(&self, params: Value) -> Result<Value, RpcError> {
         let caller = self.require_caller()?;
         let id = string_param(&params, "id")?.ok_or_else(|| RpcError::invalid_params("id is required"))?;
-        let mut task = tasks::load(&self.control.database, &owner(caller), &id).await?;
+        let mut task = tasks::load(&self.control.tasks, &owner(caller), &id).await?;
         tasks::trim_history(&mut task, int_param(&params, "historyLength")?)?;
         Ok(task)
     }
@@ -474,7 +474,7 @@ impl Call {
             history_length: int_param(&params, "historyLength")?,
             include_artifacts,
         };
-        tasks::list(&self.control.database, &owner(caller), query).await
+        tasks::list(&self.control.tasks, &owner(caller), query).await
     }
 }
 

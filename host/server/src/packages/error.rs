@@ -1,12 +1,11 @@
 //! Why a packages operation failed, as a typed enum: the HTTP API turns it into
-//! an `ApiError` and the control plane into an `OpError`, each by variant, so
-//! neither decides on a status or a string code.
+//! an `ApiError` here, and the control plane maps it to its own errors, each
+//! by variant, so neither decides on a status or a string code.
 
 use axum::http::StatusCode;
 use tollgate_registry::RegistryError;
 
 use super::namespaces::NamespaceError;
-use crate::control::error::OpError;
 use crate::error::ApiError;
 
 #[derive(Debug, thiserror::Error)]
@@ -80,48 +79,6 @@ impl From<PackageError> for ApiError {
                 invalid(StatusCode::PAYLOAD_TOO_LARGE, "upload_quota_exceeded", message)
             }
             PackageError::Internal(message) => ApiError::internal(message),
-        }
-    }
-}
-
-impl From<RegistryError> for OpError {
-    fn from(error: RegistryError) -> Self {
-        let message = error.to_string();
-        match error {
-            RegistryError::Invalid(_) | RegistryError::WrongWorld(_) | RegistryError::Integrity(_) => {
-                OpError::InvalidParams(message)
-            }
-            RegistryError::Conflict(_) => OpError::AlreadyExists(message),
-            RegistryError::Yanked(_) => OpError::FailedPrecondition(message),
-            // NotFound names the missing thing; the registry's message already says "not found".
-            RegistryError::NotFound(_) => OpError::NotFound(message.trim_end_matches(" not found").to_string()),
-            RegistryError::Storage(_) => OpError::Internal(anyhow::anyhow!(message)),
-        }
-    }
-}
-
-impl From<PackageError> for OpError {
-    fn from(error: PackageError) -> Self {
-        match error {
-            PackageError::Registry(error) => error.into(),
-            PackageError::Forbidden(message) => OpError::PermissionDenied(message),
-            PackageError::ProviderNotFound(message) => OpError::NotFound(message),
-            PackageError::WrongKind(message) | PackageError::LoadFailed(message) => OpError::InvalidParams(message),
-            PackageError::QuotaExceeded(message) => OpError::ResourceExhausted(message),
-            PackageError::Internal(message) => OpError::Internal(anyhow::anyhow!(message)),
-        }
-    }
-}
-
-impl From<NamespaceError> for OpError {
-    fn from(error: NamespaceError) -> Self {
-        let message = error.to_string();
-        match error {
-            NamespaceError::InvalidName(_) => OpError::InvalidParams(message),
-            NamespaceError::Exists(_) | NamespaceError::Taken(_) => OpError::AlreadyExists(message),
-            NamespaceError::LimitReached { .. } => OpError::ResourceExhausted(message),
-            NamespaceError::NotFound(name) => OpError::NotFound(format!("namespace '{name}'")),
-            NamespaceError::Database(e) => e.into(),
         }
     }
 }

@@ -1,9 +1,9 @@
 //! The package registry inside the gateway: opening it (`[registry]` config),
 //! seeding the built-in adapters into it, the HTTP API (`api.rs`) and
-//! hot-installed provider adapters (`installs.rs`), workspace namespaces
-//! (`namespaces.rs`), and the same as control-plane operations (`ops.rs`).
-//! [`Packages`] is this concern's handler state; its errors are
-//! [`PackageError`] (`error.rs`). The package model, storage and index are
+//! hot-installed provider adapters (`installs.rs`), and workspace namespaces
+//! (`namespaces.rs`). [`Packages`] is this concern's handler state and the
+//! API the control plane's `packages.*` and `adapters.*` operations call; its
+//! errors are [`PackageError`] (`error.rs`). The package model, storage and index are
 //! the `tollgate-registry` crate. This concern owns the `namespaces` and
 //! `registry_installs` tables; the registry crate owns the rest of
 //! `registry_*`.
@@ -13,7 +13,6 @@ mod error;
 pub mod installs;
 pub mod namespaces;
 use namespaces::NamespaceError;
-pub mod ops;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,7 +22,8 @@ use anyhow::Context;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tollgate_registry::{
-    BlobStore, Content, Digest, Index, Manifest, Metadata, PackageKind, Registry, RegistryError, StorageConfig,
+    BlobStore, Content, Digest, Index, Manifest, Metadata, PackageKind, PackageName, PackageSummary, Registry,
+    RegistryError, StorageConfig, VersionRecord, Visibility,
 };
 
 pub use error::PackageError;
@@ -152,6 +152,69 @@ impl Packages {
         &self.registry
     }
 
+    /// The packages of `kind` matching `text` that `viewer` (a workspace, or
+    /// none for an anonymous caller) may read.
+    pub async fn search(
+        &self,
+        kind: Option<PackageKind>,
+        text: Option<&str>,
+        limit: u32,
+        viewer: Option<&str>,
+    ) -> Result<Vec<PackageSummary>, RegistryError> {
+        self.registry.search(kind, text, limit, viewer).await
+    }
+
+    /// Whether `viewer` may read the package: it is public, or `viewer` is
+    /// the workspace that owns it.
+    pub async fn readable_by(&self, name: &PackageName, viewer: Option<&str>) -> Result<bool, RegistryError> {
+        Ok(self.registry.index.readable_by(name, viewer).await?)
+    }
+
+    /// A package's versions, newest first. A private package is not found
+    /// by anyone but its workspace.
+    pub async fn versions(
+        &self,
+        name: &PackageName,
+        viewer: Option<&str>,
+    ) -> Result<Vec<VersionRecord>, RegistryError> {
+        if !self.readable_by(name, viewer).await? {
+            return Err(RegistryError::NotFound(format!("package {name} not found")));
+        }
+        Ok(self.registry.index.versions(name).await?)
+    }
+
+    /// Yanks, unyanks or deprecates a version, for a workspace that may
+    /// publish in the package's namespace; answers the version as it is then.
+    pub async fn change_version(
+        &self,
+        workspace_id: &str,
+        name: &PackageName,
+        version: &semver::Version,
+        change: VersionChange<'_>,
+    ) -> Result<VersionRecord, PackageError> {
+        self.check_namespace(workspace_id, name.namespace()).await?;
+        match change {
+            VersionChange::Yank(yanked) => self.registry.yank(name, version, yanked).await?,
+            VersionChange::Deprecate(message) => self.registry.deprecate(name, version, message).await?,
+        }
+        Ok(self
+            .registry
+            .index
+            .version(name, version)
+            .await
+            .map_err(RegistryError::from)?)
+    }
+
+    /// Makes a package public or private (its blobs included).
+    pub async fn set_visibility(&self, name: &PackageName, visibility: Visibility) -> Result<(), RegistryError> {
+        Ok(self.registry.index.set_visibility(name, visibility).await?)
+    }
+
+    /// Which adapter version serves each provider, by install.
+    pub fn adapter_installs(&self) -> Vec<installs::InstallRecord> {
+        self.installs.list()
+    }
+
     /// Applies a new configuration (a reload): loads the adapters it pins by
     /// reference, takes its operators, and rebuilds the routes from its
     /// providers with every install applied. Returns the pricing snapshot id.
@@ -249,6 +312,14 @@ impl Packages {
         }
         Ok(())
     }
+}
+
+/// A change to a published version's state ([`Packages::change_version`]).
+pub enum VersionChange<'a> {
+    /// Hide it from new installs (`true`), or undo that (`false`).
+    Yank(bool),
+    /// Deprecate it with a message; `None` lifts the deprecation.
+    Deprecate(Option<&'a str>),
 }
 
 /// The registry version of a built-in adapter: the gateway's version, with

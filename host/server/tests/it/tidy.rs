@@ -219,6 +219,30 @@ fn only_a_tables_owner_queries_it() {
     );
 }
 
+/// The control plane depends on the concerns, and no concern on it
+/// (docs/ARCHITECTURE.md): in the server crate, only the control plane's own
+/// modules and the wiring (`app.rs`) name `crate::control`.
+#[test]
+fn only_the_wiring_imports_the_control_plane() {
+    let src = root().join("host/server/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let problems: Vec<String> = files
+        .iter()
+        .map(|path| path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/"))
+        .filter(|file| !file.starts_with("control/") && file != "app.rs")
+        .filter(|file| {
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            text.contains("crate::control")
+        })
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "modules outside the control plane that import it:\n{}",
+        problems.join("\n")
+    );
+}
+
 /// Whether `text` uses the `unsafe` keyword (not as part of a longer name).
 fn uses_unsafe(text: &str) -> bool {
     let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');

@@ -8,9 +8,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::error::OpError;
-use super::registry::Ctx;
 use super::workspaces::Target;
+use crate::accounts::Accounts;
+use crate::actors::Actors;
+use crate::billing::Billing;
+use crate::control::error::OpError;
+use crate::control::registry::Ctx;
+use tollgate_ledger::Views;
 
 #[derive(Serialize, JsonSchema)]
 pub struct Wallet {
@@ -22,10 +26,10 @@ pub struct Wallet {
     pub posted_usd: String,
 }
 
-pub async fn wallet(ctx: &Ctx, _params: Target) -> Result<Wallet, OpError> {
+pub async fn wallet((ledger, accounts): (&Views, &Accounts), ctx: &Ctx, _params: Target) -> Result<Wallet, OpError> {
     let workspace_id = &ctx.scope().workspace_id;
-    let balances = tollgate_ledger::wallet(ctx.ledger_views(), workspace_id).await?;
-    let plan = ctx.accounts().plan(workspace_id).await?;
+    let balances = ledger.wallet(workspace_id).await?;
+    let plan = accounts.plan(workspace_id).await?;
     Ok(Wallet {
         workspace_id: balances.workspace_id,
         plan,
@@ -90,7 +94,7 @@ pub struct UsagePage {
 
 /// Newest first. Request ids are time-ordered (UUID v7), so the cursor is the
 /// last id shown and the next page is every id below it.
-pub async fn usage(ctx: &Ctx, params: UsageParams) -> Result<UsagePage, OpError> {
+pub async fn usage(ledger: &Views, ctx: &Ctx, params: UsageParams) -> Result<UsagePage, OpError> {
     let limit = params.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_PAGE {
         return Err(OpError::InvalidParams(format!("limit must be 1 to {MAX_PAGE}")));
@@ -103,7 +107,7 @@ pub async fn usage(ctx: &Ctx, params: UsageParams) -> Result<UsagePage, OpError>
         before_request_id: params.cursor,
         limit: limit + 1,
     };
-    let rows = tollgate_ledger::usage(ctx.ledger_views(), &query).await?;
+    let rows = ledger.usage(&query).await?;
     let more = rows.len() > limit as usize;
     let entries: Vec<UsageEntry> = rows
         .into_iter()
@@ -139,20 +143,19 @@ pub struct RequestParams {
 
 /// The request-log trace, including attempts. Another workspace's request is
 /// "not found".
-pub async fn request(ctx: &Ctx, params: RequestParams) -> Result<Value, OpError> {
+pub async fn request((ledger, actors): (&Views, &Actors), ctx: &Ctx, params: RequestParams) -> Result<Value, OpError> {
     let not_found = || OpError::NotFound(format!("request '{}'", params.request_id));
-    let row = tollgate_ledger::request_log(ctx.ledger_views(), &params.request_id)
-        .await?
-        .ok_or_else(not_found)?;
+    let row = ledger.request_log(&params.request_id).await?.ok_or_else(not_found)?;
     if row["workspace_id"].as_str() != Some(ctx.scope().workspace_id.as_str()) {
         return Err(not_found());
     }
     let mut row = row;
     // An actor run's trace is its signed provenance trail.
     if row["kind"] == "actor_run" {
-        let run = crate::actors::ops::run(
+        let run = super::actors::run(
+            actors,
             ctx,
-            crate::actors::ops::RunParams {
+            super::actors::RunParams {
                 workspace_id: None,
                 run_id: params.request_id.clone(),
             },
@@ -173,9 +176,9 @@ pub struct PlanList {
 }
 
 /// Every plan this gateway defines (built-in and operator-added).
-pub async fn plans(ctx: &Ctx, _params: NoParams) -> Result<PlanList, OpError> {
+pub async fn plans(billing: &Billing, _ctx: &Ctx, _params: NoParams) -> Result<PlanList, OpError> {
     Ok(PlanList {
-        plans: ctx.billing().plans().all().map(|plan| plan.shown()).collect(),
+        plans: billing.plans().all().map(|plan| plan.shown()).collect(),
     })
 }
 
@@ -191,9 +194,9 @@ pub struct WorkspacePlan {
     pub checkout: Option<crate::billing::payments::CheckoutShown>,
 }
 
-pub async fn plan(ctx: &Ctx, _params: Target) -> Result<WorkspacePlan, OpError> {
+pub async fn plan(billing: &Billing, ctx: &Ctx, _params: Target) -> Result<WorkspacePlan, OpError> {
     let workspace_id = &ctx.scope().workspace_id;
-    let plan = ctx.billing().plan_of(workspace_id).await?;
+    let plan = billing.plan_of(workspace_id).await?;
     Ok(WorkspacePlan {
         workspace_id: workspace_id.clone(),
         plan: plan.shown(),
@@ -213,9 +216,8 @@ pub struct ChangeParams {
 /// Moves the workspace to a plan with no monthly price at once. A priced plan
 /// is bought through the payment processor: this opens a subscription
 /// checkout, and the plan applies when its webhook says it is active.
-pub async fn change_plan(ctx: &Ctx, params: ChangeParams) -> Result<WorkspacePlan, OpError> {
+pub async fn change_plan(billing: &Billing, ctx: &Ctx, params: ChangeParams) -> Result<WorkspacePlan, OpError> {
     let workspace_id = &ctx.scope().workspace_id;
-    let billing = ctx.billing();
     let Some(plan) = billing.plans().get(&params.plan) else {
         return Err(OpError::InvalidParams(format!(
             "no plan '{}'; the plans are: {}",
@@ -250,6 +252,6 @@ pub async fn change_plan(ctx: &Ctx, params: ChangeParams) -> Result<WorkspacePla
 }
 
 /// This month's (UTC) requests and spend against the plan.
-pub async fn usage_month(ctx: &Ctx, _params: Target) -> Result<crate::billing::MonthUsage, OpError> {
-    Ok(ctx.billing().month_usage(&ctx.scope().workspace_id).await?)
+pub async fn usage_month(billing: &Billing, ctx: &Ctx, _params: Target) -> Result<crate::billing::MonthUsage, OpError> {
+    Ok(billing.month_usage(&ctx.scope().workspace_id).await?)
 }

@@ -1,6 +1,7 @@
-//! The control-plane operations on a workspace's tool-server and skill
-//! installs: `installs.create`, `.list`, `.get`, `.update`, `.delete`. The
-//! registry in `control/registry.rs` authenticates and checks
+//! The operations on a workspace's tool-server and skill installs:
+//! `installs.create`, `.list`, `.get`, `.update`, `.delete`, over the
+//! components concern's API (`crate::components::Installs`). The registry
+//! (`control/registry.rs`) authenticates and checks
 //! `install.read`/`install.write` before these run.
 
 use std::collections::BTreeMap;
@@ -8,8 +9,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::installs::{InstallChange, InstallError, NewCredential, NewInstall};
-use super::store::InstallRecord;
+use crate::components::{InstallChange, InstallRecord, Installs, NewCredential, NewInstall};
 use crate::control::error::OpError;
 use crate::control::registry::Ctx;
 
@@ -122,7 +122,7 @@ pub struct Uninstalled {
     pub deleted: bool,
 }
 
-pub async fn create(ctx: &Ctx, params: CreateParams) -> Result<Install, OpError> {
+pub async fn create(installs: &Installs, ctx: &Ctx, params: CreateParams) -> Result<Install, OpError> {
     let workspace = &ctx.scope().workspace_id;
     let request = NewInstall {
         package: params.package,
@@ -132,31 +132,29 @@ pub async fn create(ctx: &Ctx, params: CreateParams) -> Result<Install, OpError>
         origins: params.origins,
         credentials: params.credentials,
     };
-    let record = ctx.components().create(workspace, request).await?;
-    Ok(shown(ctx, record))
+    let record = installs.create(workspace, request).await?;
+    Ok(shown(installs, record))
 }
 
-pub async fn list(ctx: &Ctx, _params: ListParams) -> Result<InstallList, OpError> {
+pub async fn list(installs: &Installs, ctx: &Ctx, _params: ListParams) -> Result<InstallList, OpError> {
     let workspace = &ctx.scope().workspace_id;
-    let installs = ctx
-        .components()
+    let installs = installs
         .in_workspace(workspace)
         .into_iter()
-        .map(|active| shown(ctx, active.record.clone()))
+        .map(|active| shown(installs, active.record.clone()))
         .collect();
     Ok(InstallList { installs })
 }
 
-pub async fn get(ctx: &Ctx, params: NameParams) -> Result<Install, OpError> {
+pub async fn get(installs: &Installs, ctx: &Ctx, params: NameParams) -> Result<Install, OpError> {
     let workspace = &ctx.scope().workspace_id;
-    let active = ctx
-        .components()
+    let active = installs
         .get(workspace, &params.name)
         .ok_or_else(|| OpError::NotFound(format!("install '{}'", params.name)))?;
-    Ok(shown(ctx, active.record.clone()))
+    Ok(shown(installs, active.record.clone()))
 }
 
-pub async fn update(ctx: &Ctx, params: UpdateParams) -> Result<Install, OpError> {
+pub async fn update(installs: &Installs, ctx: &Ctx, params: UpdateParams) -> Result<Install, OpError> {
     let workspace = &ctx.scope().workspace_id;
     let change = InstallChange {
         version: params.version,
@@ -164,28 +162,21 @@ pub async fn update(ctx: &Ctx, params: UpdateParams) -> Result<Install, OpError>
         origins: params.origins,
         credentials: params.credentials,
     };
-    let record = ctx.components().update(workspace, &params.name, change).await?;
-    Ok(shown(ctx, record))
+    let record = installs.update(workspace, &params.name, change).await?;
+    Ok(shown(installs, record))
 }
 
-pub async fn delete(ctx: &Ctx, params: NameParams) -> Result<Uninstalled, OpError> {
+pub async fn delete(installs: &Installs, ctx: &Ctx, params: NameParams) -> Result<Uninstalled, OpError> {
     let workspace = &ctx.scope().workspace_id;
-    ctx.components().delete(workspace, &params.name).await?;
+    installs.delete(workspace, &params.name).await?;
     Ok(Uninstalled {
         name: params.name,
         deleted: true,
     })
 }
 
-fn shown(ctx: &Ctx, record: InstallRecord) -> Install {
-    let tools = super::calls::list(ctx.components(), &record.workspace_id, None)
-        .into_iter()
-        .map(|tool| tool.name)
-        .filter(|name| {
-            name.split_once(super::calls::SEPARATOR)
-                .is_some_and(|(install, _)| install == record.name)
-        })
-        .collect();
+fn shown(installs: &Installs, record: InstallRecord) -> Install {
+    let tools = crate::components::calls::tools_of(installs, &record.workspace_id, &record.name);
     Install {
         name: record.name,
         kind: record.kind,
@@ -224,18 +215,5 @@ fn shown(ctx: &Ctx, record: InstallRecord) -> Install {
         tools,
         created_at_ms: record.created_at_ms,
         updated_at_ms: record.updated_at_ms,
-    }
-}
-
-impl From<InstallError> for OpError {
-    fn from(error: InstallError) -> Self {
-        match error {
-            InstallError::Invalid(message) | InstallError::Load(message) => OpError::InvalidParams(message),
-            InstallError::NotFound(name) => OpError::NotFound(format!("install '{name}'")),
-            InstallError::Conflict(message) => OpError::AlreadyExists(message),
-            InstallError::QuotaExceeded(message) => OpError::ResourceExhausted(message),
-            InstallError::Registry(error) => error.into(),
-            InstallError::Internal(error) => OpError::Internal(error),
-        }
     }
 }

@@ -5,12 +5,14 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::error::OpError;
-use super::registry::Ctx;
-use crate::accounts::CreatedAccount;
 pub use crate::accounts::Workspace;
+use crate::accounts::{Accounts, CreatedAccount};
 use crate::auth::KeyScope;
 use crate::auth::permissions::Role;
+use crate::control::error::OpError;
+use crate::control::registry::Ctx;
+use crate::control::{Limits, Signups};
+use crate::packages::Packages;
 pub use crate::packages::namespaces::{Namespace, NamespaceList};
 use tollgate_core::money::Nanos;
 
@@ -26,14 +28,18 @@ pub struct SignupParams {
 /// Input is checked before the client's sign-up budget is spent, so a typo
 /// costs nothing; whether the e-mail is taken is found only after (by the
 /// insert), so probing for addresses spends the budget.
-pub async fn signup(ctx: &Ctx, params: SignupParams) -> Result<CreatedAccount, OpError> {
-    let credit = Nanos::from_usd(&ctx.settings().signup_credit_usd)
+pub async fn signup(
+    (accounts, signups): (&Accounts, &Signups),
+    ctx: &Ctx,
+    params: SignupParams,
+) -> Result<CreatedAccount, OpError> {
+    let credit = Nanos::from_usd(signups.credit_usd())
         .map_err(|e| OpError::Internal(anyhow::anyhow!("control_plane.signup_credit_usd: {e}")))?;
     if params.name.trim().is_empty() || params.name.len() > 200 {
         return Err(OpError::InvalidParams("name must be 1 to 200 characters".into()));
     }
     let email = crate::accounts::normalize_email(&params.email).map_err(|e| OpError::InvalidParams(e.to_string()))?;
-    if let Err(wait) = ctx.control.signup_permitted(ctx.client_ip) {
+    if let Err(wait) = signups.permitted(ctx.client_ip) {
         return Err(OpError::ResourceExhausted(match wait {
             std::time::Duration::MAX => "Sign-up is closed on this gateway.".into(),
             wait => format!(
@@ -42,7 +48,7 @@ pub async fn signup(ctx: &Ctx, params: SignupParams) -> Result<CreatedAccount, O
             ),
         }));
     }
-    Ok(ctx.accounts().signup(&params.name, Some(&email), credit).await?)
+    Ok(accounts.signup(&params.name, Some(&email), credit).await?)
 }
 
 /// Params of an op that needs nothing but its target workspace.
@@ -90,14 +96,14 @@ fn check_name(name: &str) -> Result<String, OpError> {
     Ok(name.to_string())
 }
 
-async fn load(ctx: &Ctx, workspace_id: &str, role: Role) -> Result<Workspace, OpError> {
-    ctx.accounts()
+async fn load(accounts: &Accounts, workspace_id: &str, role: Role) -> Result<Workspace, OpError> {
+    accounts
         .workspace(workspace_id, role)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("workspace '{workspace_id}'")))
 }
 
-pub async fn create(ctx: &Ctx, params: CreateParams) -> Result<Workspace, OpError> {
+pub async fn create(accounts: &Accounts, ctx: &Ctx, params: CreateParams) -> Result<Workspace, OpError> {
     let name = check_name(&params.name)?;
     let caller = ctx.caller()?;
     if caller.scope == KeyScope::Workspace {
@@ -110,21 +116,17 @@ pub async fn create(ctx: &Ctx, params: CreateParams) -> Result<Workspace, OpErro
         .user_id
         .clone()
         .ok_or_else(|| OpError::PermissionDenied("this key belongs to no user; create a user key first".into()))?;
-    let workspace_id = ctx
-        .accounts()
-        .create_workspace(&caller.workspace_id, &user_id, &name)
-        .await?;
-    load(ctx, &workspace_id, Role::Owner).await
+    let workspace_id = accounts.create_workspace(&caller.workspace_id, &user_id, &name).await?;
+    load(accounts, &workspace_id, Role::Owner).await
 }
 
-pub async fn list(ctx: &Ctx, _params: ListParams) -> Result<WorkspaceList, OpError> {
+pub async fn list(accounts: &Accounts, ctx: &Ctx, _params: ListParams) -> Result<WorkspaceList, OpError> {
     let caller = ctx.caller()?;
     // A key limited to its workspace sees only that one.
     let user_id = caller.user_id.as_ref().filter(|_| caller.scope == KeyScope::User);
     let workspaces = match user_id {
-        Some(user_id) => ctx.accounts().workspaces_of(user_id).await?,
-        None => ctx
-            .accounts()
+        Some(user_id) => accounts.workspaces_of(user_id).await?,
+        None => accounts
             .workspace(&caller.workspace_id, caller.role)
             .await?
             .into_iter()
@@ -133,23 +135,23 @@ pub async fn list(ctx: &Ctx, _params: ListParams) -> Result<WorkspaceList, OpErr
     Ok(WorkspaceList { workspaces })
 }
 
-pub async fn get(ctx: &Ctx, _params: Target) -> Result<Workspace, OpError> {
+pub async fn get(accounts: &Accounts, ctx: &Ctx, _params: Target) -> Result<Workspace, OpError> {
     let scope = ctx.scope();
-    load(ctx, &scope.workspace_id, scope.role).await
+    load(accounts, &scope.workspace_id, scope.role).await
 }
 
-pub async fn rename(ctx: &Ctx, params: RenameParams) -> Result<Workspace, OpError> {
+pub async fn rename(accounts: &Accounts, ctx: &Ctx, params: RenameParams) -> Result<Workspace, OpError> {
     let name = check_name(&params.name)?;
     let scope = ctx.scope();
-    ctx.accounts().rename_workspace(&scope.workspace_id, &name).await?;
-    load(ctx, &scope.workspace_id, scope.role).await
+    accounts.rename_workspace(&scope.workspace_id, &name).await?;
+    load(accounts, &scope.workspace_id, scope.role).await
 }
 
 /// Soft delete: the ledger keeps referencing the workspace, so its rows stay;
 /// its keys are revoked, and every gateway drops them from its key cache.
-pub async fn delete(ctx: &Ctx, _params: Target) -> Result<Deleted, OpError> {
+pub async fn delete(accounts: &Accounts, ctx: &Ctx, _params: Target) -> Result<Deleted, OpError> {
     let workspace_id = ctx.scope().workspace_id.clone();
-    ctx.accounts().delete_workspace(&workspace_id).await?;
+    accounts.delete_workspace(&workspace_id).await?;
     Ok(Deleted { deleted: workspace_id })
 }
 
@@ -162,22 +164,23 @@ pub struct NamespaceParams {
     pub name: String,
 }
 
-pub async fn namespace_create(ctx: &Ctx, params: NamespaceParams) -> Result<Namespace, OpError> {
-    let limit = ctx.settings().max_namespaces_per_workspace;
+pub async fn namespace_create(
+    (packages, limits): (&Packages, &Limits),
+    ctx: &Ctx,
+    params: NamespaceParams,
+) -> Result<Namespace, OpError> {
+    let limit = limits.namespaces_per_workspace;
     let workspace_id = &ctx.scope().workspace_id;
-    Ok(ctx
-        .packages()
-        .create_namespace(workspace_id, &params.name, limit)
-        .await?)
+    Ok(packages.create_namespace(workspace_id, &params.name, limit).await?)
 }
 
-pub async fn namespace_list(ctx: &Ctx, _params: Target) -> Result<NamespaceList, OpError> {
-    let namespaces = ctx.packages().namespaces().list(&ctx.scope().workspace_id).await?;
+pub async fn namespace_list(packages: &Packages, ctx: &Ctx, _params: Target) -> Result<NamespaceList, OpError> {
+    let namespaces = packages.namespaces().list(&ctx.scope().workspace_id).await?;
     Ok(NamespaceList { namespaces })
 }
 
-pub async fn namespace_delete(ctx: &Ctx, params: NamespaceParams) -> Result<Deleted, OpError> {
-    ctx.packages()
+pub async fn namespace_delete(packages: &Packages, ctx: &Ctx, params: NamespaceParams) -> Result<Deleted, OpError> {
+    packages
         .namespaces()
         .delete(&ctx.scope().workspace_id, &params.name)
         .await?;

@@ -1,17 +1,18 @@
-//! The registry as control-plane operations (`packages.*`, `adapters.*`), so A2A
-//! clients can search, publish, yank, deprecate and install adapters. They apply the same checks
-//! as the HTTP API (`api.rs`), through [`Packages`](super::Packages); their
-//! errors become `OpError`s by variant (`error.rs`). `packages.publish`
-//! carries the content inline (base64, capped); larger packages use HTTP.
-//!
-//! Registered in `control/registry.rs`; the control-plane contract test runs each.
+//! The registry as operations (`packages.*`, `adapters.*`), so A2A clients
+//! can search, publish, yank, deprecate and install adapters. They apply the
+//! same checks as the registry's HTTP API, through the packages concern's
+//! API ([`Packages`]); its errors become `OpError`s by variant
+//! (`control/error.rs`). `packages.publish` carries the content inline
+//! (base64, capped); larger packages use HTTP.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tollgate_registry::{PackageKind, PackageName, RegistryError};
+use tollgate_registry::{PackageKind, PackageName};
 
 use crate::control::error::OpError;
 use crate::control::registry::Ctx;
+use crate::packages::installs::InstallRecord;
+use crate::packages::{Packages, VersionChange};
 
 fn package_name(text: &str) -> Result<PackageName, OpError> {
     text.parse().map_err(|e| OpError::InvalidParams(format!("name: {e}")))
@@ -50,16 +51,14 @@ pub struct PackageList {
     pub packages: Vec<PackageEntry>,
 }
 
-pub async fn search(ctx: &Ctx, params: SearchParams) -> Result<PackageList, OpError> {
+pub async fn search(packages: &Packages, ctx: &Ctx, params: SearchParams) -> Result<PackageList, OpError> {
     let kind = params
         .kind
         .as_deref()
         .map(str::parse::<PackageKind>)
         .transpose()
         .map_err(OpError::InvalidParams)?;
-    let found = ctx
-        .packages()
-        .registry
+    let found = packages
         .search(kind, params.q.as_deref(), params.limit.unwrap_or(50), viewer(ctx))
         .await?;
     Ok(PackageList {
@@ -107,26 +106,10 @@ fn viewer(ctx: &Ctx) -> Option<&str> {
     ctx.caller.as_deref().map(|caller| caller.workspace_id.as_str())
 }
 
-pub async fn get(ctx: &Ctx, params: PackageParams) -> Result<PackageInfo, OpError> {
+pub async fn get(packages: &Packages, ctx: &Ctx, params: PackageParams) -> Result<PackageInfo, OpError> {
     let name = package_name(&params.name)?;
     // A private package is missing to anyone but its workspace.
-    let index = &ctx.packages().registry.index;
-    if !index
-        .readable_by(&name, viewer(ctx))
-        .await
-        .map_err(RegistryError::from)?
-    {
-        return Err(OpError::from(RegistryError::NotFound(format!(
-            "package {name} not found"
-        ))));
-    }
-    let versions = ctx
-        .packages()
-        .registry
-        .index
-        .versions(&name)
-        .await
-        .map_err(RegistryError::from)?;
+    let versions = packages.versions(&name, viewer(ctx)).await?;
     let newest = &versions[0].manifest;
     Ok(PackageInfo {
         name: name.to_string(),
@@ -177,24 +160,17 @@ pub struct VersionState {
 
 /// The version after a change made by a workspace that may publish in its namespace.
 async fn change(
+    packages: &Packages,
     ctx: &Ctx,
     name: &str,
     text: &str,
-    apply: impl AsyncFnOnce(&PackageName, &semver::Version) -> Result<(), RegistryError>,
+    change: VersionChange<'_>,
 ) -> Result<VersionState, OpError> {
     let name = package_name(name)?;
     let version = version(text)?;
-    ctx.packages()
-        .check_namespace(&ctx.scope().workspace_id, name.namespace())
+    let record = packages
+        .change_version(&ctx.scope().workspace_id, &name, &version, change)
         .await?;
-    apply(&name, &version).await?;
-    let record = ctx
-        .packages()
-        .registry
-        .index
-        .version(&name, &version)
-        .await
-        .map_err(RegistryError::from)?;
     Ok(VersionState {
         name: name.to_string(),
         version: version.to_string(),
@@ -203,28 +179,23 @@ async fn change(
     })
 }
 
-pub async fn yank(ctx: &Ctx, params: VersionParams) -> Result<VersionState, OpError> {
-    let registry = &ctx.packages().registry;
-    change(ctx, &params.name, &params.version, async |n, v| {
-        registry.yank(n, v, true).await
-    })
-    .await
+pub async fn yank(packages: &Packages, ctx: &Ctx, params: VersionParams) -> Result<VersionState, OpError> {
+    change(packages, ctx, &params.name, &params.version, VersionChange::Yank(true)).await
 }
 
-pub async fn unyank(ctx: &Ctx, params: VersionParams) -> Result<VersionState, OpError> {
-    let registry = &ctx.packages().registry;
-    change(ctx, &params.name, &params.version, async |n, v| {
-        registry.yank(n, v, false).await
-    })
-    .await
+pub async fn unyank(packages: &Packages, ctx: &Ctx, params: VersionParams) -> Result<VersionState, OpError> {
+    change(packages, ctx, &params.name, &params.version, VersionChange::Yank(false)).await
 }
 
-pub async fn deprecate(ctx: &Ctx, params: DeprecateParams) -> Result<VersionState, OpError> {
-    let registry = &ctx.packages().registry;
-    let message = params.message.clone();
-    change(ctx, &params.name, &params.version, async |n, v| {
-        registry.deprecate(n, v, message.as_deref()).await
-    })
+pub async fn deprecate(packages: &Packages, ctx: &Ctx, params: DeprecateParams) -> Result<VersionState, OpError> {
+    let message = params.message.as_deref();
+    change(
+        packages,
+        ctx,
+        &params.name,
+        &params.version,
+        VersionChange::Deprecate(message),
+    )
     .await
 }
 
@@ -248,7 +219,7 @@ pub struct InstallList {
     pub installs: Vec<InstallEntry>,
 }
 
-fn entry(install: super::installs::InstallRecord) -> InstallEntry {
+fn entry(install: InstallRecord) -> InstallEntry {
     InstallEntry {
         provider: install.provider,
         package: install.package.to_string(),
@@ -259,10 +230,10 @@ fn entry(install: super::installs::InstallRecord) -> InstallEntry {
     }
 }
 
-pub async fn list_installs(ctx: &Ctx, _params: NoParams) -> Result<InstallList, OpError> {
-    ctx.packages().check_operator(ctx.caller()?)?;
+pub async fn list_installs(packages: &Packages, ctx: &Ctx, _params: NoParams) -> Result<InstallList, OpError> {
+    packages.check_operator(ctx.caller()?)?;
     Ok(InstallList {
-        installs: ctx.packages().installs.list().into_iter().map(entry).collect(),
+        installs: packages.adapter_installs().into_iter().map(entry).collect(),
     })
 }
 
@@ -277,11 +248,11 @@ pub struct InstallParams {
     pub version: String,
 }
 
-pub async fn install(ctx: &Ctx, params: InstallParams) -> Result<InstallEntry, OpError> {
-    ctx.packages().check_operator(ctx.caller()?)?;
+pub async fn install(packages: &Packages, ctx: &Ctx, params: InstallParams) -> Result<InstallEntry, OpError> {
+    packages.check_operator(ctx.caller()?)?;
     let package = package_name(&params.package)?;
     let version = version(&params.version)?;
-    let installed = ctx.packages().install(&params.provider, &package, &version).await?;
+    let installed = packages.install(&params.provider, &package, &version).await?;
     Ok(entry(installed))
 }
 
@@ -314,7 +285,7 @@ pub struct PublishedVersion {
     pub digest: String,
 }
 
-pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedVersion, OpError> {
+pub async fn publish(packages: &Packages, ctx: &Ctx, params: PublishParams) -> Result<PublishedVersion, OpError> {
     use base64::Engine;
     if params.content_base64.len() > MAX_INLINE_CONTENT.div_ceil(3) * 4 {
         return Err(OpError::InvalidParams(format!(
@@ -333,17 +304,11 @@ pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedVersio
     let caller = ctx.caller()?;
     let workspace = &ctx.scope().workspace_id;
     let publisher = format!("{workspace}:{}", caller.key_id);
-    let published = ctx
-        .packages()
+    let published = packages
         .publish_with_content(workspace, &publisher, &manifest, content.into())
         .await?;
     if let Some(visibility) = visibility {
-        ctx.packages()
-            .registry
-            .index
-            .set_visibility(&published.name, visibility)
-            .await
-            .map_err(RegistryError::from)?;
+        packages.set_visibility(&published.name, visibility).await?;
     }
     Ok(PublishedVersion {
         name: published.name.to_string(),

@@ -1,4 +1,6 @@
-//! Each deployment is an A2A agent of its own:
+//! Each hosted actor deployment is an A2A agent of its own, over the actors'
+//! API (`crate::actors`), with the control plane's errors, version header and
+//! `Origin` rule:
 //! - its Agent Card at `/v1/actors/{namespace}/{deployment}/.well-known/agent-card.json`;
 //! - JSON-RPC at `/v1/actors/{namespace}/{deployment}/a2a`: `SendMessage`
 //!   runs the actor and answers with the agent's message (the output as a
@@ -24,10 +26,10 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tollgate_actors::runtime::RunEvent;
 
-use super::{Actors, Finished, Target};
+use super::ControlPlane;
+use super::error::{OPERATION_FAILED, OpError, RpcError, TOLLGATE_DOMAIN};
+use crate::actors::{Actors, Finished, Target};
 use crate::auth::Caller;
-use crate::control::error::OpError;
-use crate::control::error::{OPERATION_FAILED, RpcError, TOLLGATE_DOMAIN};
 use crate::error::ApiError;
 
 pub fn routes() -> Router<crate::app::AppState> {
@@ -44,12 +46,12 @@ pub fn routes() -> Router<crate::app::AppState> {
 
 async fn card(
     State(actors): State<Arc<Actors>>,
-    State(control): State<Arc<crate::control::ControlPlane>>,
+    State(control): State<Arc<ControlPlane>>,
     Path((namespace, deployment)): Path<(String, String)>,
     caller: Result<Caller, ApiError>,
     headers: HeaderMap,
 ) -> Response {
-    let found = actors.store.deployment(&namespace, &deployment).await.ok().flatten();
+    let found = actors.store().deployment(&namespace, &deployment).await.ok().flatten();
     // A private actor's deployment shows its card only to a caller with a key.
     if let (Some(found), Err(refused)) = (&found, &caller)
         && !actors.is_public(&found.actor_id).await
@@ -131,14 +133,14 @@ fn new_id(prefix: &str) -> String {
 fn input_of(ir: &tollgate_actors::ir::Ir, message: &Value) -> Result<Value, String> {
     let parts = message["parts"].as_array().ok_or("message.parts must be a list")?;
     if let Some(data) = parts.iter().find_map(|p| p.get("data").filter(|d| d.is_object())) {
-        return Ok(crate::control::protojson::integral_numbers(data.clone()));
+        return Ok(super::protojson::integral_numbers(data.clone()));
     }
     let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
     if text.is_empty() {
         return Err("message.parts must hold a text part or a data part (an object)".into());
     }
     let messages = [json!({"role": "user", "content": text.join("\n")})];
-    Ok(super::chat::input_from_messages(ir, &messages))
+    Ok(crate::actors::input_from_messages(ir, &messages))
 }
 
 fn output_part(output: &Value) -> Value {
@@ -180,14 +182,14 @@ fn unsupported_part(message: &Value) -> Option<String> {
 
 async fn rpc(
     State(actors): State<Arc<Actors>>,
-    State(control): State<Arc<crate::control::ControlPlane>>,
+    State(control): State<Arc<ControlPlane>>,
     Path((namespace, deployment)): Path<(String, String)>,
     caller: Result<Caller, ApiError>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     if let Some(origin) = control.foreign_origin(&headers) {
-        let mut response = rpc_error(&Value::Null, &crate::control::rpc::foreign_origin(&origin));
+        let mut response = rpc_error(&Value::Null, &super::rpc::foreign_origin(&origin));
         *response.status_mut() = StatusCode::FORBIDDEN;
         return response;
     }
@@ -195,7 +197,7 @@ async fn rpc(
         Ok(caller) => caller,
         Err(error) => return refusal(error),
     };
-    if let Some(content_type) = crate::control::unsupported_content_type(&headers) {
+    if let Some(content_type) = super::rpc::unsupported_content_type(&headers) {
         let mut response = rpc_error(&Value::Null, &RpcError::content_type_not_supported(&content_type));
         *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
         return response;
@@ -216,7 +218,7 @@ async fn rpc(
         let error = RpcError::invalid_request("jsonrpc must be \"2.0\" with a method");
         return rpc_error(&id, &error);
     }
-    if let Err(error) = crate::control::a2a_version(&headers) {
+    if let Err(error) = super::rpc::version(&headers) {
         return rpc_error(&id, &error);
     }
     let params = &request["params"];
@@ -340,7 +342,7 @@ fn stream(
                 .await,
         );
     });
-    let guard = super::http::AbortOnDrop(task.abort_handle());
+    let guard = crate::actors::http::AbortOnDrop(task.abort_handle());
     let frame = {
         let id = id.clone();
         move |result: Value| {

@@ -6,12 +6,15 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::error::OpError;
-use super::registry::Ctx;
 use super::workspaces::Deleted;
+use crate::accounts::Accounts;
 pub use crate::accounts::{KeyInfo, Member};
 use crate::auth::KeyScope;
 use crate::auth::permissions::Role;
+use crate::billing::Billing;
+use crate::control::Limits;
+use crate::control::error::OpError;
+use crate::control::registry::Ctx;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -55,25 +58,23 @@ fn guard_owner_rule(ctx: &Ctx, touches_owner: bool) -> Result<(), OpError> {
     Ok(())
 }
 
-async fn member(ctx: &Ctx, user_id: &str) -> Result<Member, OpError> {
-    ctx.accounts()
+async fn member(accounts: &Accounts, ctx: &Ctx, user_id: &str) -> Result<Member, OpError> {
+    accounts
         .member(&ctx.scope().workspace_id, user_id)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("member '{user_id}'")))
 }
 
-pub async fn add(ctx: &Ctx, params: AddParams) -> Result<Member, OpError> {
+pub async fn add((accounts, billing): (&Accounts, &Billing), ctx: &Ctx, params: AddParams) -> Result<Member, OpError> {
     guard_owner_rule(ctx, params.role == Role::Owner)?;
     let email = crate::accounts::normalize_email(&params.email).map_err(|e| OpError::InvalidParams(e.to_string()))?;
-    let user_id = ctx
-        .accounts()
+    let user_id = accounts
         .user_by_email(&email)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("user '{email}'")))?;
     let workspace_id = &ctx.scope().workspace_id;
-    let plan = ctx.billing().plan_of(workspace_id).await?;
-    let added = ctx
-        .accounts()
+    let plan = billing.plan_of(workspace_id).await?;
+    let added = accounts
         .add_member(workspace_id, &user_id, &email, params.role, plan.seats)
         .await;
     match added {
@@ -83,23 +84,23 @@ pub async fn add(ctx: &Ctx, params: AddParams) -> Result<Member, OpError> {
         ))),
         added => {
             added?;
-            member(ctx, &user_id).await
+            member(accounts, ctx, &user_id).await
         }
     }
 }
 
-pub async fn list(ctx: &Ctx, _params: super::workspaces::Target) -> Result<MemberList, OpError> {
-    let members = ctx.accounts().members(&ctx.scope().workspace_id).await?;
+pub async fn list(accounts: &Accounts, ctx: &Ctx, _params: super::workspaces::Target) -> Result<MemberList, OpError> {
+    let members = accounts.members(&ctx.scope().workspace_id).await?;
     Ok(MemberList { members })
 }
 
 /// Checks the owner rules for changing `user_id`, who must be a member.
-async fn guard_change(ctx: &Ctx, user_id: &str, new_role: Option<Role>) -> Result<(), OpError> {
-    let current = member(ctx, user_id).await?.role;
+async fn guard_change(accounts: &Accounts, ctx: &Ctx, user_id: &str, new_role: Option<Role>) -> Result<(), OpError> {
+    let current = member(accounts, ctx, user_id).await?.role;
     guard_owner_rule(ctx, current == Role::Owner || new_role == Some(Role::Owner))?;
     if current == Role::Owner
         && new_role != Some(Role::Owner)
-        && ctx.accounts().owner_count(&ctx.scope().workspace_id).await? <= 1
+        && accounts.owner_count(&ctx.scope().workspace_id).await? <= 1
     {
         return Err(OpError::FailedPrecondition(
             "a workspace must keep at least one owner".into(),
@@ -108,18 +109,18 @@ async fn guard_change(ctx: &Ctx, user_id: &str, new_role: Option<Role>) -> Resul
     Ok(())
 }
 
-pub async fn set_role(ctx: &Ctx, params: SetRoleParams) -> Result<Member, OpError> {
-    guard_change(ctx, &params.user_id, Some(params.role)).await?;
-    ctx.accounts()
+pub async fn set_role(accounts: &Accounts, ctx: &Ctx, params: SetRoleParams) -> Result<Member, OpError> {
+    guard_change(accounts, ctx, &params.user_id, Some(params.role)).await?;
+    accounts
         .set_role(&ctx.scope().workspace_id, &params.user_id, params.role)
         .await?;
-    member(ctx, &params.user_id).await
+    member(accounts, ctx, &params.user_id).await
 }
 
 /// Removes the membership; the user's keys in this workspace stop resolving.
-pub async fn remove(ctx: &Ctx, params: UserParams) -> Result<Deleted, OpError> {
-    guard_change(ctx, &params.user_id, None).await?;
-    ctx.accounts()
+pub async fn remove(accounts: &Accounts, ctx: &Ctx, params: UserParams) -> Result<Deleted, OpError> {
+    guard_change(accounts, ctx, &params.user_id, None).await?;
+    accounts
         .remove_member(&ctx.scope().workspace_id, &params.user_id)
         .await?;
     Ok(Deleted {
@@ -178,7 +179,11 @@ pub struct RevokedKey {
     pub revoked_at: i64,
 }
 
-pub async fn key_create(ctx: &Ctx, params: KeyCreateParams) -> Result<CreatedKey, OpError> {
+pub async fn key_create(
+    (accounts, limits): (&Accounts, &Limits),
+    ctx: &Ctx,
+    params: KeyCreateParams,
+) -> Result<CreatedKey, OpError> {
     let name = params.name.unwrap_or_default().trim().to_string();
     if name.chars().count() > 100 {
         return Err(OpError::InvalidParams("name must be at most 100 characters".into()));
@@ -202,7 +207,7 @@ pub async fn key_create(ctx: &Ctx, params: KeyCreateParams) -> Result<CreatedKey
             ));
         }
     };
-    let default = ctx.control.key_requests_per_minute;
+    let default = limits.key_requests_per_minute;
     if let Some(n) = requests_per_minute
         && default > 0
         && n > default
@@ -217,8 +222,7 @@ pub async fn key_create(ctx: &Ctx, params: KeyCreateParams) -> Result<CreatedKey
         scope,
         requests_per_minute,
     };
-    let key = ctx
-        .accounts()
+    let key = accounts
         .create_key(&workspace_id, user_id.as_deref(), &name, &options)
         .await?;
     Ok(CreatedKey {
@@ -232,23 +236,22 @@ pub async fn key_create(ctx: &Ctx, params: KeyCreateParams) -> Result<CreatedKey
     })
 }
 
-pub async fn key_list(ctx: &Ctx, _params: super::workspaces::Target) -> Result<KeyList, OpError> {
-    let keys = ctx.accounts().keys(&ctx.scope().workspace_id).await?;
+pub async fn key_list(accounts: &Accounts, ctx: &Ctx, _params: super::workspaces::Target) -> Result<KeyList, OpError> {
+    let keys = accounts.keys(&ctx.scope().workspace_id).await?;
     Ok(KeyList { keys })
 }
 
 /// Whose keys a role may revoke (docs/control-plane.md, "Keys"): an owner
 /// any key; an admin any key but an owner's (a user-less key acts as the
 /// owner); a developer only their own.
-async fn guard_key_revoke(ctx: &Ctx, key_id: &str) -> Result<(), OpError> {
+async fn guard_key_revoke(accounts: &Accounts, ctx: &Ctx, key_id: &str) -> Result<(), OpError> {
     let caller = ctx.caller()?;
     let role = ctx.scope().role;
     if role == Role::Owner {
         return Ok(());
     }
     let workspace_id = &ctx.scope().workspace_id;
-    let key_user = ctx
-        .accounts()
+    let key_user = accounts
         .key_user(workspace_id, key_id)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("key '{key_id}'")))?;
@@ -258,7 +261,7 @@ async fn guard_key_revoke(ctx: &Ctx, key_id: &str) -> Result<(), OpError> {
         _ if own => true,
         Role::Admin => match &key_user {
             None => false,
-            Some(user) => ctx.accounts().role_in(workspace_id, user).await? != Some(Role::Owner),
+            Some(user) => accounts.role_in(workspace_id, user).await? != Some(Role::Owner),
         },
         Role::Developer | Role::Viewer => false,
     };
@@ -277,10 +280,9 @@ async fn guard_key_revoke(ctx: &Ctx, key_id: &str) -> Result<(), OpError> {
 /// Revokes the key: the next data-plane request with it gets 401, on this
 /// gateway at once and on others sharing the database within about a second
 /// (see docs/control-plane.md).
-pub async fn key_revoke(ctx: &Ctx, params: KeyParams) -> Result<RevokedKey, OpError> {
-    guard_key_revoke(ctx, &params.key_id).await?;
-    let revoked_at = ctx
-        .accounts()
+pub async fn key_revoke(accounts: &Accounts, ctx: &Ctx, params: KeyParams) -> Result<RevokedKey, OpError> {
+    guard_key_revoke(accounts, ctx, &params.key_id).await?;
+    let revoked_at = accounts
         .revoke_key(&ctx.scope().workspace_id, &params.key_id)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("key '{}'", params.key_id)))?;

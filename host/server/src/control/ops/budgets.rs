@@ -7,10 +7,12 @@ use chrono::SecondsFormat;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::error::OpError;
-use super::registry::Ctx;
 use super::workspaces::Target;
+use crate::accounts::Accounts;
+use crate::billing::Billing;
 use crate::billing::budgets::{self, Budget, BudgetSpec, Period};
+use crate::control::error::OpError;
+use crate::control::registry::Ctx;
 use tollgate_core::money::Nanos;
 
 #[derive(Serialize, JsonSchema)]
@@ -54,8 +56,8 @@ pub struct Limits {
     pub keys: Vec<BudgetShown>,
 }
 
-async fn shown(ctx: &Ctx, budget: Budget) -> Result<BudgetShown, OpError> {
-    let spend = ctx.billing().budgets();
+async fn shown(billing: &Billing, budget: Budget) -> Result<BudgetShown, OpError> {
+    let spend = billing.budgets();
     let now = spend.now();
     let (start, end) = budget.period.bounds(now);
     let usage = spend.usage(&budget, &budget.period.key(now)).await?;
@@ -82,9 +84,9 @@ async fn shown(ctx: &Ctx, budget: Budget) -> Result<BudgetShown, OpError> {
 }
 
 /// The workspace's budget and its keys' budgets, with this period's spend.
-pub async fn get(ctx: &Ctx, _params: Target) -> Result<Limits, OpError> {
+pub async fn get(billing: &Billing, ctx: &Ctx, _params: Target) -> Result<Limits, OpError> {
     let workspace_id = &ctx.scope().workspace_id;
-    let plan = ctx.billing().plan_of(workspace_id).await?;
+    let plan = billing.plan_of(workspace_id).await?;
     let mut limits = Limits {
         workspace_id: workspace_id.clone(),
         plan: plan.id.clone(),
@@ -92,8 +94,8 @@ pub async fn get(ctx: &Ctx, _params: Target) -> Result<Limits, OpError> {
         workspace: None,
         keys: Vec::new(),
     };
-    for budget in ctx.billing().budgets().list(workspace_id).await? {
-        let shown = shown(ctx, budget).await?;
+    for budget in billing.budgets().list(workspace_id).await? {
+        let shown = shown(billing, budget).await?;
         match shown.key_id {
             Some(_) => limits.keys.push(shown),
             None => limits.workspace = Some(shown),
@@ -144,7 +146,7 @@ fn usd(field: &str, text: &str) -> Result<Nanos, OpError> {
 /// Creates, replaces or removes the workspace's budget or a key's; answers
 /// the workspace's budgets afterwards. Setting one needs a plan with spend
 /// controls; removing one does not.
-pub async fn set(ctx: &Ctx, params: SetParams) -> Result<Limits, OpError> {
+pub async fn set((billing, accounts): (&Billing, &Accounts), ctx: &Ctx, params: SetParams) -> Result<Limits, OpError> {
     let workspace_id = ctx.scope().workspace_id.clone();
     let key_id = match (params.scope, params.key_id) {
         (Scope::Workspace, None) => None,
@@ -156,7 +158,7 @@ pub async fn set(ctx: &Ctx, params: SetParams) -> Result<Limits, OpError> {
         (Scope::Key, None) => return Err(OpError::InvalidParams("scope 'key' needs key_id".into())),
         (Scope::Key, Some(key_id)) => Some(key_id),
     };
-    let budgets = ctx.billing().budgets();
+    let budgets = billing.budgets();
     if params.remove {
         if !budgets.remove(&workspace_id, key_id.as_deref()).await? {
             return Err(OpError::NotFound(match &key_id {
@@ -164,7 +166,7 @@ pub async fn set(ctx: &Ctx, params: SetParams) -> Result<Limits, OpError> {
                 None => format!("budget of workspace '{workspace_id}'"),
             }));
         }
-        return get(ctx, Target { workspace_id: None }).await;
+        return get(billing, ctx, Target { workspace_id: None }).await;
     }
     let (Some(period), Some(limit)) = (params.period, params.limit_usd.as_deref()) else {
         return Err(OpError::InvalidParams(
@@ -181,7 +183,7 @@ pub async fn set(ctx: &Ctx, params: SetParams) -> Result<Limits, OpError> {
         return Err(OpError::InvalidParams("max_request_usd must be above 0".into()));
     }
     let alert_thresholds = budgets::alert_thresholds(params.alert_thresholds).map_err(OpError::InvalidParams)?;
-    let plan = ctx.billing().plan_of(&workspace_id).await?;
+    let plan = billing.plan_of(&workspace_id).await?;
     if !plan.spend_controls {
         return Err(OpError::FailedPrecondition(format!(
             "the '{}' plan has no spend controls; move workspace '{workspace_id}' to a plan with spend_controls (`billing.plans.list`) to set budgets",
@@ -189,7 +191,7 @@ pub async fn set(ctx: &Ctx, params: SetParams) -> Result<Limits, OpError> {
         )));
     }
     if let Some(key) = &key_id {
-        let keys = ctx.accounts().keys(&workspace_id).await?;
+        let keys = accounts.keys(&workspace_id).await?;
         if !keys.iter().any(|k| &k.key_id == key) {
             return Err(OpError::NotFound(format!("key '{key}' in workspace '{workspace_id}'")));
         }
@@ -206,5 +208,5 @@ pub async fn set(ctx: &Ctx, params: SetParams) -> Result<Limits, OpError> {
             },
         )
         .await?;
-    get(ctx, Target { workspace_id: None }).await
+    get(billing, ctx, Target { workspace_id: None }).await
 }

@@ -5,23 +5,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::error::OpError;
-use super::registry::Ctx;
-use crate::billing::payments::{CheckoutShown, PaymentError, Payments};
+use crate::billing::Billing;
+use crate::billing::payments::{CheckoutShown, Payments};
+use crate::control::error::OpError;
+use crate::control::registry::Ctx;
 
-impl From<PaymentError> for OpError {
-    fn from(error: PaymentError) -> Self {
-        match error {
-            PaymentError::Invalid(message) => OpError::InvalidParams(message),
-            PaymentError::Refused(message) => OpError::FailedPrecondition(message),
-            PaymentError::Processor(error) => OpError::FailedPrecondition(format!("{error}; nothing was charged")),
-            PaymentError::Database(error) => OpError::Internal(error.into()),
-        }
-    }
-}
-
-pub(super) fn payments(ctx: &Ctx) -> Result<&Payments, OpError> {
-    ctx.billing().payments().ok_or_else(|| {
+fn payments(billing: &Billing) -> Result<&Payments, OpError> {
+    billing.payments().ok_or_else(|| {
         OpError::FailedPrecondition(
             "this gateway takes no payments: an operator configures [billing.stripe] (docs/billing.md, \"Payments\")"
                 .into(),
@@ -49,8 +39,8 @@ pub struct Topup {
 }
 
 /// Opens a hosted checkout that credits the wallet once paid.
-pub async fn topup_create(ctx: &Ctx, params: TopupParams) -> Result<Topup, OpError> {
-    let payments = payments(ctx)?;
+pub async fn topup_create(billing: &Billing, ctx: &Ctx, params: TopupParams) -> Result<Topup, OpError> {
+    let payments = payments(billing)?;
     let by = ctx.caller.as_ref().map_or("", |c| c.key_id.as_str());
     let checkout = payments
         .create_topup(&ctx.scope().workspace_id, &params.amount_usd, by)
@@ -79,12 +69,12 @@ pub struct CheckoutList {
 
 /// The workspace's top-ups and plan checkouts, newest first (also on a
 /// gateway without a processor: they are in the database).
-pub async fn topup_list(ctx: &Ctx, params: ListParams) -> Result<CheckoutList, OpError> {
+pub async fn topup_list(billing: &Billing, ctx: &Ctx, params: ListParams) -> Result<CheckoutList, OpError> {
     let limit = params.limit.unwrap_or(50);
     if limit == 0 || limit > 500 {
         return Err(OpError::InvalidParams("limit must be 1 to 500".into()));
     }
     Ok(CheckoutList {
-        checkouts: crate::billing::payments::list(ctx.ledger_views(), &ctx.scope().workspace_id, limit).await?,
+        checkouts: billing.checkouts(&ctx.scope().workspace_id, limit).await?,
     })
 }

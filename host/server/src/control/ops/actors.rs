@@ -1,6 +1,7 @@
-//! The control-plane operations on actors, deployments and runs. The
-//! registry in `control/registry.rs` authenticates and checks `actor.read` /
-//! `actor.write` before these run.
+//! The operations on actors, deployments and runs (`actors.*`,
+//! `deployments.*`, `runs.get`), over the hosted actors' API
+//! (`crate::actors`). The registry (`control/registry.rs`) authenticates
+//! and checks `actor.read` / `actor.write` before these run.
 
 use std::collections::BTreeMap;
 
@@ -8,11 +9,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::publish::{PublishedActor, Sources};
-use super::store::{ActorRecord, Deployment};
-use super::{ActorError, Actors};
+use crate::actors::Actors;
+use crate::actors::publish::{PublishedActor, Sources};
+use crate::actors::store::{ActorRecord, Deployment};
 use crate::control::error::OpError;
 use crate::control::registry::Ctx;
+use crate::packages::Packages;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -153,28 +155,12 @@ pub struct RunShown {
     pub public_key: String,
 }
 
-impl From<ActorError> for OpError {
-    fn from(error: ActorError) -> Self {
-        match error {
-            ActorError::NotFound(message) => OpError::NotFound(message),
-            ActorError::Invalid(message) => OpError::InvalidParams(message),
-            ActorError::Forbidden(message) => OpError::PermissionDenied(message),
-            ActorError::PlanLimit(message) | ActorError::Busy(message) => OpError::ResourceExhausted(message),
-            ActorError::Internal(error) => OpError::Internal(error),
-        }
-    }
-}
-
-fn actors(ctx: &Ctx) -> &std::sync::Arc<Actors> {
-    ctx.actors()
-}
-
-pub async fn compile(ctx: &Ctx, params: SourceParams) -> Result<CompiledActor, OpError> {
+pub async fn compile(actors: &Actors, ctx: &Ctx, params: SourceParams) -> Result<CompiledActor, OpError> {
     let sources = Sources {
         source: params.source,
         files: params.files,
     };
-    let tree = actors(ctx).compile(&ctx.scope().workspace_id, &sources).await?;
+    let tree = actors.compile(&ctx.scope().workspace_id, &sources).await?;
     Ok(CompiledActor {
         id: tree.root.id.to_string(),
         ir: serde_json::to_value(&tree.root.ir).map_err(|e| OpError::Internal(e.into()))?,
@@ -182,7 +168,11 @@ pub async fn compile(ctx: &Ctx, params: SourceParams) -> Result<CompiledActor, O
     })
 }
 
-pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedActor, OpError> {
+pub async fn publish(
+    (actors, packages): (&Actors, &Packages),
+    ctx: &Ctx,
+    params: PublishParams,
+) -> Result<PublishedActor, OpError> {
     let version = params
         .version
         .as_deref()
@@ -197,8 +187,8 @@ pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedActor,
         files: params.files,
     };
     let license = params.license.unwrap_or_else(|| "UNLICENSED".into());
-    let visibility = crate::packages::ops::parse_visibility(params.visibility.as_deref())?;
-    let published = actors(ctx)
+    let visibility = super::packages::parse_visibility(params.visibility.as_deref())?;
+    let published = actors
         .publish(workspace, &publisher, &sources, version, &license)
         .await?;
     if let Some(visibility) = visibility {
@@ -206,8 +196,7 @@ pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedActor,
             .package
             .parse()
             .map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
-        let index = &ctx.packages().registry().index;
-        index
+        packages
             .set_visibility(&package, visibility)
             .await
             .map_err(|e| OpError::Internal(e.into()))?;
@@ -215,8 +204,8 @@ pub async fn publish(ctx: &Ctx, params: PublishParams) -> Result<PublishedActor,
     Ok(published)
 }
 
-pub async fn get(ctx: &Ctx, params: IdParams) -> Result<ActorShown, OpError> {
-    let record = actors(ctx)
+pub async fn get((actors, packages): (&Actors, &Packages), ctx: &Ctx, params: IdParams) -> Result<ActorShown, OpError> {
+    let record = actors
         .store()
         .actor(&params.id)
         .await
@@ -228,8 +217,7 @@ pub async fn get(ctx: &Ctx, params: IdParams) -> Result<ActorShown, OpError> {
             .package
             .parse()
             .map_err(|e| OpError::Internal(anyhow::anyhow!("{e}")))?;
-        let index = &ctx.packages().registry().index;
-        if !index
+        if !packages
             .readable_by(&package, None)
             .await
             .map_err(|e| OpError::Internal(e.into()))?
@@ -241,8 +229,8 @@ pub async fn get(ctx: &Ctx, params: IdParams) -> Result<ActorShown, OpError> {
     Ok(ActorShown { record, ir })
 }
 
-pub async fn list(ctx: &Ctx, _params: WorkspaceParams) -> Result<ActorList, OpError> {
-    let actors = actors(ctx)
+pub async fn list(actors: &Actors, ctx: &Ctx, _params: WorkspaceParams) -> Result<ActorList, OpError> {
+    let actors = actors
         .store()
         .actors(&ctx.scope().workspace_id)
         .await
@@ -258,16 +246,15 @@ fn shown(deployment: Deployment) -> DeploymentShown {
     }
 }
 
-pub async fn deploy(ctx: &Ctx, params: DeployParams) -> Result<DeploymentShown, OpError> {
+pub async fn deploy(actors: &Actors, ctx: &Ctx, params: DeployParams) -> Result<DeploymentShown, OpError> {
     let workspace = &ctx.scope().workspace_id;
-    let deployment = actors(ctx)
+    let deployment = actors
         .deploy(workspace, &params.namespace, &params.name, &params.actor_id)
         .await?;
     Ok(shown(deployment))
 }
 
-pub async fn deployments(ctx: &Ctx, _params: WorkspaceParams) -> Result<DeploymentList, OpError> {
-    let actors = actors(ctx);
+pub async fn deployments(actors: &Actors, ctx: &Ctx, _params: WorkspaceParams) -> Result<DeploymentList, OpError> {
     let deployments = actors
         .store()
         .deployments(&ctx.scope().workspace_id)
@@ -279,8 +266,8 @@ pub async fn deployments(ctx: &Ctx, _params: WorkspaceParams) -> Result<Deployme
     })
 }
 
-pub async fn deployment(ctx: &Ctx, params: DeploymentParams) -> Result<DeploymentShown, OpError> {
-    actors(ctx)
+pub async fn deployment(actors: &Actors, ctx: &Ctx, params: DeploymentParams) -> Result<DeploymentShown, OpError> {
+    actors
         .store()
         .deployment(&params.namespace, &params.name)
         .await
@@ -290,8 +277,8 @@ pub async fn deployment(ctx: &Ctx, params: DeploymentParams) -> Result<Deploymen
         .ok_or_else(|| OpError::NotFound(format!("deployment {}/{}", params.namespace, params.name)))
 }
 
-pub async fn undeploy(ctx: &Ctx, params: DeploymentParams) -> Result<Undeployed, OpError> {
-    let deleted = actors(ctx)
+pub async fn undeploy(actors: &Actors, ctx: &Ctx, params: DeploymentParams) -> Result<Undeployed, OpError> {
+    let deleted = actors
         .undeploy(&ctx.scope().workspace_id, &params.namespace, &params.name)
         .await?;
     if !deleted {
@@ -307,8 +294,7 @@ pub async fn undeploy(ctx: &Ctx, params: DeploymentParams) -> Result<Undeployed,
     })
 }
 
-pub async fn run(ctx: &Ctx, params: RunParams) -> Result<RunShown, OpError> {
-    let actors = actors(ctx);
+pub async fn run(actors: &Actors, ctx: &Ctx, params: RunParams) -> Result<RunShown, OpError> {
     let run = actors
         .find_run(&ctx.scope().workspace_id, &params.run_id)
         .await?
@@ -325,92 +311,4 @@ pub async fn run(ctx: &Ctx, params: RunParams) -> Result<RunShown, OpError> {
         signature: run.signature,
         public_key: actors.public_key(),
     })
-}
-
-impl Actors {
-    /// The deployments the workspace may have: its plan's endpoints, or the
-    /// operator's cap if lower; `None`: no limit.
-    pub async fn deployment_limit(&self, workspace_id: &str) -> Result<Option<u32>, ActorError> {
-        let plan = self
-            .billing
-            .plan_of(workspace_id)
-            .await
-            .map_err(|e| ActorError::Internal(e.into()))?;
-        Ok(crate::billing::lower_limit(plan.endpoints, self.max_deployments))
-    }
-
-    pub async fn undeploy(&self, workspace_id: &str, namespace: &str, name: &str) -> Result<bool, ActorError> {
-        let deleted = self.store.undeploy(workspace_id, namespace, name).await?;
-        self.deployments_changed();
-        Ok(deleted)
-    }
-
-    /// Binds `namespace/name` to a published actor. The namespace must be
-    /// the workspace's, and a new deployment must fit the plan's limit.
-    pub async fn deploy(
-        &self,
-        workspace_id: &str,
-        namespace: &str,
-        name: &str,
-        actor_id: &str,
-    ) -> Result<Deployment, ActorError> {
-        let valid_name = (1..=64).contains(&name.len())
-            && name.starts_with(|c: char| c.is_ascii_lowercase())
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !valid_name || name == "by-id" {
-            return Err(ActorError::Invalid(format!(
-                "deployment name '{name}' must be 1 to 64 lowercase letters, digits and '-', starting with a letter (and not 'by-id')"
-            )));
-        }
-        let held = self
-            .packages
-            .namespace_owned_by(workspace_id, namespace)
-            .await
-            .map_err(|e| ActorError::Internal(anyhow::anyhow!("{e}")))?;
-        if !held {
-            return Err(ActorError::Forbidden(format!(
-                "namespace '{namespace}' is not this workspace's; create it first (`tollgate namespaces create {namespace}`); \
-                 a name another workspace holds or has published under cannot be used"
-            )));
-        }
-        if self.store.actor(actor_id).await?.is_none() {
-            return Err(ActorError::NotFound(format!(
-                "no actor with id {actor_id} is published"
-            )));
-        }
-        let existing = self.store.deployment(namespace, name).await?;
-        if let Some(d) = &existing
-            && d.workspace_id != workspace_id
-        {
-            return Err(ActorError::Forbidden(format!(
-                "deployment {namespace}/{name} belongs to another workspace"
-            )));
-        }
-        let plan = self
-            .billing
-            .plan_of(workspace_id)
-            .await
-            .map_err(|e| ActorError::Internal(e.into()))?;
-        let limit = crate::billing::lower_limit(plan.endpoints, self.max_deployments);
-        // The count and the insert share one transaction under the
-        // workspace's lock, so concurrent creates cannot pass the limit.
-        let deployment = match self
-            .store
-            .deploy(workspace_id, namespace, name, actor_id, limit)
-            .await?
-        {
-            Ok(deployment) => deployment,
-            Err(count) => {
-                return Err(ActorError::PlanLimit(format!(
-                    "plan_limit_reached: this workspace has {count} of the {limit} hosted actor endpoints its '{plan}' plan allows; delete a deployment or move to a plan with more (`billing.plans.list`)",
-                    limit = limit.unwrap_or_default(),
-                    plan = plan.id
-                )));
-            }
-        };
-        self.deployments_changed();
-        Ok(deployment)
-    }
 }
