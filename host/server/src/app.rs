@@ -240,6 +240,7 @@ impl Gateway {
             config.control_plane.public_url.clone(),
             config.control_plane.allowed_origins.clone(),
         ));
+        data.delegate(vec![Arc::new(crate::actors::chat::ActorModels(actors.clone()))]);
         let control = ControlPlane::new(
             &config.control_plane,
             origins.clone(),

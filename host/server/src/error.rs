@@ -21,6 +21,9 @@ pub enum Failure {
     /// The upstream failed: 5xx, overload, unreachable, timeout, a broken
     /// stream. Counts against the model's health.
     Upstream,
+    /// The upstream said it is overloaded (Anthropic's 529, an overloaded
+    /// error): an upstream failure that clients name apart.
+    Overloaded,
     /// The adapter trapped, ran out of time or memory, broke an egress rule or
     /// gave output the host cannot use. Counts against the model's health.
     Adapter,
@@ -94,13 +97,13 @@ impl ApiError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self.failure,
-            Failure::RateLimited | Failure::Upstream | Failure::Adapter | Failure::Unavailable
+            Failure::RateLimited | Failure::Upstream | Failure::Overloaded | Failure::Adapter | Failure::Unavailable
         )
     }
 
     /// Whether this failure counts against the model's health.
     pub fn is_health_failure(&self) -> bool {
-        matches!(self.failure, Failure::Upstream | Failure::Adapter)
+        matches!(self.failure, Failure::Upstream | Failure::Overloaded | Failure::Adapter)
     }
 
     pub fn with_request_id(mut self, request_id: &str) -> Self {
@@ -269,7 +272,8 @@ impl ApiError {
                 mapped.retry_after = retry_after;
                 Failure::RateLimited
             }
-            ErrorClass::Overloaded | ErrorClass::Upstream(_) => Failure::Upstream,
+            ErrorClass::Overloaded => Failure::Overloaded,
+            ErrorClass::Upstream(_) => Failure::Upstream,
             ErrorClass::Internal => Failure::Adapter,
         };
         mapped

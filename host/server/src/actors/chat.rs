@@ -2,7 +2,8 @@
 //! `actor/by-id/{id}`) on `/v1/chat/completions`. The messages become the
 //! run's input (see [`input_from_messages`]), and the run's output comes back
 //! as the assistant's message, whole or as chunks, with `provider: "actor"`
-//! and the run's exact cost in `usage.cost`.
+//! and the run's exact cost in `usage.cost`. The data plane owns the route;
+//! [`ActorModels`] is the delegate it hands `actor/` models to.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,8 +17,29 @@ use tollgate_actors::ir::Ir;
 use super::http::{api_error, finished_body};
 use super::{Actors, Finished, Target, status_of};
 use crate::auth::Caller;
+use crate::data_plane::ModelDelegate;
 use crate::error::ApiError;
 use crate::server::RequestId;
+
+/// Hosted actors as chat models: the data plane's delegate for `actor/`.
+pub struct ActorModels(pub Arc<Actors>);
+
+impl ModelDelegate for ActorModels {
+    fn prefix(&self) -> &'static str {
+        "actor/"
+    }
+
+    fn serve(
+        &self,
+        caller: Caller,
+        model: String,
+        request: Value,
+        request_id: RequestId,
+    ) -> futures_util::future::BoxFuture<'static, Response> {
+        let actors = self.0.clone();
+        Box::pin(async move { complete(actors, caller, &model, request, request_id).await })
+    }
+}
 
 pub async fn complete(
     actors: Arc<Actors>,

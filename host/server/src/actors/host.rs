@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use futures_util::{FutureExt, StreamExt};
 use serde_json::{Map, Value, json};
 use tollgate_actors::ActorId;
 use tollgate_actors::ir::{ComponentPin, Ir};
@@ -22,11 +22,10 @@ use super::Actors;
 use crate::auth::{Caller, Principal};
 use crate::components::calls::{self, CallSite, Target};
 use crate::components::installs::{Active, Loaded};
-use crate::data_plane::{self, CeilingHold, CostCeiling};
+use crate::data_plane::pipeline::{self, Answer, ChatCall, ChatStream, Operation, Service, StreamEvent, StreamFailure};
+use crate::data_plane::{CeilingHold, CostCeiling};
+use crate::error::ApiError;
 use crate::server::RequestId;
-
-/// Largest model answer a run reads back.
-const MAX_ANSWER_BYTES: usize = 8 << 20;
 
 /// One run's view of the gateway: who pays, and through which concerns.
 pub struct GatewayHost {
@@ -85,47 +84,25 @@ impl Host for GatewayHost {
             let request_id = RequestId::new();
             let ceiling = RunBudget(call.budget);
             let body = Bytes::from(Value::Object(body).to_string());
-            let response = data_plane::chat_in_process(
-                data,
-                request_id.clone(),
-                &call.parent_request_id,
-                Some(&ceiling),
-                Caller(caller),
-                body,
-            )
-            .await;
-            let status = response.status();
-            let is_sse = response
-                .headers()
-                .get(axum::http::header::CONTENT_TYPE)
-                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-            if status.is_success() && is_sse {
-                let deltas = call.deltas.expect("streamed calls have a sink");
-                read_stream(response.into_body(), &request_id.0, |text| deltas(text)).await
-            } else {
-                let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
-                    .await
-                    .map_err(|e| {
-                        Failure::new(
-                            "answer_unreadable",
-                            format!("the gateway's answer could not be read: {e}"),
-                        )
-                    })?;
-                let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                if !status.is_success() {
-                    return Err(error_of(&answer));
+            let site = pipeline::CallSite {
+                request_id: &request_id,
+                parent: Some(&call.parent_request_id),
+                ceiling: Some(&ceiling),
+                stream_failure: StreamFailure::Chunk,
+            };
+            let answer = data
+                .run(Operation::Chat(ChatCall::body(body)), &Caller(caller), site)
+                .await
+                .map_err(|error| failure_of(&error))?;
+            match answer {
+                Answer::Stream(stream) => {
+                    let deltas = call.deltas.expect("streamed calls have a sink");
+                    read_stream(stream, &request_id.0, |text| deltas(text)).await
                 }
-                let service = &answer["service"];
-                Ok(ModelAnswer {
-                    message: answer["choices"][0]["message"].clone(),
-                    request_id: request_id.0.to_string(),
-                    provider: service["provider"].as_str().unwrap_or_default().to_string(),
-                    model: service["model"].as_str().unwrap_or_default().to_string(),
-                    attempts: service["attempts"].clone(),
-                    input_tokens: answer["usage"]["prompt_tokens"].as_u64(),
-                    output_tokens: answer["usage"]["completion_tokens"].as_u64(),
-                    cost_nanos: cost_of(service),
-                })
+                Answer::Whole(completion) => {
+                    let message = completion.object["choices"][0]["message"].clone();
+                    Ok(model_answer(message, &completion.service))
+                }
             }
         }
         .boxed()
@@ -255,91 +232,77 @@ fn output_of(contents: &[Content]) -> Value {
     Value::String(text.join("\n"))
 }
 
-fn cost_of(service: &Value) -> i64 {
-    service["cost_usd"]
-        .as_str()
-        .and_then(|usd| Nanos::from_usd(usd).ok())
-        .map_or(0, |n| n.0)
+/// The billed facts of a model call, typed by the pipeline.
+fn model_answer(message: Value, service: &Service) -> ModelAnswer {
+    let usage = service.billed.usage;
+    ModelAnswer {
+        message,
+        request_id: service.request_id.clone(),
+        provider: service.provider().to_string(),
+        model: service.model().to_string(),
+        attempts: service.trail.to_json(),
+        input_tokens: usage.map(|u| u.input),
+        output_tokens: usage.map(|u| u.output),
+        cost_nanos: service.cost().0,
+    }
 }
 
-fn error_of(answer: &Value) -> Failure {
-    let error = &answer["error"];
-    Failure::new(
-        error["code"].as_str().unwrap_or("model_call_failed"),
-        error["message"].as_str().unwrap_or("the model call failed"),
-    )
+fn failure_of(error: &ApiError) -> Failure {
+    Failure::new(error.code, error.message.clone())
 }
 
-/// Reads a chat-completions SSE body: feeds content deltas to `on_text`,
-/// and assembles the whole assistant message (tool calls included) and the
-/// billed facts from the final chunk.
+/// Reads a chat stream: feeds content deltas to `on_text`, and assembles
+/// the whole assistant message (tool calls included) and the billed facts
+/// from its settled end.
 async fn read_stream(
-    body: axum::body::Body,
+    mut stream: ChatStream,
     request_id: &str,
     mut on_text: impl FnMut(&str),
 ) -> Result<ModelAnswer, Failure> {
-    let mut stream = body.into_data_stream();
-    let mut buffer: Vec<u8> = Vec::new();
     let mut content = String::new();
     let mut tool_calls: Vec<Value> = Vec::new();
-    let mut answer = ModelAnswer {
-        message: Value::Null,
-        request_id: request_id.to_string(),
-        provider: String::new(),
-        model: String::new(),
-        attempts: Value::Array(Vec::new()),
-        input_tokens: None,
-        output_tokens: None,
-        cost_nanos: 0,
+    let mut on_chunk = |chunk: &Value| {
+        let delta = &chunk["choices"][0]["delta"];
+        if let Some(text) = delta["content"].as_str()
+            && !text.is_empty()
+        {
+            content.push_str(text);
+            on_text(text);
+        }
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            merge_tool_call(&mut tool_calls, call);
+        }
     };
-    while let Some(piece) = stream.next().await {
-        let piece = piece.map_err(|e| Failure::new("stream_failed", format!("the model's stream broke: {e}")))?;
-        buffer.extend_from_slice(&piece);
-        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
-            for line in frame.split(|&b| b == b'\n') {
-                let Some(data) = line.strip_prefix(b"data: ").or_else(|| line.strip_prefix(b"data:")) else {
-                    continue;
-                };
-                if data.trim_ascii() == b"[DONE]" {
-                    continue;
+    while let Some(event) = stream.next().await {
+        match event {
+            StreamEvent::Chunks(chunks) => {
+                for chunk in chunks {
+                    if let Ok(chunk) = serde_json::from_slice::<Value>(&chunk) {
+                        on_chunk(&chunk);
+                    }
                 }
-                let Ok(chunk) = serde_json::from_slice::<Value>(data) else {
-                    continue;
-                };
-                if chunk.get("error").is_some() {
-                    return Err(error_of(&chunk));
+            }
+            // Only an ingress dialect asks for a native stream.
+            StreamEvent::Native(_) => {}
+            StreamEvent::End(ending) => {
+                if let Some(error) = &ending.error {
+                    return Err(failure_of(error));
                 }
-                let delta = &chunk["choices"][0]["delta"];
-                if let Some(text) = delta["content"].as_str()
-                    && !text.is_empty()
-                {
-                    content.push_str(text);
-                    on_text(text);
+                if let Some(chunk) = ending.chunk {
+                    on_chunk(&Value::Object(chunk));
                 }
-                for call in delta["tool_calls"].as_array().into_iter().flatten() {
-                    merge_tool_call(&mut tool_calls, call);
+                let mut message = json!({"role": "assistant", "content": content});
+                if !tool_calls.is_empty() {
+                    message["tool_calls"] = Value::Array(tool_calls);
                 }
-                if chunk.get("service").is_some() {
-                    let service = &chunk["service"];
-                    answer.provider = service["provider"].as_str().unwrap_or_default().to_string();
-                    answer.model = service["model"].as_str().unwrap_or_default().to_string();
-                    answer.attempts = service["attempts"].clone();
-                    answer.cost_nanos = cost_of(service);
-                }
-                if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-                    answer.input_tokens = usage["prompt_tokens"].as_u64();
-                    answer.output_tokens = usage["completion_tokens"].as_u64();
-                }
+                return Ok(model_answer(message, &ending.service));
             }
         }
     }
-    let mut message = json!({"role": "assistant", "content": content});
-    if !tool_calls.is_empty() {
-        message["tool_calls"] = Value::Array(tool_calls);
-    }
-    answer.message = message;
-    Ok(answer)
+    Err(Failure::new(
+        "stream_failed",
+        format!("the model's stream for {request_id} ended before it was settled"),
+    ))
 }
 
 /// Streamed tool calls come in pieces keyed by `index`: the id and name

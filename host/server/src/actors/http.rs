@@ -3,7 +3,7 @@
 //!   `{"input": {...}}` answers `{"output", "run_id", "actor_id", "service"}`;
 //!   with `"stream": true` (or `Accept: text/event-stream`) typed SSE events;
 //! - `POST /v1/chat/completions` with `model: "actor/{namespace}/{deployment}"`:
-//!   the actor as a chat model (other models go to the data plane untouched);
+//!   the actor as a chat model (`chat`, a delegate of the data plane's route);
 //! - `GET /v1/provenance/key`: the public key trails are signed with.
 //!
 //! A caller that goes away cancels the run: the JSON path runs inside the
@@ -27,15 +27,12 @@ use tollgate_core::money::Nanos;
 
 use super::{ActorError, Actors, Finished, Target, status_of};
 use crate::auth::Caller;
-use crate::data_plane::DataPlane;
 use crate::error::ApiError;
-use crate::server::RequestId;
 
 pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
         .route("/v1/actors/by-id/{id}", post(invoke_by_id))
         .route("/v1/actors/{namespace}/{deployment}", post(invoke_deployment))
-        .route("/v1/chat/completions", post(chat_or_actor))
         .route("/v1/provenance/key", get(provenance_key))
 }
 
@@ -271,28 +268,4 @@ pub fn api_error(error: ActorError) -> ApiError {
             )
         }
     }
-}
-
-/// `POST /v1/chat/completions`: an `actor/…` model runs the actor; anything
-/// else is the data plane's. The model is found without parsing the body
-/// unless it names an actor at all.
-async fn chat_or_actor(
-    State(data): State<Arc<DataPlane>>,
-    State(actors): State<Arc<Actors>>,
-    request_id: RequestId,
-    caller: Caller,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let names_actor = body
-        .as_ref()
-        .is_ok_and(|bytes| memchr::memmem::find(bytes, b"\"actor/").is_some());
-    if names_actor
-        && let Ok(bytes) = &body
-        && let Ok(request) = serde_json::from_slice::<Value>(bytes)
-        && let Some(model) = request["model"].as_str()
-        && let Some(path) = model.strip_prefix("actor/")
-    {
-        return super::chat::complete(actors, caller, path, request.clone(), request_id).await;
-    }
-    crate::data_plane::chat_completions(State(data), request_id, caller, body).await
 }

@@ -18,7 +18,7 @@
 //! its digest in the row. Compiles take a slot of a gateway-wide and a
 //! per-workspace bound (`compiles.rs`).
 
-mod chat;
+pub mod chat;
 mod compiles;
 mod deployments;
 pub mod host;

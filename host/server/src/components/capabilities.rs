@@ -10,13 +10,13 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tollgate_components::{Capabilities, Content, ModelAccess, ModelError, ToolAccess, ToolError};
-use tollgate_core::money::Nanos;
 
 use super::Components;
 use super::calls::{self, CallSite};
 use super::skills::{ModelCall, RunLedger};
 use crate::auth::{Caller, Principal};
-use crate::data_plane::{self, CostCeiling};
+use crate::data_plane::CostCeiling;
+use crate::data_plane::pipeline::{self, Answer, ChatCall, Operation, StreamFailure};
 use crate::server::RequestId;
 
 /// Largest answer a component may read back from one model call.
@@ -80,44 +80,42 @@ impl ModelAccess for CallerModels {
             }
             let request_id = RequestId::new();
             tracing::info!(parent_request_id = %parent, request_id = %request_id.0, "component model call");
-            let response = data_plane::chat_in_process(
-                data,
-                request_id.clone(),
-                &parent,
-                ceiling.as_deref(),
-                Caller(caller),
-                Bytes::from(request),
-            )
-            .await;
-            let status = response.status().as_u16();
-            let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
+            let site = pipeline::CallSite {
+                request_id: &request_id,
+                parent: Some(&parent),
+                ceiling: ceiling.as_deref(),
+                stream_failure: StreamFailure::Chunk,
+            };
+            let answer = data
+                .run(
+                    Operation::Chat(ChatCall::body(Bytes::from(request))),
+                    &Caller(caller),
+                    site,
+                )
                 .await
-                .map_err(|e| {
-                    model_error(
-                        502,
-                        "answer_unreadable",
-                        format!("the gateway's answer could not be read: {e}"),
-                    )
-                })?;
-            let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            if !(200..300).contains(&status) {
-                let error = &answer["error"];
-                return Err(model_error(
-                    status,
-                    error["code"].as_str().unwrap_or("model_call_failed"),
-                    error["message"].as_str().unwrap_or("the model call failed").to_string(),
-                ));
-            }
-            let service = &answer["service"];
+                .map_err(|error| model_error(error.status.as_u16(), error.code, error.message))?;
+            let Answer::Whole(completion) = answer else {
+                // `stream` was refused above, so the pipeline answers whole.
+                return Err(model_error(500, "internal_error", "a whole answer was expected".into()));
+            };
+            let service = &completion.service;
             ledger.record(ModelCall {
                 request_id: request_id.0.to_string(),
-                provider: service["provider"].as_str().unwrap_or_default().to_string(),
-                model: service["model"].as_str().unwrap_or_default().to_string(),
-                cost: service["cost_usd"]
-                    .as_str()
-                    .and_then(|usd| Nanos::from_usd(usd).ok())
-                    .unwrap_or(Nanos::ZERO),
+                provider: service.provider().to_string(),
+                model: service.model().to_string(),
+                cost: service.cost(),
             });
+            let bytes = completion.render();
+            if bytes.len() > MAX_ANSWER_BYTES {
+                return Err(model_error(
+                    502,
+                    "answer_too_large",
+                    format!(
+                        "the answer is {} bytes; a component reads at most {MAX_ANSWER_BYTES}",
+                        bytes.len()
+                    ),
+                ));
+            }
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         }
         .boxed()

@@ -83,11 +83,33 @@ pub struct Demand<'a> {
     pub admitted: Option<crate::billing::Admitted>,
 }
 
+/// The providers' worst case over the candidates: failed starts cost
+/// nothing, so one paid attempt is the worst case, unless a stream may
+/// continue on later candidates: then each candidate can be paid once.
+fn provider_worst_case(candidates: &[Arc<ModelRoute>], demand: &Demand<'_>) -> Nanos {
+    let input_bound = demand.body_bytes as u64 + TOKENS_PER_MESSAGE * demand.messages as u64;
+    let per_candidate = candidates.iter().map(|route| {
+        let input = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
+        route.price.worst_case(TokenCounts {
+            input,
+            output: demand.max_output_tokens,
+            ..TokenCounts::default()
+        })
+    });
+    if demand.may_continue {
+        per_candidate.fold(Nanos::ZERO, |sum, cost| Nanos(sum.0.saturating_add(cost.0)))
+    } else {
+        per_candidate.max().unwrap_or(Nanos::ZERO)
+    }
+}
+
 impl Bill {
     /// Reserves the worst-case cost over the candidates in `wallet` (`None`:
     /// the wallet is off, and the request is only logged through
-    /// `request_log`). An insufficient balance is logged and answered with
-    /// 402 before any upstream call.
+    /// `request_log`), after the run's ceiling and the request's budgets
+    /// hold it. A refusal is logged and answered with 402 (503 when the
+    /// ledger is unavailable) before any upstream call, and the plan's count
+    /// goes back.
     pub async fn open(
         wallet: Option<&Ledger>,
         request_log: &Ledger,
@@ -96,26 +118,49 @@ impl Bill {
         snapshot_id: i64,
         demand: Demand<'_>,
     ) -> Result<Self, ApiError> {
-        let input_bound = demand.body_bytes as u64 + TOKENS_PER_MESSAGE * demand.messages as u64;
-        let per_candidate = candidates.iter().map(|route| {
-            let input = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
-            route.price.worst_case(TokenCounts {
-                input,
-                output: demand.max_output_tokens,
-                ..TokenCounts::default()
-            })
-        });
-        // Failed starts cost nothing, so one paid attempt is the worst case,
-        // unless a stream may continue on later candidates: then each candidate
-        // can be paid once.
-        let provider_worst_case = if demand.may_continue {
-            per_candidate.fold(Nanos::ZERO, |sum, cost| Nanos(sum.0.saturating_add(cost.0)))
-        } else {
-            per_candidate.max().unwrap_or(Nanos::ZERO)
-        };
         let fee = demand.admitted.as_ref().map_or(Nanos::ZERO, |a| a.plan.request_fee);
-        let worst_case = Nanos(provider_worst_case.0.saturating_add(fee.0));
-        let primary = &candidates[0];
+        let worst_case = Nanos(provider_worst_case(candidates, &demand).0.saturating_add(fee.0));
+        let mut bill = Bill::new(
+            request_log,
+            caller,
+            &candidates[0],
+            snapshot_id,
+            &demand,
+            worst_case,
+            fee,
+        );
+        let admitted = demand.admitted;
+        let held = match bill.hold_limits(demand.ceiling, admitted.as_ref(), worst_case).await {
+            Ok(()) => match wallet {
+                Some(ledger) => bill.hold_wallet(ledger, &caller.workspace_id, worst_case).await,
+                None => {
+                    bill.log.reserved = Nanos::ZERO;
+                    Ok(())
+                }
+            },
+            Err(error) => Err(error),
+        };
+        match held {
+            Ok(()) => Ok(bill),
+            Err(error) => {
+                if let Some(admitted) = admitted {
+                    admitted.give_back();
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// A bill for a request not yet held, its log row naming the first candidate.
+    fn new(
+        request_log: &Ledger,
+        caller: &Principal,
+        primary: &ModelRoute,
+        snapshot_id: i64,
+        demand: &Demand<'_>,
+        worst_case: Nanos,
+        fee: Nanos,
+    ) -> Self {
         let log = RequestLogRow {
             request_id: demand.request_id.to_string(),
             key_id: caller.key_id.clone(),
@@ -143,7 +188,7 @@ impl Bill {
             provenance: None,
             detail: None,
         };
-        let mut bill = Bill {
+        Bill {
             ledger: Some(request_log.clone()),
             hold: None,
             snapshot_id,
@@ -156,97 +201,66 @@ impl Bill {
             ceiling: None,
             fee,
             budgets: None,
-        };
-        let admitted = demand.admitted;
-        if let Some(ceiling) = demand.ceiling {
+        }
+    }
+
+    /// Holds the worst case against the run's ceiling (an actor run's
+    /// budget), then the request's budgets: either refusing is a logged 402.
+    async fn hold_limits(
+        &mut self,
+        ceiling: Option<&dyn CostCeiling>,
+        admitted: Option<&crate::billing::Admitted>,
+        worst_case: Nanos,
+    ) -> Result<(), ApiError> {
+        if let Some(ceiling) = ceiling {
             match ceiling.hold(worst_case) {
-                Ok(held) => bill.ceiling = Some(held),
-                Err(message) => {
-                    if let Some(admitted) = admitted {
-                        admitted.give_back();
-                    }
-                    bill.log.reserved = Nanos::ZERO;
-                    bill.close(None, &Trail::default(), "budget_exceeded", Some(402)).await;
-                    return Err(ApiError::new(
-                        StatusCode::PAYMENT_REQUIRED,
-                        "billing_error",
-                        "budget_exceeded",
-                        message,
-                    ));
-                }
+                Ok(held) => self.ceiling = Some(held),
+                Err(message) => return Err(self.refuse("budget_exceeded", message).await),
             }
         }
-        // The request's budgets hold the worst case before the wallet does.
-        let budgeted = match &admitted {
-            Some(asked) => Some(asked.hold_budgets(worst_case).await),
-            None => None,
+        let Some(admitted) = admitted else {
+            return Ok(());
         };
-        if let Some(budgeted) = budgeted {
-            match budgeted {
-                Ok(held) => bill.budgets = Some(held),
-                Err(crate::billing::budgets::BudgetError::Exceeded(message)) => {
-                    if let Some(admitted) = admitted {
-                        admitted.give_back();
-                    }
-                    bill.log.reserved = Nanos::ZERO;
-                    bill.close(None, &Trail::default(), "budget_exceeded", Some(402)).await;
-                    return Err(ApiError::new(
-                        StatusCode::PAYMENT_REQUIRED,
-                        "billing_error",
-                        "budget_exceeded",
-                        message,
-                    ));
-                }
-                Err(crate::billing::budgets::BudgetError::Database(error)) => {
-                    if let Some(admitted) = admitted {
-                        admitted.give_back();
-                    }
-                    tracing::error!(%error, "could not hold a request against its budgets");
-                    return Err(ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "api_error",
-                        "ledger_unavailable",
-                        "The spend-control budgets are unavailable; try again shortly.",
-                    ));
-                }
+        match admitted.hold_budgets(worst_case).await {
+            Ok(held) => {
+                self.budgets = Some(held);
+                Ok(())
+            }
+            Err(crate::billing::budgets::BudgetError::Exceeded(message)) => {
+                Err(self.refuse("budget_exceeded", message).await)
+            }
+            Err(crate::billing::budgets::BudgetError::Database(error)) => {
+                tracing::error!(%error, "could not hold a request against its budgets");
+                Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "api_error",
+                    "ledger_unavailable",
+                    "The spend-control budgets are unavailable; try again shortly.",
+                ))
             }
         }
-        let Some(ledger) = wallet else {
-            bill.log.reserved = Nanos::ZERO;
-            return Ok(bill);
-        };
+    }
+
+    /// Reserves the worst case in the workspace's wallet.
+    async fn hold_wallet(&mut self, ledger: &Ledger, workspace_id: &str, worst_case: Nanos) -> Result<(), ApiError> {
         let reserving = Instant::now();
-        let reserved = ledger.reserve(&caller.workspace_id, worst_case, snapshot_id).await;
+        let reserved = ledger.reserve(workspace_id, worst_case, self.snapshot_id).await;
         crate::telemetry::record_reserve_latency(reserving.elapsed());
         match reserved {
             Ok(hold) => {
-                bill.hold = Some(hold);
-                Ok(bill)
+                self.hold = Some(hold);
+                Ok(())
             }
             Err(ReserveError::Insufficient { needed, available }) => {
-                let error = ApiError::new(
-                    StatusCode::PAYMENT_REQUIRED,
-                    "billing_error",
-                    "insufficient_balance",
-                    format!(
-                        "Insufficient balance: this request may cost up to {} USD and {} USD is available. Top up the wallet or lower max_tokens.",
-                        needed.usd_decimal(),
-                        available.usd_decimal()
-                    ),
+                let message = format!(
+                    "Insufficient balance: this request may cost up to {} USD and {} USD is available. Top up the wallet or lower max_tokens.",
+                    needed.usd_decimal(),
+                    available.usd_decimal()
                 );
-                bill.log.reserved = Nanos::ZERO;
-                bill.close(None, &Trail::default(), "insufficient_balance", Some(402))
-                    .await;
-                if let Some(admitted) = admitted {
-                    admitted.give_back();
-                }
-                Err(error)
+                Err(self.refuse("insufficient_balance", message).await)
             }
             Err(ReserveError::Unavailable(reason)) => {
-                if let Some(admitted) = admitted {
-                    admitted.give_back();
-                }
-                if let Some(budgets) = bill.budgets.take() {
+                if let Some(budgets) = self.budgets.take() {
                     budgets.settle(Nanos::ZERO);
                 }
                 Err(ApiError::new(
@@ -257,6 +271,14 @@ impl Bill {
                 ))
             }
         }
+    }
+
+    /// Logs the request as refused with 402 `code`, holding nothing, and
+    /// hands back its error.
+    async fn refuse(&mut self, code: &'static str, message: String) -> ApiError {
+        self.log.reserved = Nanos::ZERO;
+        self.close(None, &Trail::default(), code, Some(402)).await;
+        ApiError::new(StatusCode::PAYMENT_REQUIRED, "billing_error", code, message)
     }
 
     /// Marks `route` as being called; cleared by [`Bill::landed`].

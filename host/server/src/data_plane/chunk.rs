@@ -37,6 +37,19 @@ pub fn write_chunk(frame: &mut BytesMut, provider: &str, model: &str, chunk: &[u
     write_chunk_at(frame, provider, model, unix_now(), chunk)
 }
 
+/// Writes the checked chunk object alone, `{"provider":…,"model":…,…}`,
+/// without its SSE framing. On an error nothing is written.
+pub fn write_object(out: &mut BytesMut, provider: &str, model: &str, chunk: &[u8]) -> Result<(), ChunkError> {
+    write_object_at(out, provider, model, unix_now(), chunk)
+}
+
+/// Frames a checked chunk object as one SSE `data:` event.
+pub fn frame_object(frame: &mut BytesMut, object: &[u8]) {
+    frame.put_slice(b"data: ");
+    frame.put_slice(object);
+    frame.put_slice(b"\n\n");
+}
+
 /// Seconds since the Unix epoch: what `created` holds.
 pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
@@ -46,8 +59,21 @@ pub fn unix_now() -> u64 {
 
 /// [`write_chunk`], stamping `created` (when the adapter left it 0) with `now`.
 fn write_chunk_at(frame: &mut BytesMut, provider: &str, model: &str, now: u64, chunk: &[u8]) -> Result<(), ChunkError> {
+    let mut object = BytesMut::new();
+    write_object_at(&mut object, provider, model, now, chunk)?;
+    frame_object(frame, &object);
+    Ok(())
+}
+
+fn write_object_at(
+    frame: &mut BytesMut,
+    provider: &str,
+    model: &str,
+    now: u64,
+    chunk: &[u8],
+) -> Result<(), ChunkError> {
     let fields: Fields<'_> = serde_json::from_slice(chunk).map_err(|e| ChunkError::NotAnObject(e.to_string()))?;
-    frame.put_slice(b"data: {\"provider\":");
+    frame.put_slice(b"{\"provider\":");
     put_json_string(frame, provider);
     frame.put_slice(b",\"model\":");
     put_json_string(frame, model);
@@ -83,7 +109,7 @@ fn write_chunk_at(frame: &mut BytesMut, provider: &str, model: &str, now: u64, c
             None => put_raw(frame, raw),
         }
     }
-    frame.put_slice(b"}\n\n");
+    frame.put_u8(b'}');
     Ok(())
 }
 

@@ -1,6 +1,8 @@
 //! The OpenAI-compatible data plane: `/v1/chat/completions` and `/v1/models`,
 //! and the other client protocols on the same pipeline (`ingress`:
-//! `/v1/messages`, `/v1/responses`).
+//! `/v1/messages`, `/v1/responses`). Every model call, from a client or from
+//! inside the gateway (skills, hosted actors), goes through one typed door,
+//! [`pipeline`].
 //! Its handlers take [`DataPlane`], the state of this concern only: the route
 //! table, adapters, upstream client, breakers, the ledger, plans and the limits.
 
@@ -10,9 +12,11 @@ mod chat;
 pub(crate) mod chunk;
 pub(crate) mod envelope;
 pub(crate) mod framing;
+mod http;
 mod ingress;
 mod models;
 mod native;
+pub mod pipeline;
 mod provenance;
 pub mod sigv4;
 mod stream;
@@ -22,7 +26,7 @@ pub mod upstream;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use tollgate_ledger::Ledger;
 use tollgate_plugin_host::Adapters;
@@ -30,9 +34,7 @@ use tollgate_routing::catalog::Catalog;
 use tollgate_routing::health::Health;
 
 pub use billing::{CeilingHold, CostCeiling};
-/// `POST /v1/chat/completions`; routed by `actors::http`, which sends
-/// `actor/…` models to hosted actors first.
-pub use chat::chat_completions;
+pub use http::ModelDelegate;
 pub use table::RouteTable;
 use upstream::Upstream;
 
@@ -77,6 +79,9 @@ pub struct DataPlane {
     /// Plans: the monthly request limit and the gateway fee.
     billing: Arc<crate::billing::Billing>,
     limits: DataLimits,
+    /// Concerns serving models of their own on `/v1/chat/completions`
+    /// (hosted actors), registered at wiring.
+    delegates: std::sync::OnceLock<Vec<Arc<dyn ModelDelegate>>>,
 }
 
 impl DataPlane {
@@ -111,6 +116,7 @@ impl DataPlane {
             request_log: books.request_log,
             billing,
             limits,
+            delegates: std::sync::OnceLock::new(),
         }
     }
 
@@ -127,24 +133,9 @@ impl DataPlane {
     }
 }
 
-/// A chat completion for `caller`, exactly as if it had been posted to
-/// `/v1/chat/completions` (reserve, fallback, settle, request log, usage
-/// event, spans), logged as running inside `parent`: how a component's and
-/// a hosted actor's model calls are metered and billed. `ceiling` caps the
-/// call's worst case on top of the wallet (an actor run's budget).
-pub async fn chat_in_process(
-    data: Arc<DataPlane>,
-    request_id: crate::server::RequestId,
-    parent: &str,
-    ceiling: Option<&dyn CostCeiling>,
-    caller: crate::auth::Caller,
-    body: axum::body::Bytes,
-) -> axum::response::Response {
-    chat::nested(data, request_id, chat::Nested { parent, ceiling }, caller, body).await
-}
-
 pub fn routes() -> Router<crate::app::AppState> {
     Router::new()
+        .route("/v1/chat/completions", post(http::chat_completions))
         .route("/v1/models", get(models::list_models))
         .route("/v1/models/{*id}", get(models::get_model))
         .merge(ingress::routes())

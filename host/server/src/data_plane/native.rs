@@ -12,9 +12,8 @@ use bytes::{BufMut, BytesMut};
 use serde_json::{Map, Value, json};
 
 use super::chunk::ChunkError;
-use super::provenance::{Provenance, render};
+use super::provenance::{Service, render};
 use crate::error::ApiError;
-use tollgate_core::money::Nanos;
 use tollgate_plugin_host::Event;
 
 /// Anthropic's Messages API, as `POST /v1/messages` takes it.
@@ -44,13 +43,13 @@ pub fn check_event(event: &Event) -> Result<(), ChunkError> {
 
 /// The closing event with the gateway's metadata, if it is the one that
 /// carries usage (`message_delta`); else `None` (relayed as it is).
-pub fn annotate_closing(event: &Event, provenance: &Provenance<'_>, cost: Nanos) -> Option<Vec<u8>> {
+pub fn annotate_closing(event: &Event, service: &Service) -> Option<Vec<u8>> {
     if event.name.as_deref() != Some("message_delta") {
         return None;
     }
     let mut object: Map<String, Value> = serde_json::from_slice(&event.data).ok()?;
-    provenance.annotate_native(&mut object);
-    Some(render(object, cost))
+    service.annotate_native(&mut object);
+    Some(render(object, service.cost()))
 }
 
 /// `message_start` with `message.model` set to the id the caller asked for

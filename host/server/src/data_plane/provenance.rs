@@ -181,18 +181,37 @@ impl Trail {
     }
 }
 
-/// Everything the gateway reports about how an answer was produced.
-pub struct Provenance<'a> {
-    /// The candidate that answered.
-    pub route: &'a ModelRoute,
-    pub request_id: &'a str,
-    /// What was billed, over all attempts.
-    pub metered: Metered,
-    pub trail: &'a Trail,
+/// Everything the gateway reports about how an answer was produced, typed:
+/// the facts an answer's `provider`, `usage` and `service` show, for callers
+/// inside the gateway (skills, actors, the ingress dialects) to read without
+/// parsing the answer.
+#[derive(Clone, Debug)]
+pub struct Service {
+    /// The candidate that answered (the last one tried, when none did).
+    pub route: Arc<ModelRoute>,
+    pub request_id: String,
+    /// What was billed, over all attempts: the counts shown and the exact cost.
+    pub billed: Metered,
+    pub trail: Trail,
     pub snapshot_id: Option<i64>,
 }
 
-impl Provenance<'_> {
+impl Service {
+    /// Everything billed, the plan's fee included: the cost shown.
+    pub fn cost(&self) -> Nanos {
+        self.billed.cost
+    }
+
+    /// The provider that answered.
+    pub fn provider(&self) -> &str {
+        &self.route.provider.id
+    }
+
+    /// The model id the caller asked for (`<provider>/<model>`).
+    pub fn model(&self) -> &str {
+        &self.route.id
+    }
+
     /// Sets `model` (the id the caller asked for, not the upstream's name,
     /// which is `service.upstream_model`), `usage` (keeping the upstream's own
     /// fields), `provider` and `service`. `usage.cost` is added by [`render`],
@@ -206,7 +225,7 @@ impl Provenance<'_> {
         }
         // The counts shown are the counts billed; other detail the upstream
         // reported (cached tokens, reasoning) stays.
-        if let (Value::Object(shown), Some(billed)) = (usage, self.metered.usage) {
+        if let (Value::Object(shown), Some(billed)) = (usage, self.billed.usage) {
             shown.insert("prompt_tokens".into(), Value::from(billed.input));
             shown.insert("completion_tokens".into(), Value::from(billed.output));
             shown.insert("total_tokens".into(), Value::from(billed.input + billed.output));
@@ -227,7 +246,7 @@ impl Provenance<'_> {
             }
         }
         object.insert("provider".into(), Value::String(self.route.provider.id.clone()));
-        object.insert("service".into(), self.service());
+        object.insert("service".into(), self.to_json());
     }
 
     /// A native answer (or its closing stream event): `provider` and
@@ -236,20 +255,20 @@ impl Provenance<'_> {
     /// attempts is in `service.cost_breakdown`.
     pub fn annotate_native(&self, object: &mut Map<String, Value>) {
         object.insert("provider".into(), Value::String(self.route.provider.id.clone()));
-        object.insert("service".into(), self.service());
+        object.insert("service".into(), self.to_json());
     }
 
     /// The `service` block: request id, the model that answered, the exact
     /// cost and its breakdown, the attempts.
-    pub fn service(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "request_id": self.request_id,
             "provider": self.route.provider.id,
             "model": self.route.id,
             "upstream_model": self.route.upstream_model,
-            "cost_usd": self.metered.cost.usd_string(),
+            "cost_usd": self.billed.cost.usd_string(),
             "pricing_snapshot_id": self.snapshot_id,
-            "cost_breakdown": self.trail.breakdown(self.metered),
+            "cost_breakdown": self.trail.breakdown(self.billed),
             "attempts": self.trail.to_json(),
         })
     }

@@ -1,8 +1,10 @@
 //! Streamed answers. The upstream's bytes are framed into events by the host,
 //! translated by the adapter in batches (every event already received goes in one
-//! call), and written as `data: <chunk>` SSE frames carrying `provider`. The last
-//! chunk before `data: [DONE]` carries `usage` (with `cost`) and `service`; a
-//! stream that breaks ends with one error chunk (`finish_reason: "error"`).
+//! call), checked, and handed on as [`StreamEvent::Chunks`] carrying
+//! `provider`. The stream ends in [`StreamEvent::End`], after settlement: the
+//! closing chunk with `usage` and `service`, or one error chunk
+//! (`finish_reason: "error"`) when it broke. Framing for the wire is the
+//! caller's (`http` for chat completions, `ingress` for the other dialects).
 //!
 //! A native session (an adapter that took the caller's dialect natively, see
 //! `native`) relays the dialect's own events instead, holding back the
@@ -10,14 +12,11 @@
 //! candidate once it has answered.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
-use bytes::{BufMut, BytesMut};
+use axum::body::Bytes;
+use bytes::BytesMut;
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -26,9 +25,10 @@ use tokio::sync::mpsc;
 use super::DataPlane;
 use super::attempts::{Answered, Call, exchange_error, first_answer};
 use super::billing::Bill;
-use super::chunk::{ChunkError, write_chunk};
+use super::chunk::{ChunkError, write_object};
 use super::native;
-use super::provenance::{Attempt, Metered, Provenance, Trail, render};
+use super::pipeline::{ChatStream, Ending, StreamEvent, split_chunks};
+use super::provenance::{Attempt, Metered, Service, Trail};
 use super::upstream::{error_chain, truncated};
 use crate::error::ApiError;
 use crate::server::RequestId;
@@ -96,7 +96,7 @@ pub fn respond(
     trail: Trail,
     failover: Failover,
     request_id: RequestId,
-) -> Response {
+) -> ChatStream {
     let Answered {
         route,
         session,
@@ -104,7 +104,8 @@ pub fn respond(
         started,
         ..
     } = answered;
-    let (tx, rx) = mpsc::channel::<Bytes>(32);
+    let (tx, events) = mpsc::channel::<StreamEvent>(32);
+    let native = session.is_native();
     let status = upstream.status().as_u16();
     let pump = Pump {
         data,
@@ -122,11 +123,7 @@ pub fn respond(
         tx,
     };
     tokio::spawn(pump.run(upstream));
-
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|bytes| (Ok::<_, Infallible>(bytes), rx))
-    });
-    sse_response(Body::from_stream(body), &request_id)
+    ChatStream { events, native }
 }
 
 struct Pump {
@@ -149,7 +146,7 @@ struct Pump {
     request_id: RequestId,
     started: Instant,
     status: u16,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<StreamEvent>,
 }
 
 /// Why the pump stopped early.
@@ -301,12 +298,9 @@ impl Pump {
                             self.answer.observe(chunk);
                         }
                     }
-                    let mut frame = BytesMut::new();
-                    for chunk in &chunks {
-                        write_chunk(&mut frame, &provider, &model, chunk)
-                            .map_err(|e| Stop::Failed(self.bad_chunk(e)))?;
-                    }
-                    self.send(frame.freeze()).await?;
+                    let checked =
+                        checked_chunks(&chunks, &provider, &model).map_err(|e| Stop::Failed(self.bad_chunk(e)))?;
+                    self.send(StreamEvent::Chunks(checked)).await?;
                     self.bill.first_chunk_sent(self.started);
                 }
             }
@@ -337,12 +331,11 @@ impl Pump {
         }
     }
 
-    /// Native events: relayed as SSE frames, except the closing ones (from
-    /// the dialect's first closing event on), which are held for
+    /// Native events: relayed, except the closing ones (from the dialect's
+    /// first closing event on), which are held for
     /// [`finish_native`](Self::finish_native).
     async fn relay_native(&mut self, events: Vec<Event>) -> Result<(), Stop> {
-        let mut frame = BytesMut::new();
-        let mut relayed = 0;
+        let mut relayed = Vec::with_capacity(events.len());
         for event in events {
             native::check_event(&event).map_err(|e| Stop::Failed(self.bad_chunk(e)))?;
             if self.held.is_none() && native::closes(&event) {
@@ -350,20 +343,15 @@ impl Pump {
             }
             match &mut self.held {
                 Some(held) => held.push(event),
-                None => {
-                    let renamed = native::with_model(&event, &self.route.id);
-                    native::write_event(
-                        &mut frame,
-                        event.name.as_deref(),
-                        renamed.as_deref().unwrap_or(&event.data),
-                    );
-                    relayed += 1;
-                }
+                None => match native::with_model(&event, &self.route.id) {
+                    Some(data) => relayed.push(Event { data, ..event }),
+                    None => relayed.push(event),
+                },
             }
         }
-        if relayed > 0 {
-            self.chunks_sent += relayed;
-            self.send(frame.freeze()).await?;
+        if !relayed.is_empty() {
+            self.chunks_sent += relayed.len() as u64;
+            self.send(StreamEvent::Native(relayed)).await?;
             self.bill.first_chunk_sent(self.started);
         }
         Ok(())
@@ -374,13 +362,13 @@ impl Pump {
             return self.finish_native(metered).await;
         }
         let last = chunks.pop();
-        let mut frame = BytesMut::new();
-        for chunk in &chunks {
-            if let Err(e) = write_chunk(&mut frame, &self.route.provider.id, &self.route.id, chunk) {
+        let checked = match checked_chunks(&chunks, &self.route.provider.id, &self.route.id) {
+            Ok(checked) => checked,
+            Err(e) => {
                 let error = self.bad_chunk(e);
                 return self.finish_error(error, Some(metered)).await;
             }
-        }
+        };
         let mut closing: Map<String, Value> = match last.as_deref().map(serde_json::from_slice::<Map<String, Value>>) {
             Some(Ok(object)) => object,
             None => self.empty_chunk(),
@@ -392,10 +380,19 @@ impl Pump {
         if closing.get("created").is_none_or(|c| c.is_null() || c == 0) {
             closing.insert("created".into(), Value::from(super::chunk::unix_now()));
         }
-        let rendered = self.settle(&mut closing, Some(metered), "success").await;
-        write_data(&mut frame, &rendered);
-        frame.put_slice(b"data: [DONE]\n\n");
-        let _ = self.send(frame.freeze()).await;
+        // The upstream has ended: what it sent is billed as an answer even
+        // if the caller leaves now, as before settlement it would have been.
+        if !checked.is_empty() {
+            let _ = self.send(StreamEvent::Chunks(checked)).await;
+        }
+        let service = self.settle(&mut closing, Some(metered), "success").await;
+        let _ = self
+            .send(StreamEvent::End(Ending {
+                chunk: Some(closing),
+                service,
+                error: None,
+            }))
+            .await;
     }
 
     /// A native stream ended well: settle, then relay the held closing
@@ -404,16 +401,23 @@ impl Pump {
     async fn finish_native(mut self, metered: Metered) {
         let billed = self.close_bill(Some(metered), "success").await;
         let held = self.held.take().unwrap_or_default();
-        let provenance = self.provenance(billed);
-        let mut frame = BytesMut::new();
-        for event in held {
-            let data = match native::annotate_closing(&event, &provenance, billed.cost) {
-                Some(annotated) => annotated,
-                None => event.data,
-            };
-            native::write_event(&mut frame, event.name.as_deref(), &data);
+        let service = self.service(billed);
+        let closing: Vec<Event> = held
+            .into_iter()
+            .map(|event| match native::annotate_closing(&event, &service) {
+                Some(data) => Event { data, ..event },
+                None => event,
+            })
+            .collect();
+        if self.send(StreamEvent::Native(closing)).await.is_ok() {
+            let _ = self
+                .send(StreamEvent::End(Ending {
+                    chunk: None,
+                    service,
+                    error: None,
+                }))
+                .await;
         }
-        let _ = self.send(frame.freeze()).await;
     }
 
     /// Ends the stream with one error chunk (a native stream: the dialect's
@@ -424,10 +428,14 @@ impl Pump {
         if self.session.is_native() {
             self.held = None;
             let billed = self.close_bill(metered, error.code).await;
-            let service = self.provenance(billed).service();
-            let mut frame = BytesMut::new();
-            native::write_error(&mut frame, &error, service);
-            let _ = self.send(frame.freeze()).await;
+            let service = self.service(billed);
+            let _ = self
+                .send(StreamEvent::End(Ending {
+                    chunk: None,
+                    service,
+                    error: Some(error),
+                }))
+                .await;
             return;
         }
         let mut chunk = self.empty_chunk();
@@ -436,24 +444,28 @@ impl Pump {
             json!([{ "index": 0, "delta": {}, "finish_reason": "error" }]),
         );
         chunk.insert("error".into(), error.error_object());
-        let rendered = self.settle(&mut chunk, metered, error.code).await;
-        let mut frame = BytesMut::new();
-        write_data(&mut frame, &rendered);
-        frame.put_slice(b"data: [DONE]\n\n");
-        let _ = self.send(frame.freeze()).await;
+        let service = self.settle(&mut chunk, metered, error.code).await;
+        let _ = self
+            .send(StreamEvent::End(Ending {
+                chunk: Some(chunk),
+                service,
+                error: Some(error),
+            }))
+            .await;
     }
 
-    /// Settles the bill (before the caller sees the cost), then annotates and
-    /// renders the closing chunk with what was billed.
+    /// Settles the bill (before the caller sees the cost), then annotates
+    /// the closing chunk with what was billed.
     async fn settle(
         &mut self,
         closing: &mut Map<String, Value>,
         metered: Option<Metered>,
         outcome: &'static str,
-    ) -> Vec<u8> {
+    ) -> Service {
         let billed = self.close_bill(metered, outcome).await;
-        self.provenance(billed).annotate(closing);
-        render(std::mem::take(closing), billed.cost)
+        let service = self.service(billed);
+        service.annotate(closing);
+        service
     }
 
     /// Records this attempt (unless already in the trail) and settles the bill.
@@ -466,12 +478,13 @@ impl Pump {
             .await
     }
 
-    fn provenance(&self, billed: Metered) -> Provenance<'_> {
-        Provenance {
-            route: &self.route,
-            request_id: &self.request_id.0,
-            metered: billed,
-            trail: &self.trail,
+    /// What was billed, once the bill is closed (the stream ends with it).
+    fn service(&mut self, billed: Metered) -> Service {
+        Service {
+            route: self.route.clone(),
+            request_id: self.request_id.0.to_string(),
+            billed,
+            trail: std::mem::take(&mut self.trail),
             snapshot_id: Some(self.bill.snapshot_id()),
         }
     }
@@ -484,9 +497,20 @@ impl Pump {
         ApiError::adapter_refused(&self.route.provider.adapter, error)
     }
 
-    async fn send(&mut self, frame: Bytes) -> Result<(), Stop> {
-        self.tx.send(frame).await.map_err(|_| Stop::ClientGone)
+    async fn send(&mut self, event: StreamEvent) -> Result<(), Stop> {
+        self.tx.send(event).await.map_err(|_| Stop::ClientGone)
     }
+}
+
+/// The adapter's chunks, checked and carrying the host's fields (`chunk`).
+fn checked_chunks(chunks: &[Vec<u8>], provider: &str, model: &str) -> Result<Vec<Bytes>, ChunkError> {
+    let mut buffer = BytesMut::with_capacity(chunks.iter().map(|c| c.len() + 64).sum());
+    let mut ends = Vec::with_capacity(chunks.len());
+    for chunk in chunks {
+        write_object(&mut buffer, provider, model, chunk)?;
+        ends.push(buffer.len());
+    }
+    Ok(split_chunks(buffer, &ends))
 }
 
 fn empty_chunk(request_id: &RequestId, route: &ModelRoute) -> Map<String, Value> {
@@ -501,50 +525,33 @@ fn empty_chunk(request_id: &RequestId, route: &ModelRoute) -> Map<String, Value>
 }
 
 /// The streamed answer when every candidate failed before any content: one
-/// error chunk (`finish_reason: "error"`, the attempt trail) and `[DONE]`.
-/// `billed` is what the failed attempts cost (already settled).
+/// error chunk (`finish_reason: "error"`, the attempt trail). `billed` is
+/// what the failed attempts cost (already settled).
 pub fn failed(
     request_id: &RequestId,
-    route: &ModelRoute,
-    trail: &Trail,
+    route: Arc<ModelRoute>,
+    trail: Trail,
     billed: Metered,
     snapshot_id: i64,
-    error: &ApiError,
-) -> Response {
-    let mut chunk = empty_chunk(request_id, route);
+    error: ApiError,
+) -> ChatStream {
+    let mut chunk = empty_chunk(request_id, &route);
     chunk.insert(
         "choices".into(),
         json!([{ "index": 0, "delta": {}, "finish_reason": "error" }]),
     );
     chunk.insert("error".into(), error.error_object());
-    let provenance = Provenance {
+    let service = Service {
         route,
-        request_id: &request_id.0,
-        metered: billed,
+        request_id: request_id.0.to_string(),
+        billed,
         trail,
         snapshot_id: Some(snapshot_id),
     };
-    provenance.annotate(&mut chunk);
-    let mut frame = BytesMut::new();
-    write_data(&mut frame, &render(chunk, billed.cost));
-    frame.put_slice(b"data: [DONE]\n\n");
-    sse_response(Body::from(frame.freeze()), request_id)
-}
-
-fn sse_response(body: Body, request_id: &RequestId) -> Response {
-    let mut response = Response::new(body);
-    *response.status_mut() = StatusCode::OK;
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Ok(value) = HeaderValue::from_str(&request_id.0) {
-        headers.insert("x-request-id", value);
-    }
-    response
-}
-
-fn write_data(frame: &mut BytesMut, json: &[u8]) {
-    frame.put_slice(b"data: ");
-    frame.put_slice(json);
-    frame.put_slice(b"\n\n");
+    service.annotate(&mut chunk);
+    ChatStream::of(StreamEvent::End(Ending {
+        chunk: Some(chunk),
+        service,
+        error: Some(error),
+    }))
 }

@@ -3,12 +3,11 @@
 //! (`POST /v1/responses`, stateless, [`responses`]).
 //!
 //! Each protocol translates its request into a chat-completions body and runs
-//! it through `chat::translated`, so key auth, the wallet hold and settlement,
-//! fallback over `models`, metering, provenance and traces are the chat
-//! path's own. The answer, one JSON object or the chat SSE stream, is then
-//! translated back. The cost shown is read from `service.cost_usd` (an exact
-//! decimal string) and written again as an exact decimal, so it stays the
-//! cost billed.
+//! it through the pipeline (`DataPlane::run`), so key auth, the wallet hold
+//! and settlement, fallback over `models`, metering, provenance and traces are
+//! the chat path's own. The typed answer, a completion or a stream of chunks,
+//! is then translated back. The cost shown is the pipeline's typed
+//! [`Service`] cost, written as an exact decimal, so it stays the cost billed.
 
 // The translations fail with the data plane's own `ApiError`, as the chat
 // envelope does; boxing it here alone would make these paths differ.
@@ -24,11 +23,10 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::post;
-use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
 
+use super::pipeline::{CallSite, ChatStream, Ending, Service, StreamEvent};
 use crate::error::ApiError;
 use crate::server::RequestId;
 use tollgate_core::money::Nanos;
@@ -45,7 +43,7 @@ pub fn routes() -> Router<crate::app::AppState> {
 /// refuses one.
 async fn read_object(
     data: &crate::data_plane::DataPlane,
-    request_id: &RequestId,
+    site: &CallSite<'_>,
     caller: &crate::auth::Caller,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
     what: &str,
@@ -56,7 +54,7 @@ async fn read_object(
     };
     match parsed {
         Ok(object) => Ok(object),
-        Err(error) => Err(crate::data_plane::chat::refused(data, request_id, None, caller, None, error).await),
+        Err(error) => Err(crate::data_plane::chat::refused(data, site, caller, None, error).await),
     }
 }
 
@@ -71,35 +69,7 @@ fn parse_object(body: &[u8], what: &str) -> Result<Map<String, Value>, ApiError>
     }
 }
 
-/// A whole chat answer: the annotated `chat.completion` object and the cost
-/// billed for it.
-struct ChatAnswer {
-    object: Map<String, Value>,
-    cost: Nanos,
-}
-
-/// Reads the chat pipeline's whole answer (already in memory).
-async fn whole_answer(response: Response) -> Result<ChatAnswer, ApiError> {
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .map_err(|e| ApiError::internal(format!("could not read the chat answer: {e}")))?;
-    let object: Map<String, Value> = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::internal(format!("the chat answer is not a JSON object: {e}")))?;
-    let cost = billed_cost(&object);
-    Ok(ChatAnswer { object, cost })
-}
-
-/// The exact cost billed, from `service.cost_usd`.
-fn billed_cost(object: &Map<String, Value>) -> Nanos {
-    object
-        .get("service")
-        .and_then(|s| s.get("cost_usd"))
-        .and_then(Value::as_str)
-        .and_then(|text| Nanos::from_usd(text).ok())
-        .unwrap_or(Nanos::ZERO)
-}
-
-/// Token counts billed, as the chat answer states them in `usage`.
+/// Token counts: billed ([`Counts::billed`]), or as a chunk states them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Counts {
     /// Every prompt token, cached ones included.
@@ -126,6 +96,20 @@ impl Counts {
             cache_read: at(&["prompt_tokens_details", "cached_tokens"]),
             cache_write: at(&["prompt_tokens_details", "cache_write_tokens"]),
             reasoning: at(&["completion_tokens_details", "reasoning_tokens"]),
+        }
+    }
+
+    /// The counts billed, over every attempt.
+    fn billed(service: &Service) -> Self {
+        let Some(usage) = service.billed.usage else {
+            return Counts::default();
+        };
+        Counts {
+            prompt: usage.input,
+            completion: usage.output,
+            cache_read: usage.cache_read.unwrap_or(0),
+            cache_write: usage.cache_write.unwrap_or(0),
+            reasoning: usage.reasoning.unwrap_or(0),
         }
     }
 
@@ -167,54 +151,48 @@ fn error_headers(response: &mut Response, error: &ApiError, request_id: &Request
     }
 }
 
-/// One item of a chat SSE stream, as the ingress translators see it.
+/// One item of a chat stream, as the ingress translators see it.
 enum ChatEvent {
+    /// One chat chunk, with `provider` and `model`.
     Chunk(Map<String, Value>),
-    Done,
+    /// The end, settled: the closing (or error) chunk and what was billed.
+    End(Ending),
 }
 
-/// Turns the chat pipeline's SSE body into chat chunks for `translate`, and
-/// its output into an SSE body of the protocol's own events. The chat body is
-/// read in a task of its own; when the caller goes away the task stops
-/// reading, and the chat stream sees its client gone.
-fn translate_stream<T>(chat: Response, mut translator: T, request_id: &RequestId) -> Response
+/// Turns the pipeline's chat stream into an SSE body of the protocol's own
+/// events, `translate` writing each. When the caller goes away the body is
+/// dropped, and with it the chat stream: the pipeline sees its client gone.
+fn translate_stream<T>(chat: ChatStream, translator: T, request_id: &RequestId) -> Response
 where
     T: FnMut(ChatEvent, &mut Vec<u8>) + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Bytes>(32);
-    let mut body = chat.into_body().into_data_stream();
-    tokio::spawn(async move {
-        let mut pending: Vec<u8> = Vec::new();
-        let mut done = false;
-        while let Some(Ok(bytes)) = body.next().await {
-            pending.extend_from_slice(&bytes);
-            let mut out = Vec::new();
-            // The chat stream writes whole `data: <json>\n\n` frames.
-            while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
-                let frame: Vec<u8> = pending.drain(..end + 2).collect();
-                let Some(data) = frame.strip_prefix(b"data: ") else {
-                    continue;
-                };
-                let data = &data[..data.len() - 2];
-                if data == b"[DONE]" {
-                    translator(ChatEvent::Done, &mut out);
-                    done = true;
-                } else if let Ok(chunk) = serde_json::from_slice::<Map<String, Value>>(data) {
-                    translator(ChatEvent::Chunk(chunk), &mut out);
+    let body = futures_util::stream::unfold(Some((chat, translator)), |state| async move {
+        let (mut chat, mut translator) = state?;
+        let event = chat.next().await?;
+        let mut out = Vec::new();
+        let more = match event {
+            StreamEvent::Chunks(chunks) => {
+                for chunk in chunks {
+                    // The pipeline checked each chunk as one JSON object.
+                    if let Ok(chunk) = serde_json::from_slice::<Map<String, Value>>(&chunk) {
+                        translator(ChatEvent::Chunk(chunk), &mut out);
+                    }
                 }
+                true
             }
-            if !out.is_empty() && tx.send(Bytes::from(out)).await.is_err() {
-                return;
+            // A chat-form stream carries no native events.
+            StreamEvent::Native(_) => true,
+            StreamEvent::End(ending) => {
+                translator(ChatEvent::End(ending), &mut out);
+                false
             }
-            if done {
-                return;
-            }
-        }
+        };
+        Some((
+            Ok::<_, Infallible>(Bytes::from(out)),
+            more.then_some((chat, translator)),
+        ))
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-    });
-    let mut response = Response::new(Body::from_stream(stream));
+    let mut response = Response::new(Body::from_stream(body));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -239,8 +217,26 @@ fn first_choice(chunk: &Map<String, Value>) -> Option<&Value> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use crate::data_plane::provenance::{Metered, Trail};
+    use tollgate_plugin_host::Usage;
+
+    /// What a settled answer billed: `cost` nano-USD for `usage`.
+    pub fn service(cost: i64, usage: Option<Usage>) -> Service {
+        let catalog = tollgate_routing::catalog::Catalog::build(&Default::default(), &|_| None).unwrap();
+        Service {
+            route: catalog.resolve("openai/gpt-4o-mini").unwrap().clone(),
+            request_id: "req_1".into(),
+            billed: Metered {
+                usage,
+                cost: Nanos(cost),
+                fee: Nanos::ZERO,
+            },
+            trail: Trail::default(),
+            snapshot_id: None,
+        }
+    }
 
     #[test]
     fn counts_split_the_prompt_by_cache_kind() {
@@ -254,9 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn cost_comes_from_the_service_block() {
-        let object = serde_json::json!({"service": {"cost_usd": "0.000012345"}});
-        assert_eq!(billed_cost(object.as_object().unwrap()), Nanos(12_345));
+    fn the_cost_is_written_exactly() {
         let rendered = raw_with_cost(Map::new(), Nanos(12_345));
         assert_eq!(rendered.get(), r#"{"usage":{"cost":0.000012345}}"#);
     }

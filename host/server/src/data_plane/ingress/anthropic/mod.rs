@@ -24,11 +24,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::{ChatAnswer, Counts, first_choice, json_response, read_object, render_with_cost, whole_answer};
+use super::{Counts, first_choice, json_response, read_object, render_with_cost};
 use crate::auth::Caller;
 use crate::data_plane::DataPlane;
-use crate::data_plane::chat::{self, NativeAnswer, NativeRequest};
+use crate::data_plane::chat;
+use crate::data_plane::http::{chat_sse, sse_response};
 use crate::data_plane::native::ANTHROPIC_MESSAGES;
+use crate::data_plane::pipeline::{Answer, CallSite, ChatCall, Completion, NativeRequest, Operation, StreamFailure};
 use crate::error::ApiError;
 use crate::server::RequestId;
 use request::to_chat_form;
@@ -127,17 +129,17 @@ pub async fn messages(
 ) -> Response {
     let answer = async {
         let caller = caller?;
-        let request = read_object(&data, &request_id, &caller, body, "a Messages request").await?;
-        let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let site = CallSite::top(&request_id, StreamFailure::Status);
+        let request = read_object(&data, &site, &caller, body, "a Messages request").await?;
         let model = request.get("model").and_then(Value::as_str).map(str::to_string);
         if let Err(error) = known_model(&data, &request) {
-            return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
+            return Err(chat::refused(&data, &site, &caller, model.as_deref(), error).await);
         }
         let native_body = native_body(&request);
         let chat = match to_chat_form(request) {
             Ok(chat) => chat,
             Err(error) => {
-                return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
+                return Err(chat::refused(&data, &site, &caller, model.as_deref(), error).await);
             }
         };
         let bytes = Bytes::from(serde_json::to_vec(&chat.body).expect("JSON values serialise"));
@@ -147,17 +149,22 @@ pub async fn messages(
             required: chat.native_only,
             headers: forwarded_headers(&headers),
         };
-        let response = chat::translated_or_native(&data, &request_id, &caller, bytes, native).await?;
-        if response.extensions().get::<NativeAnswer>().is_some() {
-            // An adapter that takes Messages natively answered: the body (or
-            // stream) is already Anthropic's, with the gateway's metadata.
-            return Ok(response);
-        }
-        if stream {
-            return Ok(stream::respond(response, &request_id));
-        }
-        let answer = whole_answer(response).await?;
-        Ok(json_response(StatusCode::OK, from_chat(answer), &request_id))
+        let call = ChatCall {
+            body: bytes,
+            native: Some(native),
+        };
+        // An adapter that takes Messages natively answers in Anthropic's
+        // shape already, with the gateway's metadata: relayed as it is.
+        Ok(match data.run(Operation::Chat(call), &caller, site).await? {
+            Answer::Whole(completion) if completion.native => {
+                json_response(StatusCode::OK, completion.render(), &request_id)
+            }
+            Answer::Whole(completion) => json_response(StatusCode::OK, from_chat(completion), &request_id),
+            Answer::Stream(chat) if chat.native => {
+                sse_response(axum::body::Body::from_stream(chat_sse(chat)), &request_id)
+            }
+            Answer::Stream(chat) => stream::respond(chat, &request_id),
+        })
     }
     .await;
     answer.unwrap_or_else(|error: ApiError| error_response(&error, &request_id))
@@ -175,7 +182,8 @@ pub async fn count_tokens(
 ) -> Response {
     let answer = async {
         let caller = caller?;
-        let request = read_object(&data, &request_id, &caller, body, "a count_tokens request").await?;
+        let site = CallSite::top(&request_id, StreamFailure::Status);
+        let request = read_object(&data, &site, &caller, body, "a count_tokens request").await?;
         known_model(&data, &request)?;
         count::count(&data, &request_id, request, forwarded_headers(&headers)).await
     }
@@ -255,8 +263,11 @@ pub(super) fn usage(counts: &Counts) -> Map<String, Value> {
 
 /// A chat completion → a Messages `message`, with `provider`, `service` and
 /// `usage.cost`.
-fn from_chat(answer: ChatAnswer) -> Vec<u8> {
-    let ChatAnswer { mut object, cost } = answer;
+fn from_chat(completion: Completion) -> Vec<u8> {
+    let cost = completion.service.cost();
+    let counts = Counts::billed(&completion.service);
+    let request_id = completion.service.request_id.clone();
+    let mut object = completion.object;
     let choice = first_choice(&object).cloned().unwrap_or(Value::Null);
     let message = &choice["message"];
     let mut content = Vec::new();
@@ -273,8 +284,6 @@ fn from_chat(answer: ChatAnswer) -> Vec<u8> {
         let input: Value = serde_json::from_str(arguments).unwrap_or_else(|_| json!({}));
         content.push(json!({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": input}));
     }
-    let counts = Counts::of(&object);
-    let request_id = object["service"]["request_id"].as_str().unwrap_or_default().to_string();
     let mut out = Map::new();
     out.insert(
         "id".into(),
@@ -307,9 +316,17 @@ mod tests {
             "usage": {"prompt_tokens": 10, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}},
             "service": {"request_id": "req_1", "cost_usd": "0.000000250"},
         });
-        let answer = ChatAnswer {
+        let usage = tollgate_plugin_host::Usage {
+            input: 10,
+            output: 3,
+            cache_read: Some(4),
+            cache_write: None,
+            reasoning: None,
+        };
+        let answer = Completion {
             object: object.as_object().unwrap().clone(),
-            cost: tollgate_core::money::Nanos(250),
+            service: super::super::tests::service(250, Some(usage)),
+            native: false,
         };
         let out: Value = serde_json::from_slice(&from_chat(answer)).unwrap();
         assert_eq!(out["id"], "msg_abc");

@@ -1,17 +1,19 @@
 //! A streamed Messages answer: the chat pipeline's chunks → Anthropic's SSE
 //! events (`message_start`, `content_block_start` / `_delta` / `_stop`,
-//! `message_delta`, `message_stop`, `error`). The closing chat chunk, which
-//! carries the billed usage and `service`, becomes the `message_delta`, with
+//! `message_delta`, `message_stop`, `error`). The stream's settled end, with
+//! the billed usage and `service`, becomes the `message_delta`, with
 //! `usage.cost`, `provider` and `service` added.
 
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::super::{ChatEvent, Counts, billed_cost, first_choice, raw_with_cost, translate_stream, write_event};
+use super::super::{ChatEvent, Counts, first_choice, raw_with_cost, translate_stream, write_event};
 use super::{message_id, stop_reason, usage};
+use crate::data_plane::pipeline::{ChatStream, Ending};
+use crate::error::{ApiError, Failure};
 use crate::server::RequestId;
 
-pub fn respond(chat: Response, request_id: &RequestId) -> Response {
+pub fn respond(chat: ChatStream, request_id: &RequestId) -> Response {
     let mut events = Events {
         request_id: request_id.0.to_string(),
         ..Events::default()
@@ -43,23 +45,21 @@ impl Events {
             return;
         }
         match event {
-            ChatEvent::Chunk(chunk) => self.chunk(chunk, out),
-            // A stream that ended without its closing chunk: close what is open.
-            ChatEvent::Done => {
-                self.close_block(out);
-                self.ended = true;
-            }
+            ChatEvent::Chunk(chunk) => self.chunk(&chunk, out),
+            ChatEvent::End(Ending {
+                error: Some(error),
+                service,
+                ..
+            }) => self.error(&error, service.to_json(), out),
+            ChatEvent::End(ending) => self.close(ending, out),
         }
     }
 
-    fn chunk(&mut self, chunk: Map<String, Value>, out: &mut Vec<u8>) {
-        if chunk.contains_key("error") {
-            return self.error(&chunk, out);
-        }
+    fn chunk(&mut self, chunk: &Map<String, Value>, out: &mut Vec<u8>) {
         if !self.started {
-            self.start(&chunk, out);
+            self.start(chunk, out);
         }
-        if let Some(choice) = first_choice(&chunk) {
+        if let Some(choice) = first_choice(chunk) {
             let delta = &choice["delta"];
             if let Some(text) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                 self.open_block(Open::Text, out, || json!({"type": "text", "text": ""}));
@@ -82,9 +82,6 @@ impl Events {
             if let Some(finish) = choice.get("finish_reason").and_then(Value::as_str) {
                 self.finish = Some(finish.to_string());
             }
-        }
-        if chunk.contains_key("service") {
-            self.close(chunk, out);
         }
     }
 
@@ -134,11 +131,15 @@ impl Events {
         }
     }
 
-    /// The closing chunk: the billed usage, cost and provenance.
-    fn close(&mut self, mut chunk: Map<String, Value>, out: &mut Vec<u8>) {
+    /// The settled end: the closing chunk's finish, the billed usage, cost
+    /// and provenance.
+    fn close(&mut self, ending: Ending, out: &mut Vec<u8>) {
+        let mut chunk = ending.chunk.unwrap_or_default();
+        // The closing chunk may carry the answer's last delta and its finish.
+        self.chunk(&chunk, out);
         self.close_block(out);
-        let counts = Counts::of(&chunk);
-        let cost = billed_cost(&chunk);
+        let counts = Counts::billed(&ending.service);
+        let cost = ending.service.cost();
         let mut delta = Map::new();
         delta.insert("type".into(), json!("message_delta"));
         delta.insert(
@@ -155,19 +156,16 @@ impl Events {
 
     /// The stream failed: Anthropic's `error` event, with the gateway's code
     /// and `service` (what the failed attempts cost).
-    fn error(&mut self, chunk: &Map<String, Value>, out: &mut Vec<u8>) {
-        let error = &chunk["error"];
-        let kind = match error["type"].as_str() {
-            Some("rate_limit_error") => "rate_limit_error",
-            Some("invalid_request_error") => "invalid_request_error",
-            Some("timeout_error") => "timeout_error",
-            _ if error["code"] == "upstream_overloaded" => "overloaded_error",
+    fn error(&mut self, error: &ApiError, service: Value, out: &mut Vec<u8>) {
+        let kind = match (error.kind, error.failure) {
+            ("rate_limit_error" | "invalid_request_error" | "timeout_error", _) => error.kind,
+            (_, Failure::Overloaded) => "overloaded_error",
             _ => "api_error",
         };
         let event = json!({
             "type": "error",
-            "error": {"type": kind, "message": error["message"], "code": error["code"]},
-            "service": chunk.get("service").cloned().unwrap_or(Value::Null),
+            "error": {"type": kind, "message": error.message, "code": error.code},
+            "service": service,
         });
         write_event(out, "error", event.to_string().as_bytes());
         self.ended = true;
@@ -178,13 +176,27 @@ impl Events {
 mod tests {
     use super::*;
 
-    fn run(chunks: &[Value]) -> Vec<(String, Value)> {
+    /// Events for `chunks` and then an end settled at 7 nano-USD for 5 + 2
+    /// tokens, whose closing chunk is `closing` (failed with `error`).
+    fn run_to(chunks: &[Value], closing: Value, error: Option<ApiError>) -> Vec<(String, Value)> {
         let mut events = Events::default();
         let mut out = Vec::new();
         for chunk in chunks {
             events.on(ChatEvent::Chunk(chunk.as_object().unwrap().clone()), &mut out);
         }
-        events.on(ChatEvent::Done, &mut out);
+        let usage = tollgate_plugin_host::Usage {
+            input: 5,
+            output: 2,
+            cache_read: None,
+            cache_write: None,
+            reasoning: None,
+        };
+        let ending = Ending {
+            chunk: closing.as_object().cloned(),
+            service: super::super::super::tests::service(7, Some(usage)),
+            error,
+        };
+        events.on(ChatEvent::End(ending), &mut out);
         String::from_utf8(out)
             .unwrap()
             .split("\n\n")
@@ -200,6 +212,12 @@ mod tests {
             .collect()
     }
 
+    fn run(chunks: &[Value]) -> Vec<(String, Value)> {
+        let closing = json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}, "provider": "p",
+                             "service": {"request_id": "r", "cost_usd": "0.000000007"}});
+        run_to(chunks, closing, None)
+    }
+
     #[test]
     fn text_then_tool_call_then_usage() {
         let events = run(&[
@@ -208,8 +226,6 @@ mod tests {
             json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "w", "arguments": ""}}]}}]}),
             json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]}),
             json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
-            json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}, "provider": "p",
-                   "service": {"request_id": "r", "cost_usd": "0.000000007"}}),
         ]);
         let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -247,12 +263,43 @@ mod tests {
 
     #[test]
     fn a_failed_stream_ends_in_an_error_event() {
-        let events = run(&[
-            json!({"choices": [{"delta": {"content": "Hi"}}]}),
-            json!({"choices": [], "error": {"type": "rate_limit_error", "code": "upstream_rate_limited", "message": "slow"}}),
-        ]);
+        let error = ApiError::upstream_rate_limited("p", "slow");
+        let closing = json!({"choices": [{"delta": {}, "finish_reason": "error"}], "error": error.error_object()});
+        let events = run_to(
+            &[json!({"choices": [{"delta": {"content": "Hi"}}]})],
+            closing,
+            Some(error),
+        );
         let last = events.last().unwrap();
         assert_eq!(last.0, "error");
         assert_eq!(last.1["error"]["type"], "rate_limit_error");
+        assert_eq!(last.1["service"]["request_id"], "req_1");
+    }
+
+    #[test]
+    fn an_overloaded_upstream_is_an_overloaded_error() {
+        let error = ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "upstream_overloaded",
+            "busy",
+        )
+        .failing(Failure::Overloaded);
+        let events = run_to(&[], json!({"choices": []}), Some(error));
+        assert_eq!(events.last().unwrap().1["error"]["type"], "overloaded_error");
+    }
+
+    #[test]
+    fn a_closing_chunk_with_the_last_text_streams_it_before_the_delta() {
+        let closing = json!({"id": "c", "choices": [{"delta": {"content": "end"}, "finish_reason": "length"}]});
+        let events = run_to(&[], closing, None);
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names[..3],
+            ["message_start", "content_block_start", "content_block_delta"]
+        );
+        assert_eq!(events[2].1["delta"]["text"], "end");
+        assert_eq!(events[4].1["delta"]["stop_reason"], "max_tokens");
+        assert_eq!(events[4].1["usage"]["output_tokens"], 2);
     }
 }

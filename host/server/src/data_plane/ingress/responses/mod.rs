@@ -18,10 +18,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use super::{ChatAnswer, Counts, first_choice, json_response, read_object, render_with_cost, whole_answer};
+use super::{Counts, first_choice, json_response, read_object, render_with_cost};
 use crate::auth::Caller;
 use crate::data_plane::DataPlane;
 use crate::data_plane::chat;
+use crate::data_plane::pipeline::{Answer, CallSite, ChatCall, Completion, Operation, StreamFailure};
 use crate::error::ApiError;
 use crate::server::RequestId;
 use request::to_chat_form;
@@ -47,31 +48,31 @@ pub async fn create(
 ) -> Response {
     let answer = async {
         let caller = caller?;
-        let request = read_object(&data, &request_id, &caller, body, "a Responses request").await?;
-        let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let site = CallSite::top(&request_id, StreamFailure::Status);
+        let request = read_object(&data, &site, &caller, body, "a Responses request").await?;
         let mut echo = Echo::of(&request);
         let model = request.get("model").and_then(Value::as_str).map(str::to_string);
         if let Some(name) = model.as_deref().filter(|m| !m.is_empty())
             && data.routes().catalog.resolve(name).is_none()
         {
             let error = ApiError::model_not_found(name);
-            return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
+            return Err(chat::refused(&data, &site, &caller, model.as_deref(), error).await);
         }
         let chat = match to_chat_form(request) {
             Ok(chat) => chat,
             Err(error) => {
-                return Err(chat::refused(&data, &request_id, None, &caller, model.as_deref(), error).await);
+                return Err(chat::refused(&data, &site, &caller, model.as_deref(), error).await);
             }
         };
         echo.names = chat.names;
         echo.warnings = chat.warnings;
         let bytes = Bytes::from(serde_json::to_vec(&chat.body).expect("JSON values serialise"));
-        let response = chat::translated(&data, &request_id, &caller, bytes).await?;
-        if stream {
-            return Ok(stream::respond(response, echo, &request_id));
-        }
-        let answer = whole_answer(response).await?;
-        Ok(json_response(StatusCode::OK, from_chat(answer, &echo), &request_id))
+        Ok(
+            match data.run(Operation::Chat(ChatCall::body(bytes)), &caller, site).await? {
+                Answer::Whole(completion) => json_response(StatusCode::OK, from_chat(completion, &echo), &request_id),
+                Answer::Stream(chat) => stream::respond(chat, echo, &request_id),
+            },
+        )
     }
     .await;
     answer.unwrap_or_else(|error: ApiError| error.with_request_id(&request_id.0).into_response())
@@ -182,12 +183,13 @@ pub(super) fn message_item(id: &str, text: &str, status: &str) -> Value {
 
 /// A chat completion → a `response` object, with `provider`, `service` and
 /// `usage.cost`.
-fn from_chat(answer: ChatAnswer, echo: &Echo) -> Vec<u8> {
-    let ChatAnswer { mut object, cost } = answer;
+fn from_chat(completion: Completion, echo: &Echo) -> Vec<u8> {
+    let cost = completion.service.cost();
+    let counts = Counts::billed(&completion.service);
+    let id = response_id(&completion.service.request_id);
+    let mut object = completion.object;
     let choice = first_choice(&object).cloned().unwrap_or(Value::Null);
     let message = &choice["message"];
-    let request_id = object["service"]["request_id"].as_str().unwrap_or_default().to_string();
-    let id = response_id(&request_id);
     let mut output = Vec::new();
     if let Some(text) = message.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
         output.push(message_item(&format!("msg_{}", &id[5..]), text, "completed"));
@@ -213,7 +215,7 @@ fn from_chat(answer: ChatAnswer, echo: &Echo) -> Vec<u8> {
     }
     let model = object.remove("model").unwrap_or(Value::Null);
     let mut out = echo.response(&id, &model, status(choice["finish_reason"].as_str()), output);
-    out.insert("usage".into(), Value::Object(usage(&Counts::of(&object))));
+    out.insert("usage".into(), Value::Object(usage(&counts)));
     out.insert("provider".into(), object.remove("provider").unwrap_or(Value::Null));
     out.insert("service".into(), echo.service(object.remove("service")));
     render_with_cost(out, cost)

@@ -2,20 +2,21 @@
 //! events (`response.created`, `response.in_progress`, `output_item.added`,
 //! `content_part.added`, `output_text.delta`, `function_call_arguments.delta`,
 //! their `.done` events, then `response.completed`, `response.incomplete` or
-//! `response.failed`), each with a `sequence_number`. The closing chat chunk
-//! becomes the final response object, with the billed `usage` (and `cost`),
-//! `provider` and `service`.
+//! `response.failed`), each with a `sequence_number`. The stream's settled
+//! end becomes the final response object, with the billed `usage` (and
+//! `cost`), `provider` and `service`.
 
 use axum::response::Response;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::super::{ChatEvent, Counts, billed_cost, first_choice, raw_with_cost, translate_stream, write_event};
+use super::super::{ChatEvent, Counts, first_choice, raw_with_cost, translate_stream, write_event};
 use super::tools::custom_input;
 use super::{Echo, message_item, response_id, status, usage};
+use crate::data_plane::pipeline::{ChatStream, Ending};
 use crate::server::RequestId;
 
-pub fn respond(chat: Response, echo: Echo, request_id: &RequestId) -> Response {
+pub fn respond(chat: ChatStream, echo: Echo, request_id: &RequestId) -> Response {
     let id = response_id(&request_id.0);
     let mut events = Events {
         message_id: format!("msg_{}", &id[5..]),
@@ -60,8 +61,18 @@ impl Events {
             return;
         }
         match event {
-            ChatEvent::Chunk(chunk) => self.chunk(chunk, out),
-            ChatEvent::Done => self.ended = true,
+            ChatEvent::Chunk(chunk) => self.chunk(&chunk, out),
+            ChatEvent::End(ending) => {
+                let closing = ending.chunk.clone().unwrap_or_default();
+                if ending.error.is_some() {
+                    self.start(&closing, out);
+                    self.failed(closing, ending, out);
+                } else {
+                    // The closing chunk may carry the answer's last delta and its finish.
+                    self.chunk(&closing, out);
+                    self.complete(closing, ending, out);
+                }
+            }
         }
     }
 
@@ -79,19 +90,22 @@ impl Events {
         self.emit(out, kind, event);
     }
 
-    fn chunk(&mut self, chunk: Map<String, Value>, out: &mut Vec<u8>) {
-        if !self.started {
-            self.started = true;
-            self.model = chunk.get("model").cloned().unwrap_or(Value::Null);
-            let response = self.echo.response(&self.id, &self.model, "in_progress", Vec::new());
-            self.emit_json(out, "response.created", json!({"response": response}));
-            let response = self.echo.response(&self.id, &self.model, "in_progress", Vec::new());
-            self.emit_json(out, "response.in_progress", json!({"response": response}));
+    /// `response.created` and `response.in_progress`, once.
+    fn start(&mut self, chunk: &Map<String, Value>, out: &mut Vec<u8>) {
+        if self.started {
+            return;
         }
-        if chunk.contains_key("error") {
-            return self.failed(chunk, out);
-        }
-        if let Some(choice) = first_choice(&chunk) {
+        self.started = true;
+        self.model = chunk.get("model").cloned().unwrap_or(Value::Null);
+        let response = self.echo.response(&self.id, &self.model, "in_progress", Vec::new());
+        self.emit_json(out, "response.created", json!({"response": response}));
+        let response = self.echo.response(&self.id, &self.model, "in_progress", Vec::new());
+        self.emit_json(out, "response.in_progress", json!({"response": response}));
+    }
+
+    fn chunk(&mut self, chunk: &Map<String, Value>, out: &mut Vec<u8>) {
+        self.start(chunk, out);
+        if let Some(choice) = first_choice(chunk) {
             let delta = &choice["delta"];
             if let Some(text) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                 self.text(text, out);
@@ -102,9 +116,6 @@ impl Events {
             if let Some(finish) = choice.get("finish_reason").and_then(Value::as_str) {
                 self.finish = Some(finish.to_string());
             }
-        }
-        if chunk.contains_key("service") {
-            self.complete(chunk, out);
         }
     }
 
@@ -229,15 +240,16 @@ impl Events {
         done
     }
 
-    /// The closing chunk: the final response with billed usage and provenance.
-    fn complete(&mut self, mut chunk: Map<String, Value>, out: &mut Vec<u8>) {
-        let cost = billed_cost(&chunk);
+    /// The settled end: the final response with billed usage and provenance.
+    fn complete(&mut self, mut chunk: Map<String, Value>, ending: Ending, out: &mut Vec<u8>) {
+        let cost = ending.service.cost();
         let output = self.finish_items(out);
         let status = status(self.finish.as_deref());
         let mut response = self.echo.response(&self.id, &self.model, status, output);
-        response.insert("usage".into(), Value::Object(usage(&Counts::of(&chunk))));
-        response.insert("provider".into(), chunk.remove("provider").unwrap_or(Value::Null));
-        response.insert("service".into(), self.echo.service(chunk.remove("service")));
+        response.insert("usage".into(), Value::Object(usage(&Counts::billed(&ending.service))));
+        response.insert("provider".into(), Value::String(ending.service.provider().to_string()));
+        let service = chunk.remove("service").unwrap_or_else(|| ending.service.to_json());
+        response.insert("service".into(), self.echo.service(Some(service)));
         let rendered = raw_with_cost(response, cost);
         let kind = if status == "incomplete" {
             "response.incomplete"
@@ -250,18 +262,17 @@ impl Events {
 
     /// The stream failed: `response.failed`, with the gateway's error and
     /// `service` (what the failed attempts cost).
-    fn failed(&mut self, mut chunk: Map<String, Value>, out: &mut Vec<u8>) {
-        let cost = billed_cost(&chunk);
+    fn failed(&mut self, mut chunk: Map<String, Value>, ending: Ending, out: &mut Vec<u8>) {
+        let cost = ending.service.cost();
         let output = self.finish_items(out);
         let mut response = self.echo.response(&self.id, &self.model, "failed", output);
-        let error = chunk.remove("error").unwrap_or(Value::Null);
-        response.insert(
-            "error".into(),
-            json!({"code": error["code"], "message": error["message"]}),
-        );
-        response.insert("usage".into(), Value::Object(usage(&Counts::of(&chunk))));
-        response.insert("provider".into(), chunk.remove("provider").unwrap_or(Value::Null));
-        response.insert("service".into(), chunk.remove("service").unwrap_or(Value::Null));
+        if let Some(error) = &ending.error {
+            response.insert("error".into(), json!({"code": error.code, "message": error.message}));
+        }
+        response.insert("usage".into(), Value::Object(usage(&Counts::billed(&ending.service))));
+        response.insert("provider".into(), Value::String(ending.service.provider().to_string()));
+        let service = chunk.remove("service").unwrap_or_else(|| ending.service.to_json());
+        response.insert("service".into(), service);
         let rendered = raw_with_cost(response, cost);
         self.emit_raw(out, "response.failed", &rendered);
         self.ended = true;
@@ -290,6 +301,22 @@ impl Events {
 mod tests {
     use super::*;
 
+    /// The settled end of a stream: `cost` nano-USD for 3 + 2 tokens.
+    fn ending(cost: i64, closing: Value) -> ChatEvent {
+        let usage = tollgate_plugin_host::Usage {
+            input: 3,
+            output: 2,
+            cache_read: None,
+            cache_write: None,
+            reasoning: None,
+        };
+        ChatEvent::End(Ending {
+            chunk: closing.as_object().cloned(),
+            service: super::super::super::tests::service(cost, Some(usage)),
+            error: None,
+        })
+    }
+
     #[test]
     fn text_and_call_then_completed() {
         let echo = Echo::of(&Map::new());
@@ -311,10 +338,13 @@ mod tests {
             json!({"choices": [{"delta": {"content": "b"}}]}),
             json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "w", "arguments": "{\"x\""}}]}}]}),
             json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": ":1}"}}]}}]}),
-            json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}, "service": {"cost_usd": "0.000000005"}}),
         ] {
             events.on(ChatEvent::Chunk(chunk.as_object().unwrap().clone()), &mut out);
         }
+        events.on(
+            ending(5, json!({"choices": [], "service": {"cost_usd": "0.000000005"}})),
+            &mut out,
+        );
         let text = String::from_utf8(out).unwrap();
         let kinds: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
         assert_eq!(kinds.first(), Some(&"response.created"));
@@ -356,10 +386,10 @@ mod tests {
         for chunk in [
             json!({"model": "m/x", "choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "apply_patch", "arguments": "{\"input\":"}}]}}]}),
             json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "\"*** Begin Patch\"}"}}]}}]}),
-            json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}, "service": {"cost_usd": "0"}}),
         ] {
             events.on(ChatEvent::Chunk(chunk.as_object().unwrap().clone()), &mut out);
         }
+        events.on(ending(0, json!({"choices": []})), &mut out);
         let text = String::from_utf8(out).unwrap();
         let kinds: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
         assert!(!kinds.contains(&"response.function_call_arguments.delta"), "{kinds:?}");
