@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -26,10 +26,15 @@ use tollgate_actors::runtime::{RunError, RunEvent};
 use tollgate_core::money::Nanos;
 
 use super::{ActorError, Actors, Finished, Target, status_of};
-use crate::auth::Caller;
+use crate::auth::{AuthState, Caller};
 use crate::error::ApiError;
 
-pub fn routes() -> Router<crate::app::AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Actors>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
     Router::new()
         .route("/v1/actors/by-id/{id}", post(invoke_by_id))
         .route("/v1/actors/{namespace}/{deployment}", post(invoke_deployment))

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -120,7 +120,11 @@ impl SignIn {
     }
 }
 
-pub fn routes() -> axum::Router<crate::app::AppState> {
+pub fn routes<S>() -> axum::Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<AuthState>: FromRef<S>,
+{
     axum::Router::new()
         .route("/auth/providers", get(providers))
         .route(

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -24,7 +24,6 @@ use axum::routing::post;
 pub use installs::{InstallChange, InstallError, Installs, NewCredential, NewInstall};
 pub use store::{InstallRecord, Store};
 
-use crate::app::AppState;
 use crate::auth::{AuthState, Caller};
 use crate::data_plane::DataPlane;
 use crate::error::ApiError;
@@ -48,7 +47,13 @@ impl Components {
     }
 }
 
-pub fn routes() -> Router<AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Components>: FromRef<S>,
+    Arc<Origins>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
     Router::new()
         .route("/v1/mcp", post(mcp_all).get(no_stream).delete(no_session))
         .route("/v1/mcp/{install}", post(mcp_one).get(no_stream).delete(no_session))

@@ -18,7 +18,10 @@ mod assets {
 
 pub const PATH: &str = "/console/";
 
-pub fn routes() -> Router<crate::app::AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
     Router::new()
         .route("/", get(|| async { Redirect::to(PATH) }))
         .route("/console", get(|| async { Redirect::to(PATH) }))

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -29,10 +29,16 @@ use tollgate_actors::runtime::RunEvent;
 use super::ControlPlane;
 use super::error::{OPERATION_FAILED, OpError, RpcError, TOLLGATE_DOMAIN};
 use crate::actors::{Actors, Finished, Target};
-use crate::auth::Caller;
+use crate::auth::{AuthState, Caller};
 use crate::error::ApiError;
 
-pub fn routes() -> Router<crate::app::AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Actors>: FromRef<S>,
+    Arc<ControlPlane>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
     Router::new()
         .route(
             "/v1/actors/{namespace}/{deployment}/.well-known/agent-card.json",

@@ -25,12 +25,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, FromRef, State};
 use axum::http::HeaderMap;
 use axum::routing::{get, post};
 
 use crate::accounts::Accounts;
 use crate::actors::Actors;
+use crate::auth::AuthState;
 use crate::billing::Billing;
 use crate::config::ControlPlaneConfig;
 use crate::packages::Packages;
@@ -149,7 +150,13 @@ impl ControlPlane {
     }
 }
 
-pub fn routes(config: &ControlPlaneConfig) -> Router<crate::app::AppState> {
+pub fn routes<S>(config: &ControlPlaneConfig) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<ControlPlane>: FromRef<S>,
+    Arc<Actors>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
     let endpoint = post(rpc::endpoint).layer(DefaultBodyLimit::max(config.max_body_bytes));
     Router::new()
         .route("/.well-known/agent-card.json", get(agent_card))

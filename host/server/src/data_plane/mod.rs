@@ -26,8 +26,10 @@ pub mod upstream;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::FromRef;
 use axum::routing::{get, post};
 
+use crate::auth::AuthState;
 use tollgate_ledger::Ledger;
 use tollgate_plugin_host::Adapters;
 use tollgate_routing::catalog::Catalog;
@@ -133,7 +135,12 @@ impl DataPlane {
     }
 }
 
-pub fn routes() -> Router<crate::app::AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<DataPlane>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
     Router::new()
         .route("/v1/chat/completions", post(http::chat_completions))
         .route("/v1/models", get(models::list_models))

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRef, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -29,7 +29,12 @@ const SHORT: &str = "public, max-age=30";
 /// A private package's answers: never kept by a shared cache.
 const PRIVATE: &str = "private, no-store";
 
-pub fn routes() -> Router<crate::app::AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Packages>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
     Router::new()
         .route("/v1/packages", get(search))
         .route("/v1/packages/{namespace}/{name}", get(package_index))

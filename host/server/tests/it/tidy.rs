@@ -243,6 +243,31 @@ fn only_the_wiring_imports_the_control_plane() {
     );
 }
 
+/// Each concern's `routes()` is generic over the router's state and names,
+/// with `FromRef` bounds, only the state its handlers extract
+/// (docs/ARCHITECTURE.md): in the server crate, only the wiring (`app.rs`)
+/// names `AppState`.
+#[test]
+fn only_the_wiring_names_the_app_state() {
+    let src = root().join("host/server/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let problems: Vec<String> = files
+        .iter()
+        .map(|path| path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/"))
+        .filter(|file| file != "app.rs")
+        .filter(|file| {
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            text.contains("AppState")
+        })
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "modules outside the wiring that name `AppState`:\n{}",
+        problems.join("\n")
+    );
+}
+
 /// Whether `text` uses the `unsafe` keyword (not as part of a longer name).
 fn uses_unsafe(text: &str) -> bool {
     let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');

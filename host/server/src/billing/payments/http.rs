@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -18,7 +18,11 @@ pub const WEBHOOK_PATH: &str = "/v1/billing/stripe/webhook";
 /// Stripe's events are a few KB; anything far larger is not one.
 const MAX_PAYLOAD_BYTES: usize = 512 * 1024;
 
-pub fn routes() -> axum::Router<crate::app::AppState> {
+pub fn routes<S>() -> axum::Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Billing>: FromRef<S>,
+{
     axum::Router::new().route(WEBHOOK_PATH, post(webhook))
 }
 

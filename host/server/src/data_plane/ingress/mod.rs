@@ -17,21 +17,30 @@ pub mod anthropic;
 pub mod responses;
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::FromRef;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::post;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::DataPlane;
 use super::pipeline::{CallSite, ChatStream, Ending, Service, StreamEvent};
+use crate::auth::AuthState;
 use crate::error::ApiError;
 use crate::server::RequestId;
 use tollgate_core::money::Nanos;
 
-pub fn routes() -> Router<crate::app::AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<DataPlane>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
     Router::new()
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
