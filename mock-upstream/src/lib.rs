@@ -132,7 +132,7 @@ pub struct MockOptions {
 
 /// State shared by all handlers. Everything here is lock-free or locked only
 /// for a few instructions, never across an await.
-pub(crate) struct AppState {
+pub(crate) struct MockState {
     latency: Duration,
     /// Precomputed `Bearer <key>` so the check is a byte comparison.
     expected_auth: Option<Vec<u8>>,
@@ -144,7 +144,7 @@ pub(crate) struct AppState {
     pub(crate) stripe: stripe::Stripe,
 }
 
-impl AppState {
+impl MockState {
     fn new(opts: MockOptions) -> Self {
         Self {
             latency: Duration::from_millis(opts.latency_ms),
@@ -192,11 +192,11 @@ impl AppState {
     }
 }
 
-pub(crate) type Shared = Arc<AppState>;
+pub(crate) type Shared = Arc<MockState>;
 
 /// The mock's routes, ready to be served or nested.
 pub fn router(opts: MockOptions) -> Router {
-    let state: Shared = Arc::new(AppState::new(opts));
+    let state: Shared = Arc::new(MockState::new(opts));
     Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/chat/completions", post(openai::chat_completions))

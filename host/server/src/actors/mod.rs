@@ -302,25 +302,10 @@ impl Actors {
         )
         .await;
         let model_calls = count_model_calls(&outcome.trail);
-        let signing = self.signing.clone();
-        let trail = outcome.trail;
-        // Canonicalizing and signing a trail of up to `max_trail_bytes` is CPU
-        // work: off the runtime's workers.
-        let (trail, signature) = tokio::task::spawn_blocking(move || -> anyhow::Result<(String, String)> {
-            let trail = serde_json::to_value(&trail).context("a trail always serialises")?;
-            let signature = tollgate_actors::provenance::sign(&trail, &signing)
-                .map_err(|e| anyhow::anyhow!("the trail cannot be signed: {e}"))?;
-            Ok((trail.to_string(), signature))
-        })
-        .await
-        .context("signing a run's trail")??;
+        let (trail, signature) = self.sign(outcome.trail).await?;
         let deployment = match target {
             Target::Deployment { namespace, name } => Some(format!("{namespace}/{name}")),
             Target::Id(_) => None,
-        };
-        let (outcome_code, status) = match &outcome.result {
-            Ok(_) => ("success".to_string(), 200),
-            Err(error) => (error.code.clone(), status_of(&error.code)),
         };
         let run = RunRecord {
             run_id: run_id.clone(),
@@ -334,27 +319,7 @@ impl Actors {
             signature,
             created_at_ms: started.0,
         };
-        let row = RequestLogRow {
-            provider: Some("actor".into()),
-            upstream_model: Some(actor_id.to_string()),
-            streamed: events_streamed,
-            outcome: outcome_code,
-            status: Some(status),
-            started_at_ms: started.0,
-            duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
-            provenance: Some(RunProvenance {
-                run_id: run.run_id.clone(),
-                trail: run.trail.clone(),
-                signature: run.signature.clone(),
-            }),
-            ..RequestLogRow::unbilled(
-                RequestKind::ActorRun,
-                request_id.clone(),
-                caller.key_id.clone(),
-                caller.workspace_id.clone(),
-                target.label(),
-            )
-        };
+        let row = log_row(&run, &caller, target, &outcome.result, events_streamed, started.1);
         self.record_run(run, row);
         Ok(Finished {
             run_id,
@@ -364,6 +329,22 @@ impl Actors {
             result: outcome.result,
             cost: Nanos(outcome.cost_nanos),
         })
+    }
+
+    /// The trail as canonical JSON text and its signature. Canonicalizing
+    /// and signing a trail of up to `max_trail_bytes` is CPU work: off the
+    /// runtime's workers.
+    async fn sign(&self, trail: tollgate_actors::provenance::RunTrail) -> Result<(String, String), ActorError> {
+        let signing = self.signing.clone();
+        let signed = tokio::task::spawn_blocking(move || -> anyhow::Result<(String, String)> {
+            let trail = serde_json::to_value(&trail).context("a trail always serialises")?;
+            let signature = tollgate_actors::provenance::sign(&trail, &signing)
+                .map_err(|e| anyhow::anyhow!("the trail cannot be signed: {e}"))?;
+            Ok((trail.to_string(), signature))
+        })
+        .await
+        .context("signing a run's trail")??;
+        Ok(signed)
     }
 
     /// Writes a finished run's request-log row (kind `actor_run`, with its
@@ -459,6 +440,43 @@ pub struct RunRecord {
     pub trail: String,
     pub signature: String,
     pub created_at_ms: i64,
+}
+
+/// A finished run's request-log row: kind `actor_run`, billing nothing
+/// itself (its model calls are rows of their own), with the signed trail.
+fn log_row(
+    run: &RunRecord,
+    caller: &Principal,
+    target: &Target,
+    result: &Result<Value, RunError>,
+    streamed: bool,
+    started: Instant,
+) -> RequestLogRow {
+    let (outcome, status) = match result {
+        Ok(_) => ("success".to_string(), 200),
+        Err(error) => (error.code.clone(), status_of(&error.code)),
+    };
+    RequestLogRow {
+        provider: Some("actor".into()),
+        upstream_model: Some(run.actor_id.clone()),
+        streamed,
+        outcome,
+        status: Some(status),
+        started_at_ms: run.created_at_ms,
+        duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+        provenance: Some(RunProvenance {
+            run_id: run.run_id.clone(),
+            trail: run.trail.clone(),
+            signature: run.signature.clone(),
+        }),
+        ..RequestLogRow::unbilled(
+            RequestKind::ActorRun,
+            run.request_id.clone(),
+            caller.key_id.clone(),
+            caller.workspace_id.clone(),
+            target.label(),
+        )
+    }
 }
 
 fn count_model_calls(trail: &tollgate_actors::provenance::RunTrail) -> usize {

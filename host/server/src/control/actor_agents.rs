@@ -208,61 +208,28 @@ async fn rpc(
         *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
         return response;
     }
-    let request = match serde_json::from_slice::<Value>(&body) {
-        Ok(request @ Value::Object(_)) => request,
-        Ok(_) => {
-            return rpc_error(
-                &Value::Null,
-                &RpcError::invalid_request("A request is one JSON-RPC object"),
-            );
-        }
-        Err(e) => return rpc_error(&Value::Null, &RpcError::parse_error(e)),
+    let request = match parse_request(&headers, &body) {
+        Ok(request) => request,
+        Err((id, error)) => return rpc_error(&id, &error),
     };
-    let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let method = request["method"].as_str().unwrap_or_default();
-    if request["jsonrpc"] != "2.0" || method.is_empty() {
-        let error = RpcError::invalid_request("jsonrpc must be \"2.0\" with a method");
-        return rpc_error(&id, &error);
-    }
-    if let Err(error) = super::rpc::version(&headers) {
-        return rpc_error(&id, &error);
-    }
-    let params = &request["params"];
-    let streaming = match method {
-        "SendMessage" => false,
-        "SendStreamingMessage" => true,
-        // Runs keep no task state: every task id is unknown here.
-        "GetTask" | "CancelTask" | "SubscribeToTask" => {
-            let task = params["id"].as_str().unwrap_or_default();
-            return rpc_error(&id, &RpcError::task_not_found(task));
+    let (id, params) = (&request.id, &request.params);
+    let streaming = match method_kind(&request.method, params) {
+        Ok(streaming) => streaming,
+        Err(Answered::Error(error)) => return rpc_error(id, &error),
+        Err(Answered::Result(result)) => {
+            return axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response();
         }
-        "ListTasks" => {
-            return axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {
-                "tasks": [], "nextPageToken": "", "pageSize": 0, "totalSize": 0,
-            }}))
-            .into_response();
-        }
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => return rpc_error(&id, &RpcError::push_not_supported()),
-        "GetExtendedAgentCard" => {
-            let error =
-                RpcError::unsupported("This agent has no extended card (capabilities.extendedAgentCard is false)");
-            return rpc_error(&id, &error);
-        }
-        other => return rpc_error(&id, &RpcError::method_not_found(other)),
     };
     let message = &params["message"];
     if !message.is_object() {
-        return rpc_error(&id, &RpcError::invalid_params("message is required"));
+        return rpc_error(id, &RpcError::invalid_params("message is required"));
     }
     // Runs keep no task state, so no task can be continued.
     if let Some(task) = message["taskId"].as_str().filter(|t| !t.is_empty()) {
-        return rpc_error(&id, &RpcError::task_not_found(task));
+        return rpc_error(id, &RpcError::task_not_found(task));
     }
     if let Some(media_type) = unsupported_part(message) {
-        return rpc_error(&id, &RpcError::content_type_not_supported(&media_type));
+        return rpc_error(id, &RpcError::content_type_not_supported(&media_type));
     }
     let target = Target::Deployment {
         namespace,
@@ -270,7 +237,7 @@ async fn rpc(
     };
     let resolved = match actors.resolve(&caller.0, &target).await {
         Ok(resolved) => resolved,
-        Err(error) => return rpc_error(&id, &OpError::from(error).into_rpc()),
+        Err(error) => return rpc_error(id, &OpError::from(error).into_rpc()),
     };
     // Checked here, before a run starts, so both paths answer bad input the
     // same way: invalid params, not a failed task on one and an internal
@@ -279,46 +246,113 @@ async fn rpc(
         .and_then(|input| tollgate_actors::runtime::check_input(&resolved.1, &input).map(|()| input))
     {
         Ok(input) => input,
-        Err(problem) => return rpc_error(&id, &RpcError::invalid_params(format!("Invalid params: {problem}"))),
+        Err(problem) => return rpc_error(id, &RpcError::invalid_params(format!("Invalid params: {problem}"))),
     };
     let context_id = message["contextId"]
         .as_str()
         .filter(|c| !c.is_empty())
         .map_or_else(|| new_id("ctx"), str::to_string);
     if streaming {
-        return stream(actors, caller, target, resolved, input, id, context_id);
+        return stream(actors, caller, target, resolved, input, id.clone(), context_id);
     }
     match actors.run(caller.0.clone(), &target, resolved, input, None, None).await {
-        Ok(finished) => match &finished.result {
-            Ok(output) => axum::Json(json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "result": {"message": {
-                    "messageId": new_id("msg"),
-                    "contextId": context_id,
-                    "role": "ROLE_AGENT",
-                    "parts": [output_part(output)],
-                    "metadata": run_metadata(&finished),
+        Ok(finished) => finished_answer(id, &context_id, &finished),
+        Err(error) => rpc_error(id, &OpError::from(error).into_rpc()),
+    }
+}
+
+/// A JSON-RPC request to a deployment's agent, its envelope checked.
+struct AgentRequest {
+    id: Value,
+    method: String,
+    params: Value,
+}
+
+/// The body as one JSON-RPC 2.0 request of a supported protocol version;
+/// else the error to answer, with the request's id when it has one.
+fn parse_request(headers: &HeaderMap, body: &[u8]) -> Result<AgentRequest, (Value, RpcError)> {
+    let mut request = match serde_json::from_slice::<Value>(body) {
+        Ok(request @ Value::Object(_)) => request,
+        Ok(_) => {
+            return Err((
+                Value::Null,
+                RpcError::invalid_request("A request is one JSON-RPC object"),
+            ));
+        }
+        Err(e) => return Err((Value::Null, RpcError::parse_error(e))),
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let method = request["method"].as_str().unwrap_or_default().to_string();
+    if request["jsonrpc"] != "2.0" || method.is_empty() {
+        return Err((id, RpcError::invalid_request("jsonrpc must be \"2.0\" with a method")));
+    }
+    if let Err(error) = super::rpc::version(headers) {
+        return Err((id, error));
+    }
+    let params = request.get_mut("params").map(Value::take).unwrap_or(Value::Null);
+    Ok(AgentRequest { id, method, params })
+}
+
+/// A method answered without a run.
+enum Answered {
+    Error(RpcError),
+    Result(Value),
+}
+
+/// Whether `method` runs the actor streamed (`SendStreamingMessage`) or not
+/// (`SendMessage`); every other method is answered without a run: runs
+/// keep no task state, so every task id is unknown here.
+fn method_kind(method: &str, params: &Value) -> Result<bool, Answered> {
+    match method {
+        "SendMessage" => Ok(false),
+        "SendStreamingMessage" => Ok(true),
+        "GetTask" | "CancelTask" | "SubscribeToTask" => {
+            let task = params["id"].as_str().unwrap_or_default();
+            Err(Answered::Error(RpcError::task_not_found(task)))
+        }
+        "ListTasks" => Err(Answered::Result(json!({
+            "tasks": [], "nextPageToken": "", "pageSize": 0, "totalSize": 0,
+        }))),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Err(Answered::Error(RpcError::push_not_supported())),
+        "GetExtendedAgentCard" => Err(Answered::Error(RpcError::unsupported(
+            "This agent has no extended card (capabilities.extendedAgentCard is false)",
+        ))),
+        other => Err(Answered::Error(RpcError::method_not_found(other))),
+    }
+}
+
+/// A finished run's answer: the agent's message, or a FAILED task for a
+/// run that started and failed (as on the streaming path).
+fn finished_answer(id: &Value, context_id: &str, finished: &Finished) -> Response {
+    match &finished.result {
+        Ok(output) => axum::Json(json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "result": {"message": {
+                "messageId": new_id("msg"),
+                "contextId": context_id,
+                "role": "ROLE_AGENT",
+                "parts": [output_part(output)],
+                "metadata": run_metadata(finished),
+            }},
+        }))
+        .into_response(),
+        Err(error) => {
+            let task_id = new_id("task");
+            axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
+                "id": task_id,
+                "contextId": context_id,
+                "status": {"state": "TASK_STATE_FAILED", "timestamp": now_rfc3339(), "message": {
+                    "messageId": new_id("msg"), "role": "ROLE_AGENT", "taskId": task_id, "contextId": context_id,
+                    "parts": [{"data": {"error": {"code": error.code, "message": error.message}}}, {"text": error.message}],
                 }},
-            }))
-            .into_response(),
-            // A run that started and failed is a FAILED task, as on the
-            // streaming path.
-            Err(error) => {
-                let task_id = new_id("task");
-                axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
-                    "id": task_id,
-                    "contextId": context_id,
-                    "status": {"state": "TASK_STATE_FAILED", "timestamp": now_rfc3339(), "message": {
-                        "messageId": new_id("msg"), "role": "ROLE_AGENT", "taskId": task_id, "contextId": context_id,
-                        "parts": [{"data": {"error": {"code": error.code, "message": error.message}}}, {"text": error.message}],
-                    }},
-                    "metadata": run_metadata(&finished),
-                }}}))
-                .into_response()
-            }
-        },
-        Err(error) => rpc_error(&id, &OpError::from(error).into_rpc()),
+                "metadata": run_metadata(finished),
+            }}}))
+            .into_response()
+        }
     }
 }
 
