@@ -166,7 +166,7 @@ impl Gateway {
         };
         if let Some(metering) = &metering {
             metering.start(&database).await?;
-            crate::telemetry::watch_outbox_backlog(metering.backlog_gauge());
+            tollgate_telemetry::watch_outbox_backlog(metering.backlog_gauge());
         }
         // The writer runs whether or not the wallet is on: every request
         // leaves a request-log row (spec §1.11); with the wallet off, rows

@@ -24,8 +24,8 @@ use tollgate_core::money::Nanos;
 pub struct Cli {
     /// Log lines on stderr: `text` (compact, coloured on a terminal), `json`,
     /// or `auto`: text on a terminal, JSON otherwise.
-    #[arg(long, global = true, value_enum, default_value_t = crate::telemetry::LogFormat::Auto)]
-    log_format: crate::telemetry::LogFormat,
+    #[arg(long, global = true, value_enum, default_value_t = tollgate_telemetry::LogFormat::Auto)]
+    log_format: tollgate_telemetry::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -198,11 +198,11 @@ struct CreateAccountArgs {
 
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    crate::telemetry::init(cli.log_format);
+    tollgate_telemetry::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(run(cli.command));
     drop(runtime);
-    crate::telemetry::shutdown();
+    tollgate_telemetry::shutdown();
     result
 }
 

@@ -56,7 +56,7 @@ pub struct Config {
     /// Usage events (CloudEvents) and their sinks.
     pub metering: tollgate_metering::MeteringConfig,
     /// Logging options; OTLP export is configured by the standard `OTEL_*` variables.
-    pub telemetry: crate::telemetry::TelemetryConfig,
+    pub telemetry: tollgate_telemetry::TelemetryConfig,
     /// The A2A control plane (`/a2a`).
     pub control_plane: ControlPlaneConfig,
     /// The package registry: blob storage and who may install adapters.
@@ -89,7 +89,7 @@ impl Default for Config {
             retention: crate::retention::RetentionConfig::default(),
             breaker: tollgate_routing::health::BreakerConfig::default(),
             metering: tollgate_metering::MeteringConfig::default(),
-            telemetry: crate::telemetry::TelemetryConfig::default(),
+            telemetry: tollgate_telemetry::TelemetryConfig::default(),
             control_plane: ControlPlaneConfig::default(),
             registry: crate::packages::RegistryConfig::default(),
             auth: crate::auth::signin::AuthConfig::default(),

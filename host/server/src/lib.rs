@@ -1,10 +1,10 @@
 //! Tollgate: a metered AI gateway. This crate is the server and the CLI: the
 //! HTTP data plane, the A2A control plane, the registry API, accounts and keys,
-//! telemetry, and the configuration that combines every concern's own. The
-//! concerns below it are crates of their own (docs/ARCHITECTURE.md):
-//! `tollgate-core`, `tollgate-routing`, `tollgate-plugin-host`,
-//! `tollgate-components`, `tollgate-actors`, `tollgate-ledger` and
-//! `tollgate-metering`.
+//! and the configuration that combines every concern's own. The concerns below
+//! it are crates of their own (docs/ARCHITECTURE.md): `tollgate-core`,
+//! `tollgate-routing`, `tollgate-plugin-host`, `tollgate-components`,
+//! `tollgate-actors`, `tollgate-ledger`, `tollgate-metering` and
+//! `tollgate-telemetry`.
 
 pub mod accounts;
 pub mod actors;
@@ -24,4 +24,3 @@ pub mod packages;
 pub mod rate_limit;
 pub mod retention;
 pub mod server;
-pub mod telemetry;

@@ -146,7 +146,7 @@ impl Default for RequestId {
 async fn assign_request_id(mut request: Request, next: Next) -> Response {
     let id = RequestId::new();
     request.extensions_mut().insert(id.clone());
-    let span = crate::telemetry::server_span(
+    let span = tollgate_telemetry::server_span(
         request.method().as_str(),
         request.uri().path(),
         &id.0,
@@ -170,7 +170,7 @@ async fn assign_request_id(mut request: Request, next: Next) -> Response {
     };
     // Only the exported span has the field (recording it re-serialises the
     // log layer's JSON of the span's fields).
-    if crate::telemetry::exporting() {
+    if tollgate_telemetry::exporting() {
         span.record("http.response.status_code", i64::from(response.status().as_u16()));
     }
     if !response.headers().contains_key("x-request-id")

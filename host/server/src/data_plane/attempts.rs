@@ -244,7 +244,7 @@ async fn send(
     };
     let mut session = opened.map_err(|fault| (ApiError::adapter_fault(&fault), None))?;
     let mut outbound = {
-        let _span = crate::telemetry::adapter_span(&provider.adapter, "request").entered();
+        let _span = tollgate_telemetry::adapter_span(&provider.adapter, "request").entered();
         session.request().map_err(|e| (exchange_error(route, e), None))?
     };
     if let Some(native) = native {

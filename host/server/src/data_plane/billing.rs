@@ -196,7 +196,7 @@ impl Bill {
             input_bytes: demand.body_bytes as u64,
             started: Instant::now(),
             in_flight: None,
-            trace_parent: crate::telemetry::current_context(),
+            trace_parent: tollgate_telemetry::current_context(),
             time_to_first_chunk: None,
             ceiling: None,
             fee,
@@ -245,7 +245,7 @@ impl Bill {
     async fn hold_wallet(&mut self, ledger: &Ledger, workspace_id: &str, worst_case: Nanos) -> Result<(), ApiError> {
         let reserving = Instant::now();
         let reserved = ledger.reserve(workspace_id, worst_case, self.snapshot_id).await;
-        crate::telemetry::record_reserve_latency(reserving.elapsed());
+        tollgate_telemetry::record_reserve_latency(reserving.elapsed());
         match reserved {
             Ok(hold) => {
                 self.hold = Some(hold);
@@ -408,7 +408,7 @@ impl Bill {
     /// Exports the request's attempt spans and metrics (when exporting), with
     /// each attempt's own start and end times.
     fn report(&self, trail: &Trail, outcome: &str, status: Option<u16>, billed: Nanos) {
-        if !crate::telemetry::exporting() {
+        if !tollgate_telemetry::exporting() {
             return;
         }
         let (wall_now, now) = (SystemTime::now(), Instant::now());
@@ -424,7 +424,7 @@ impl Bill {
                 let ended = wall_now.checked_sub(ago).unwrap_or(wall_now);
                 let usage = attempt.metered.usage;
                 let succeeded = attempt.outcome == "success";
-                crate::telemetry::AttemptRecord {
+                tollgate_telemetry::AttemptRecord {
                     provider: &attempt.route.provider.id,
                     response_model: &attempt.route.upstream_model,
                     started: ended.checked_sub(attempt.latency).unwrap_or(ended),
@@ -438,7 +438,7 @@ impl Bill {
                 }
             })
             .collect();
-        crate::telemetry::record(crate::telemetry::RequestRecord {
+        tollgate_telemetry::record(tollgate_telemetry::RequestRecord {
             parent: &self.trace_parent,
             request_id: &self.log.request_id,
             requested_model: &self.log.model,

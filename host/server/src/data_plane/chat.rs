@@ -451,7 +451,7 @@ impl Exchange<'_> {
             .read_body(provider, response, self.data.limits.max_upstream_body_bytes)
             .await?;
         let translated = {
-            let _span = crate::telemetry::adapter_span(&provider.adapter, "response").entered();
+            let _span = tollgate_telemetry::adapter_span(&provider.adapter, "response").entered();
             session
                 .response(&head, &body)
                 .map_err(|e| exchange_error(self.route, e))?

@@ -92,7 +92,7 @@ impl Admission {
                 self.retry_after,
             ),
         };
-        crate::telemetry::count_shed(refusal.reason());
+        tollgate_telemetry::count_shed(refusal.reason());
         let mut response = error.with_request_id(&request_id.0).into_response();
         if refusal == Refusal::ShuttingDown {
             response
@@ -162,7 +162,7 @@ pub async fn admit(State(admission): State<Arc<Admission>>, request: Request, ne
     };
     let response = next.run(request).await;
     if let Some(which) = expired.and_then(|flag| Expired::of(flag.load(Ordering::Relaxed))) {
-        crate::telemetry::count_timeout(which.metric());
+        tollgate_telemetry::count_timeout(which.metric());
         let mut response = ApiError::request_timeout(which.message(&admission))
             .with_request_id(&request_id.0)
             .into_response();

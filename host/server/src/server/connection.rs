@@ -155,7 +155,7 @@ impl DeadlineIo {
         match state {
             HEAD => {
                 if first {
-                    crate::telemetry::count_timeout("header");
+                    tollgate_telemetry::count_timeout("header");
                     let answer = ApiError::request_timeout(format!(
                         "The request headers did not arrive within {} ms.",
                         self.timeouts.header.as_millis()
@@ -174,7 +174,7 @@ impl DeadlineIo {
             // hyper takes as the connection closing cleanly.
             _ => {
                 if first {
-                    crate::telemetry::count_timeout(if state == IDLE { "keep_alive" } else { "header" });
+                    tollgate_telemetry::count_timeout(if state == IDLE { "keep_alive" } else { "header" });
                 }
                 Poll::Ready(Ok(()))
             }

@@ -66,7 +66,7 @@ pub(super) async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     let connections = Connections::new(router, config, trusted_proxies);
-    crate::telemetry::watch_serving(connections.open.clone(), lifecycle.admission.in_flight());
+    tollgate_telemetry::watch_serving(connections.open.clone(), lifecycle.admission.in_flight());
 
     // Every connection holds a receiver of `stage` until it ends; those from
     // before the drain also hold one of `before_drain`.
@@ -235,7 +235,7 @@ impl Connections {
     /// Answers 503 on a connection past a cap and closes it, without reading
     /// a request; a client still sending gets the answer all the same.
     fn refuse(&self, mut stream: TcpStream, reason: &'static str, message: &str) {
-        crate::telemetry::count_refused_connection(reason);
+        tollgate_telemetry::count_refused_connection(reason);
         tracing::debug!(reason, "connection refused");
         let Ok(answering) = self.refusals.clone().try_acquire_owned() else {
             return;

@@ -18,6 +18,11 @@
 //! client span per upstream attempt plus the GenAI metrics ([`record`]).
 //! Per server: open connections, requests in flight, refused connections,
 //! shed requests and timeouts (`serving.rs`).
+//!
+//! It knows no route, wallet, provider or plugin: callers hand it plain
+//! records ([`RequestRecord`], [`AttemptRecord`]) and counters, and it depends
+//! on no other workspace crate.
+#![forbid(unsafe_code)]
 
 mod record;
 pub mod semconv;
