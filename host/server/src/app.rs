@@ -214,8 +214,8 @@ impl Gateway {
             },
             billing.clone(),
             DataLimits {
-                max_body_bytes: config.limits.max_body_bytes,
-                max_upstream_body_bytes: config.limits.max_upstream_body_bytes,
+                max_body_bytes: config.server.max_body_bytes,
+                max_upstream_body_bytes: config.upstream.max_body_bytes,
                 default_max_output_tokens: config.ledger.default_max_output_tokens,
                 log_prompts: config.telemetry.log_prompts,
             },
@@ -253,7 +253,7 @@ impl Gateway {
                 actors: actors.clone(),
             },
             database.clone(),
-            config.limits.key_requests_per_minute,
+            config.auth.key_requests_per_minute,
         );
         let signin = crate::auth::signin::SignIn::new(
             &config.auth,
@@ -267,7 +267,7 @@ impl Gateway {
         )?;
         let auth = AuthState::new(
             keys,
-            KeyRateLimiter::new(config.limits.key_requests_per_minute),
+            KeyRateLimiter::new(config.auth.key_requests_per_minute),
             signin,
             Some(crate::auth::refusals::RefusalLog::new(request_log.clone())),
         );

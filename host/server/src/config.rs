@@ -39,11 +39,17 @@ pub struct Config {
     pub catalog: CatalogConfig,
     /// Extra provider adapters loaded from component files, by name.
     pub adapters: BTreeMap<String, AdapterFileConfig>,
-    pub limits: Limits,
-    /// Client connections: read timeouts, caps, load shedding, shutdown.
+    /// Deprecated: `[limits]`, whose keys moved to the sections of the
+    /// concerns that read them; still read, with a warning (see
+    /// [`DeprecatedLimits`]).
+    pub limits: DeprecatedLimits,
+    /// Client connections: read timeouts, caps, load shedding, shutdown, the
+    /// largest request body.
     pub server: crate::server::ServerConfig,
     /// Calls to upstream providers.
-    pub timeouts: Timeouts,
+    pub timeouts: crate::data_plane::upstream::Timeouts,
+    /// What is read from upstream providers.
+    pub upstream: crate::data_plane::upstream::UpstreamConfig,
     pub plugins: tollgate_plugin_host::PluginLimits,
     /// Limits of each tool-server call and skill run (`docs/components.md`).
     pub components: tollgate_components::ComponentLimits,
@@ -80,9 +86,10 @@ impl Default for Config {
             providers: BTreeMap::new(),
             catalog: CatalogConfig::default(),
             adapters: BTreeMap::new(),
-            limits: Limits::default(),
+            limits: DeprecatedLimits::default(),
             server: crate::server::ServerConfig::default(),
-            timeouts: Timeouts::default(),
+            timeouts: crate::data_plane::upstream::Timeouts::default(),
+            upstream: crate::data_plane::upstream::UpstreamConfig::default(),
             plugins: tollgate_plugin_host::PluginLimits::default(),
             components: tollgate_components::ComponentLimits::default(),
             ledger: tollgate_ledger::LedgerConfig::default(),
@@ -114,48 +121,43 @@ pub struct AdapterFileConfig {
     pub path: PathBuf,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize)]
+/// `[limits]`, deprecated: each key moved to the section of the concern
+/// that reads it. A key set here still applies where the new key is left at
+/// its default, and loading says which key to use instead.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct Limits {
-    /// Largest accepted request body.
-    pub max_body_bytes: usize,
-    /// Largest accepted non-streamed upstream response body.
-    pub max_upstream_body_bytes: usize,
-    /// Data-plane requests each API key may make per minute, per gateway
-    /// process (bursts of as many); over it, 429 with `Retry-After`. 0: no
-    /// limit. A key created with its own `requests_per_minute` gets the lower
-    /// of the two.
-    pub key_requests_per_minute: u32,
+pub struct DeprecatedLimits {
+    /// Now `[server] max_body_bytes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<usize>,
+    /// Now `[upstream] max_body_bytes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_upstream_body_bytes: Option<usize>,
+    /// Now `[auth] key_requests_per_minute`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_requests_per_minute: Option<u32>,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_body_bytes: 4 << 20,
-            max_upstream_body_bytes: 32 << 20,
-            key_requests_per_minute: 0,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Timeouts {
-    /// TCP/TLS connect to the upstream.
-    pub connect_ms: u64,
-    /// From sending the request to the upstream's response head.
-    pub first_byte_ms: u64,
-    /// Longest silence between two chunks of a response body.
-    pub idle_ms: u64,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            connect_ms: 5_000,
-            first_byte_ms: 60_000,
-            idle_ms: 60_000,
-        }
+/// Moves a deprecated key's value to its new place unless the new key is
+/// set (differs from its default); returns the line that says so.
+fn alias<T: PartialEq + Copy + std::fmt::Display>(
+    old: (&str, Option<T>),
+    new: (&str, &mut T),
+    default: T,
+) -> Option<String> {
+    let (old_key, Some(value)) = old else {
+        return None;
+    };
+    let (new_key, target) = new;
+    if *target == default {
+        *target = value;
+        Some(format!(
+            "`{old_key}` is deprecated: set `{new_key}` instead ({value} applied)"
+        ))
+    } else {
+        Some(format!(
+            "`{old_key}` is deprecated and ignored: `{new_key}` is set ({target} applied)"
+        ))
     }
 }
 
@@ -243,12 +245,43 @@ impl Config {
             }
             None => {}
         }
-        let config: Config = figment
+        let mut config: Config = figment
             .merge(Env::prefixed("TOLLGATE_").filter(is_config_key).split("__"))
             .merge(Serialized::defaults(overrides))
             .extract()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        for line in config.apply_deprecated() {
+            tracing::warn!("configuration: {line}");
+        }
         Ok(config)
+    }
+
+    /// Applies the deprecated `[limits]` keys where their new keys are left
+    /// at their defaults; one line per deprecated key set, for the log.
+    pub fn apply_deprecated(&mut self) -> Vec<String> {
+        let limits = std::mem::take(&mut self.limits);
+        let server = crate::server::ServerConfig::default();
+        let upstream = crate::data_plane::upstream::UpstreamConfig::default();
+        [
+            alias(
+                ("limits.max_body_bytes", limits.max_body_bytes),
+                ("server.max_body_bytes", &mut self.server.max_body_bytes),
+                server.max_body_bytes,
+            ),
+            alias(
+                ("limits.max_upstream_body_bytes", limits.max_upstream_body_bytes),
+                ("upstream.max_body_bytes", &mut self.upstream.max_body_bytes),
+                upstream.max_body_bytes,
+            ),
+            alias(
+                ("limits.key_requests_per_minute", limits.key_requests_per_minute),
+                ("auth.key_requests_per_minute", &mut self.auth.key_requests_per_minute),
+                0,
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     pub fn database_url(&self) -> String {
@@ -307,6 +340,33 @@ base_url = "http://127.0.0.1:9001/v1"
             Some("http://127.0.0.1:9001/v1")
         );
         assert_eq!(config.plugins.memory_mib, 64);
+    }
+
+    #[test]
+    fn deprecated_limits_apply_where_their_new_keys_are_unset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        let text = "[limits]\nmax_body_bytes = 1000\nmax_upstream_body_bytes = 2000\nkey_requests_per_minute = 7\n\
+                    [upstream]\nmax_body_bytes = 3000\n";
+        std::fs::write(&path, text).unwrap();
+        let mut config: Config = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::file_exact(&path))
+            .extract()
+            .unwrap();
+        let lines = config.apply_deprecated();
+        assert_eq!(config.server.max_body_bytes, 1000);
+        assert_eq!(config.auth.key_requests_per_minute, 7);
+        // The new key wins over the deprecated one.
+        assert_eq!(config.upstream.max_body_bytes, 3000);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].contains("set `server.max_body_bytes` instead"), "{lines:?}");
+        assert!(
+            lines[1].contains("ignored: `upstream.max_body_bytes` is set"),
+            "{lines:?}"
+        );
+        let mut plain = Config::default();
+        assert!(plain.apply_deprecated().is_empty());
+        assert_eq!(plain.server.max_body_bytes, 4 << 20);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Request-rate limits, kept in memory by each gateway process (governor's
 //! GCRA: one timestamp per key, updated with a compare-and-swap, so a check
 //! costs a map lookup and no I/O):
-//! - per API key on the data plane (`[limits] key_requests_per_minute`, and a
+//! - per API key on the data plane (`[auth] key_requests_per_minute`, and a
 //!   key's own `requests_per_minute`, which can only tighten it);
 //! - per client IP for `accounts.signup` (`[control_plane] signup_per_minute`),
 //!   with the client found behind trusted proxies by [`client_ip`].

@@ -38,7 +38,7 @@ use crate::error::ApiError;
 /// Every concern's routes (`Gateway::routes`, the wiring), with health, the
 /// fallbacks and the layers every request passes.
 pub fn router(gateway: &Gateway) -> Router {
-    let body_limit = gateway.config.limits.max_body_bytes;
+    let body_limit = gateway.config.server.max_body_bytes;
     let readiness = gateway.readiness.clone();
     gateway
         .routes()

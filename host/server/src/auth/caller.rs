@@ -20,7 +20,7 @@ use crate::server::RequestId;
 
 pub struct AuthState {
     keys: KeyResolver,
-    /// Per-key request rates (`[limits] key_requests_per_minute`).
+    /// Per-key request rates (`[auth] key_requests_per_minute`).
     key_rates: KeyRateLimiter,
     /// Console sign-in: sessions, OIDC providers (`signin.rs`).
     pub(crate) signin: super::signin::SignIn,

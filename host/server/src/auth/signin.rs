@@ -40,6 +40,11 @@ pub struct AuthConfig {
     pub session_ttl_secs: u64,
     /// Identity providers for federated sign-in, `[[auth.oidc]]`.
     pub oidc: Vec<OidcProviderConfig>,
+    /// Data-plane requests each API key may make per minute, per gateway
+    /// process (bursts of as many); over it, 429 with `Retry-After`. 0: no
+    /// limit. A key created with its own `requests_per_minute` gets the lower
+    /// of the two. Formerly `[limits] key_requests_per_minute`.
+    pub key_requests_per_minute: u32,
 }
 
 impl Default for AuthConfig {
@@ -47,6 +52,7 @@ impl Default for AuthConfig {
         Self {
             session_ttl_secs: 12 * 3600,
             oidc: Vec::new(),
+            key_requests_per_minute: 0,
         }
     }
 }

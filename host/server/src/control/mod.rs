@@ -80,7 +80,7 @@ impl Signups {
 pub struct Limits {
     /// `control_plane.max_namespaces_per_workspace`; 0: no limit.
     pub namespaces_per_workspace: u32,
-    /// `limits.key_requests_per_minute`: a key's own limit may only tighten it.
+    /// `auth.key_requests_per_minute`: a key's own limit may only tighten it.
     pub key_requests_per_minute: u32,
 }
 

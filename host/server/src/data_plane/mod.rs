@@ -50,9 +50,9 @@ pub struct Routes {
 
 /// The data plane's own settings, fixed at start.
 pub struct DataLimits {
-    /// `limits.max_body_bytes`: the largest request body.
+    /// `server.max_body_bytes`: the largest request body.
     pub max_body_bytes: usize,
-    /// `limits.max_upstream_body_bytes`: the largest whole upstream answer read.
+    /// `upstream.max_body_bytes`: the largest whole upstream answer read.
     pub max_upstream_body_bytes: usize,
     /// `ledger.default_max_output_tokens`: the cap sent when a request sets none.
     pub default_max_output_tokens: u32,

@@ -10,12 +10,52 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use axum::http::StatusCode;
 
-use crate::config::Timeouts;
+use serde::{Deserialize, Serialize};
+
 use crate::error::{ApiError, Failure};
 pub use tollgate_core::error_text::{describe, error_chain};
 use tollgate_plugin_host::{AuthSlot, OutboundRequest, ResponseHead};
 use tollgate_routing::catalog::Provider;
 use tollgate_routing::egress::{AskedSlot, CredentialSlot};
+
+/// `[timeouts]`: every wait on an upstream provider.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timeouts {
+    /// TCP/TLS connect to the upstream.
+    pub connect_ms: u64,
+    /// From sending the request to the upstream's response head.
+    pub first_byte_ms: u64,
+    /// Longest silence between two chunks of a response body.
+    pub idle_ms: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect_ms: 5_000,
+            first_byte_ms: 60_000,
+            idle_ms: 60_000,
+        }
+    }
+}
+
+/// `[upstream]`: what the gateway reads from a provider.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Largest whole (not streamed) upstream answer read; formerly
+    /// `[limits] max_upstream_body_bytes`.
+    pub max_body_bytes: usize,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 32 << 20,
+        }
+    }
+}
 
 pub struct Upstream {
     client: reqwest::Client,

@@ -38,6 +38,9 @@ pub struct ServerConfig {
     /// drains: then requests on new connections get 503 and the gateway exits
     /// once the requests already running, streams included, have finished.
     pub shutdown_delay_ms: u64,
+    /// Largest accepted request body on the data plane and the component
+    /// routes; larger ones get 413. Formerly `[limits] max_body_bytes`.
+    pub max_body_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +55,7 @@ impl Default for ServerConfig {
             max_in_flight: 1_024,
             shed_retry_after_secs: 1,
             shutdown_delay_ms: 0,
+            max_body_bytes: 4 << 20,
         }
     }
 }

@@ -75,7 +75,7 @@ async fn invalid_bodies_are_400_and_unknown_models_404() {
 #[tokio::test]
 async fn oversized_bodies_are_413() {
     let mock = start_mock(Default::default()).await;
-    let gateway = Gateway::start(&standard_config(mock, "[limits]\nmax_body_bytes = 65536\n")).await;
+    let gateway = Gateway::start(&standard_config(mock, "[server]\nmax_body_bytes = 65536\n")).await;
     let huge = "x".repeat(100_000);
     let (status, _, body) = gateway
         .chat(json!({"model": "mock/small", "messages": [{"role": "user", "content": huge}]}))
@@ -242,7 +242,7 @@ async fn refused_requests_leave_a_trace_and_no_usage_event() {
 #[tokio::test]
 async fn refusals_at_authentication_leave_a_budgeted_trace() {
     let mock = start_mock(Default::default()).await;
-    let gateway = Gateway::start(&standard_config(mock, "[limits]\nkey_requests_per_minute = 1\n")).await;
+    let gateway = Gateway::start(&standard_config(mock, "[auth]\nkey_requests_per_minute = 1\n")).await;
     let body = json!({"model": "mock/small", "messages": [{"role": "user", "content": "hi"}]});
     assert_eq!(gateway.chat(body.clone()).await.0, 200);
     let (status, headers, _) = gateway.chat(body.clone()).await;

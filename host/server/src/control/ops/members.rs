@@ -143,7 +143,7 @@ pub struct KeyCreateParams {
     pub scope: Option<KeyScope>,
     /// The key's own data-plane limit in requests per minute (1 to
     /// 1,000,000). It can only tighten the gateway's
-    /// `limits.key_requests_per_minute`, never loosen it.
+    /// `auth.key_requests_per_minute`, never loosen it.
     #[serde(default)]
     pub requests_per_minute: Option<u32>,
 }
@@ -213,7 +213,7 @@ pub async fn key_create(
         && n > default
     {
         return Err(OpError::InvalidParams(format!(
-            "requests_per_minute may not exceed this gateway's limit of {default} (limits.key_requests_per_minute)"
+            "requests_per_minute may not exceed this gateway's limit of {default} (auth.key_requests_per_minute)"
         )));
     }
     let workspace_id = ctx.scope().workspace_id.clone();
