@@ -248,7 +248,9 @@ mod tests {
             refused.is_err(),
             "another writer started while the transaction was open"
         );
-        drop(tx);
+        // Rolled back and awaited: a dropped transaction rolls back only when
+        // its pooled connection is next used, so the lock could still be held.
+        tx.rollback().await.unwrap();
         other.execute("BEGIN IMMEDIATE").await.unwrap();
     }
 
