@@ -201,14 +201,7 @@ where
             more.then_some((chat, translator)),
         ))
     });
-    let mut response = Response::new(Body::from_stream(body));
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Ok(value) = HeaderValue::from_str(&request_id.0) {
-        headers.insert("x-request-id", value);
-    }
-    response
+    super::http::sse_response(Body::from_stream(body), request_id)
 }
 
 /// Writes one `event: <name>` SSE frame.
