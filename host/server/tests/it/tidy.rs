@@ -219,23 +219,28 @@ fn only_a_tables_owner_queries_it() {
     );
 }
 
+/// The server's source files (paths relative to `host/server/src`) that
+/// contain `needle`, but for those `exempt` allows.
+fn server_files_naming(needle: &str, exempt: impl Fn(&str) -> bool) -> Vec<String> {
+    let src = root().join("host/server/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .map(|path| path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/"))
+        .filter(|file| !exempt(file))
+        .filter(|file| std::fs::read_to_string(src.join(file)).unwrap().contains(needle))
+        .collect()
+}
+
 /// The control plane depends on the concerns, and no concern on it
 /// (docs/ARCHITECTURE.md): in the server crate, only the control plane's own
 /// modules and the wiring (`app.rs`) name `crate::control`.
 #[test]
 fn only_the_wiring_imports_the_control_plane() {
-    let src = root().join("host/server/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let problems: Vec<String> = files
-        .iter()
-        .map(|path| path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/"))
-        .filter(|file| !file.starts_with("control/") && file != "app.rs")
-        .filter(|file| {
-            let text = std::fs::read_to_string(src.join(file)).unwrap();
-            text.contains("crate::control")
-        })
-        .collect();
+    let problems = server_files_naming("crate::control", |file| {
+        file.starts_with("control/") || file == "app.rs"
+    });
     assert!(
         problems.is_empty(),
         "modules outside the control plane that import it:\n{}",
@@ -249,18 +254,7 @@ fn only_the_wiring_imports_the_control_plane() {
 /// names `AppState`.
 #[test]
 fn only_the_wiring_names_the_app_state() {
-    let src = root().join("host/server/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let problems: Vec<String> = files
-        .iter()
-        .map(|path| path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/"))
-        .filter(|file| file != "app.rs")
-        .filter(|file| {
-            let text = std::fs::read_to_string(src.join(file)).unwrap();
-            text.contains("AppState")
-        })
-        .collect();
+    let problems = server_files_naming("AppState", |file| file == "app.rs");
     assert!(
         problems.is_empty(),
         "modules outside the wiring that name `AppState`:\n{}",
