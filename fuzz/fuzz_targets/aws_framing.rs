@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use tollgate::fuzzing::{Event, Framing, frame_chunks};
+use tollgate_gateway::fuzzing::{Event, Framing, frame_chunks};
 use tollgate_fuzz::chunked;
 
 type Outcome = Vec<Option<(Option<String>, Vec<u8>)>>;

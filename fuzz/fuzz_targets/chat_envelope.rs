@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use tollgate::fuzzing::{ChatEnvelope, MAX_CANDIDATES};
+use tollgate_gateway::fuzzing::{ChatEnvelope, MAX_CANDIDATES};
 
 fuzz_target!(|body: &[u8]| {
     let envelope = match ChatEnvelope::parse(body) {

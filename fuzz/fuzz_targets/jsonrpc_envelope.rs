@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use tollgate::control::rpc::{Body, Request, parse_body, parse_entry};
+use tollgate_control::rpc::{Body, Request, parse_body, parse_entry};
 
 fn valid_id(id: &Value) -> bool {
     matches!(id, Value::String(_) | Value::Number(_) | Value::Null)

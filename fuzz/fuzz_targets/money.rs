@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tollgate::fuzzing::{MoneyError, Nanos, PicoPerToken, Price, TokenCounts};
+use tollgate_gateway::fuzzing::{MoneyError, Nanos, PicoPerToken, Price, TokenCounts};
 
 /// The decimal a valid amount text means, written canonically: no leading
 /// zeros in the whole part ("0" if none), no trailing zeros in the fraction,

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use tollgate::fuzzing::{Event, Framing, frame_chunks};
+use tollgate_gateway::fuzzing::{Event, Framing, frame_chunks};
 use tollgate_fuzz::chunked;
 
 /// An event as (name, data), or `None` for the error that ends a stream.

@@ -7,7 +7,7 @@
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
-use tollgate::fuzzing::write_chunk;
+use tollgate_gateway::fuzzing::write_chunk;
 use tollgate_fuzz::Pairs;
 
 fuzz_target!(|data: &[u8]| {

@@ -14,24 +14,27 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use axum::extract::FromRef;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 
-use crate::accounts::Accounts;
-use crate::actors::Actors;
-use crate::auth::{AuthState, KeyResolver};
-use crate::billing::Billing;
-use crate::components::{Components, Store as InstallStore};
 use crate::config::Config;
-use crate::control::ControlPlane;
-use crate::data_plane::{DataLimits, DataPlane, RouteTable, upstream::Upstream};
-use crate::packages::{Installs, Packages};
-use crate::rate_limit::KeyRateLimiter;
-use crate::server::Origins;
+use tollgate_billing::Billing;
+use tollgate_control::ControlPlane;
 use tollgate_core::db::Database;
 use tollgate_core::money::Nanos;
+use tollgate_gateway::{DataLimits, DataPlane, RouteTable, upstream::Upstream};
+use tollgate_hosted_actors::Actors;
+use tollgate_identity::accounts::Accounts;
+use tollgate_identity::auth::{AuthState, KeyResolver};
 use tollgate_ledger::Ledger;
 use tollgate_metering::Metering;
+use tollgate_packages::{Installs, Packages};
 use tollgate_plugin_host::Adapters;
 use tollgate_routing::health::Health;
+use tollgate_tools::{Components, Store as InstallStore};
+use tollgate_web::rate_limit::KeyRateLimiter;
+use tollgate_web::server::Origins;
 
 /// The router's state: one handle per concern.
 #[derive(Clone)]
@@ -107,8 +110,36 @@ pub struct Gateway {
     /// Plans; unused slices of the month's requests go back at shutdown.
     pub(crate) billing: Arc<Billing>,
     /// Which requests are taken on (load shedding, the drain).
-    pub(crate) admission: Arc<crate::server::Admission>,
-    pub(crate) readiness: Arc<crate::server::Readiness>,
+    pub(crate) admission: Arc<tollgate_web::server::Admission>,
+    pub(crate) readiness: Arc<tollgate_web::server::Readiness>,
+}
+
+/// Serves `gateway` until `shutdown` resolves and its requests have drained,
+/// then gives back what it holds for others: wallet grants, unused slices of
+/// the month's requests, metering's claims. `ready` gets the bound address.
+pub async fn serve_then(
+    gateway: Arc<Gateway>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(std::net::SocketAddr),
+) -> anyhow::Result<()> {
+    tollgate_web::server::serve(
+        &gateway.config.listen,
+        gateway.router(),
+        &gateway.config.server,
+        gateway.config.control_plane.trusted_proxies.clone(),
+        gateway.lifecycle(),
+        shutdown,
+        ready,
+    )
+    .await?;
+    if let Some(ledger) = &gateway.ledger {
+        ledger.release_grants().await;
+    }
+    gateway.billing.release_slices().await;
+    if let Some(metering) = &gateway.metering {
+        metering.release(&gateway.database).await;
+    }
+    Ok(())
 }
 
 impl Gateway {
@@ -125,15 +156,15 @@ impl Gateway {
             .map(|(name, file)| (name.clone(), file.path.as_path()))
             .collect();
         let adapters = Arc::new(Adapters::load(&config.plugins, &config.cache_dir(), &files)?);
-        let registry = crate::packages::open(&config.registry, &config.data_dir, database.pool.clone())?;
-        crate::packages::seed_builtins(&registry).await?;
+        let registry = tollgate_packages::open(&config.registry, &config.data_dir, database.pool.clone())?;
+        tollgate_packages::seed_builtins(&registry).await?;
         let component_host =
             tollgate_components::ComponentHost::new(adapters.engine(), &config.cache_dir(), config.components.clone())?;
         let credential_key = config
             .credential_key_file
             .clone()
             .unwrap_or_else(|| config.data_dir.join("credentials.key"));
-        let component_installs = crate::components::Installs::load(
+        let component_installs = tollgate_tools::Installs::load(
             InstallStore::new(database.clone()),
             component_host,
             registry.clone(),
@@ -149,7 +180,7 @@ impl Gateway {
             &config.registry.operator_workspaces,
         )
         .await?;
-        crate::packages::installs::load_references(&registry, &adapters, &config.providers).await?;
+        tollgate_packages::installs::load_references(&registry, &adapters, &config.providers).await?;
         let routes = Arc::new(
             RouteTable::build(
                 database.clone(),
@@ -188,11 +219,11 @@ impl Gateway {
             database.clone(),
             config.registry.workspace_quota_bytes,
         ));
-        crate::packages::installs::follow(
+        tollgate_packages::installs::follow(
             &packages,
             std::time::Duration::from_millis(config.registry.install_poll_ms),
         );
-        let readiness = Arc::new(crate::server::Readiness::new(database.clone(), {
+        let readiness = Arc::new(tollgate_web::server::Readiness::new(database.clone(), {
             let routes = routes.clone();
             Box::new(move || routes.unloaded_adapters())
         }));
@@ -208,7 +239,7 @@ impl Gateway {
             adapters,
             Upstream::new(&config.timeouts)?,
             Health::new(config.breaker.clone()),
-            crate::data_plane::Books {
+            tollgate_gateway::Books {
                 request_log: request_log.clone(),
                 wallet: ledger.clone(),
             },
@@ -231,20 +262,22 @@ impl Gateway {
             data.clone(),
             components.clone(),
             packages.clone(),
-            crate::actors::load_or_create_signing_key(&provenance_key)?,
+            tollgate_hosted_actors::load_or_create_signing_key(&provenance_key)?,
             &config.actors,
-            crate::actors::trails::Trails::open(&config.registry.storage, &config.data_dir)?,
+            tollgate_hosted_actors::trails::Trails::open(&config.registry.storage, &config.data_dir)?,
             billing.clone(),
         ));
         let origins = Arc::new(Origins::new(
             config.control_plane.public_url.clone(),
             config.control_plane.allowed_origins.clone(),
         ));
-        data.delegate(vec![Arc::new(crate::actors::chat::ActorModels(actors.clone()))]);
+        data.delegate(vec![Arc::new(tollgate_hosted_actors::chat::ActorModels(
+            actors.clone(),
+        ))]);
         let control = ControlPlane::new(
             &config.control_plane,
             origins.clone(),
-            crate::control::Concerns {
+            tollgate_control::Concerns {
                 accounts,
                 billing: billing.clone(),
                 ledger: tollgate_ledger::Views::new(database.clone()),
@@ -255,7 +288,7 @@ impl Gateway {
             database.clone(),
             config.auth.key_requests_per_minute,
         );
-        let signin = crate::auth::signin::SignIn::new(
+        let signin = tollgate_identity::auth::signin::SignIn::new(
             &config.auth,
             database.clone(),
             keys.clone(),
@@ -263,13 +296,16 @@ impl Gateway {
             config.control_plane.public_url.clone(),
             Nanos::from_usd(&config.control_plane.signup_credit_usd)
                 .map_err(|e| anyhow::anyhow!("control_plane.signup_credit_usd: {e}"))?,
-            crate::auth::sessions::PlainHttp::new(config.control_plane.public_url.as_deref(), &config.listen),
+            tollgate_identity::auth::sessions::PlainHttp::new(
+                config.control_plane.public_url.as_deref(),
+                &config.listen,
+            ),
         )?;
         let auth = AuthState::new(
             keys,
             KeyRateLimiter::new(config.auth.key_requests_per_minute),
             signin,
-            Some(crate::auth::refusals::RefusalLog::new(request_log.clone())),
+            Some(tollgate_identity::auth::refusals::RefusalLog::new(request_log.clone())),
         );
         Ok(Arc::new(Self {
             state: AppState {
@@ -282,7 +318,7 @@ impl Gateway {
                 billing: billing.clone(),
                 origins,
             },
-            admission: Arc::new(crate::server::Admission::new(&config.server)),
+            admission: Arc::new(tollgate_web::server::Admission::new(&config.server)),
             readiness,
             config,
             database,
@@ -292,18 +328,35 @@ impl Gateway {
         }))
     }
 
-    /// Every concern's routes; serving adds health, the fallbacks and the
-    /// layers (`server::router`).
-    pub(crate) fn routes(&self) -> axum::Router<AppState> {
+    /// Every concern's routes inside the layers every request passes.
+    pub fn router(&self) -> axum::Router {
+        tollgate_web::server::router(
+            self.routes(),
+            self.state.clone(),
+            self.config.server.max_body_bytes,
+            &self.lifecycle(),
+        )
+    }
+
+    fn lifecycle(&self) -> tollgate_web::server::Lifecycle {
+        tollgate_web::server::Lifecycle {
+            admission: self.admission.clone(),
+            readiness: self.readiness.clone(),
+        }
+    }
+
+    fn routes(&self) -> axum::Router<AppState> {
         axum::Router::new()
-            .merge(crate::data_plane::routes())
-            .merge(crate::control::routes(&self.config.control_plane))
-            .merge(crate::packages::api::routes())
-            .merge(crate::components::routes())
-            .merge(crate::actors::http::routes())
-            .merge(crate::auth::signin::routes())
+            .route(tollgate_metering::SCHEMA_PATH, get(usage_schema))
+            .route(tollgate_metering::BUDGET_SCHEMA_PATH, get(budget_schema))
+            .merge(tollgate_gateway::routes())
+            .merge(tollgate_control::routes(&self.config.control_plane))
+            .merge(tollgate_packages::api::routes())
+            .merge(tollgate_tools::routes())
+            .merge(tollgate_hosted_actors::http::routes())
+            .merge(tollgate_identity::auth::signin::routes())
             .merge(crate::console::routes())
-            .merge(crate::billing::payments::http::routes())
+            .merge(tollgate_billing::payments::http::routes())
     }
 
     /// Rebuilds the catalog from `config` (providers, prices, keys) with the
@@ -315,4 +368,22 @@ impl Gateway {
             .reload(&config.providers, &config.registry.operator_workspaces)
             .await
     }
+}
+
+/// The JSON Schema that usage events name as their `dataschema`.
+async fn usage_schema() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/schema+json")],
+        tollgate_metering::SCHEMA,
+    )
+        .into_response()
+}
+
+/// The JSON Schema that budget threshold events name as their `dataschema`.
+async fn budget_schema() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/schema+json")],
+        tollgate_metering::BUDGET_SCHEMA,
+    )
+        .into_response()
 }

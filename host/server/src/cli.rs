@@ -212,7 +212,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::CreateAccount(args)) => {
             let credit = Nanos::from_usd(&args.credit_usd).map_err(|e| anyhow::anyhow!("--credit-usd: {e}"))?;
             let database = open_database(&args.config).await?;
-            let created = crate::accounts::signup(&database, &args.name, args.email.as_deref(), credit).await?;
+            let created =
+                tollgate_identity::accounts::signup(&database, &args.name, args.email.as_deref(), credit).await?;
             if args.json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
@@ -313,16 +314,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::Plan(AdminPlanCommand::Set(args))) => {
             let config = load(&args.config, None)?;
             let database = open_database(&args.config).await?;
-            let accounts =
-                crate::accounts::Accounts::new(database.clone(), crate::auth::KeyResolver::new(database.pool.clone()));
-            let billing = crate::billing::Billing::new(&config.billing, accounts, database)?;
+            let accounts = tollgate_identity::accounts::Accounts::new(
+                database.clone(),
+                tollgate_identity::auth::KeyResolver::new(database.pool.clone()),
+            );
+            let billing = tollgate_billing::Billing::new(&config.billing, accounts, database)?;
             let plan = billing.set_plan(&args.workspace, &args.plan).await?;
             println!("workspace {} is on plan '{}'", args.workspace, plan.id);
             Ok(())
         }
         Command::Admin(AdminCommand::Payments(AdminPaymentsCommand::Release(args))) => {
             let database = open_database(&args.config).await?;
-            if crate::billing::payments::release_hold(&database, &args.workspace).await? {
+            if tollgate_billing::payments::release_hold(&database, &args.workspace).await? {
                 println!("top-ups of workspace {} are no longer held", args.workspace);
             } else {
                 println!("workspace {} had no hold on its top-ups", args.workspace);

@@ -9,6 +9,9 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+pub use tollgate_control::ControlPlaneConfig;
+pub use tollgate_hosted_actors::ActorsConfig;
+
 pub const DEFAULT_CONFIG_FILE: &str = "tollgate.toml";
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -45,11 +48,11 @@ pub struct Config {
     pub limits: DeprecatedLimits,
     /// Client connections: read timeouts, caps, load shedding, shutdown, the
     /// largest request body.
-    pub server: crate::server::ServerConfig,
+    pub server: tollgate_web::server::ServerConfig,
     /// Calls to upstream providers.
-    pub timeouts: crate::data_plane::upstream::Timeouts,
+    pub timeouts: tollgate_gateway::upstream::Timeouts,
     /// What is read from upstream providers.
-    pub upstream: crate::data_plane::upstream::UpstreamConfig,
+    pub upstream: tollgate_gateway::upstream::UpstreamConfig,
     pub plugins: tollgate_plugin_host::PluginLimits,
     /// Limits of each tool-server call and skill run (`docs/components.md`).
     pub components: tollgate_components::ComponentLimits,
@@ -66,11 +69,11 @@ pub struct Config {
     /// The A2A control plane (`/a2a`).
     pub control_plane: ControlPlaneConfig,
     /// The package registry: blob storage and who may install adapters.
-    pub registry: crate::packages::RegistryConfig,
+    pub registry: tollgate_packages::RegistryConfig,
     /// Console sign-in: session lifetime and OIDC providers (`[[auth.oidc]]`).
-    pub auth: crate::auth::signin::AuthConfig,
+    pub auth: tollgate_identity::auth::signin::AuthConfig,
     /// Plans (`[billing.plans.<id>]`): limits and the gateway fee (docs/billing.md).
-    pub billing: crate::billing::BillingConfig,
+    pub billing: tollgate_billing::BillingConfig,
 }
 
 impl Default for Config {
@@ -87,9 +90,9 @@ impl Default for Config {
             catalog: CatalogConfig::default(),
             adapters: BTreeMap::new(),
             limits: DeprecatedLimits::default(),
-            server: crate::server::ServerConfig::default(),
-            timeouts: crate::data_plane::upstream::Timeouts::default(),
-            upstream: crate::data_plane::upstream::UpstreamConfig::default(),
+            server: tollgate_web::server::ServerConfig::default(),
+            timeouts: tollgate_gateway::upstream::Timeouts::default(),
+            upstream: tollgate_gateway::upstream::UpstreamConfig::default(),
             plugins: tollgate_plugin_host::PluginLimits::default(),
             components: tollgate_components::ComponentLimits::default(),
             ledger: tollgate_ledger::LedgerConfig::default(),
@@ -98,9 +101,9 @@ impl Default for Config {
             metering: tollgate_metering::MeteringConfig::default(),
             telemetry: tollgate_telemetry::TelemetryConfig::default(),
             control_plane: ControlPlaneConfig::default(),
-            registry: crate::packages::RegistryConfig::default(),
-            auth: crate::auth::signin::AuthConfig::default(),
-            billing: crate::billing::BillingConfig::default(),
+            registry: tollgate_packages::RegistryConfig::default(),
+            auth: tollgate_identity::auth::signin::AuthConfig::default(),
+            billing: tollgate_billing::BillingConfig::default(),
         }
     }
 }
@@ -161,52 +164,6 @@ fn alias<T: PartialEq + Copy + std::fmt::Display>(
     }
 }
 
-/// `[control_plane]`: the A2A control plane's settings, and the gateway's
-/// public URL and browser origins, which serving (`server::Origins`, the
-/// trusted proxies) and sign-in read too.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ControlPlaneConfig {
-    /// Base URL announced in the Agent Card (e.g. `https://gw.example.com`);
-    /// defaults to `http://<Host header>`.
-    pub public_url: Option<String>,
-    /// Browser origins (`scheme://host[:port]`) allowed to call `/v1/mcp` and
-    /// the A2A endpoints besides the gateway's own (`public_url`'s, or the
-    /// Host header's without it). A request with any other `Origin` gets 403.
-    pub allowed_origins: Vec<String>,
-    /// Sign-ups accepted per minute from one client address (IPv6: one /64),
-    /// in bursts of as many; 0 closes sign-up. Kept per gateway process.
-    pub signup_per_minute: u32,
-    /// Proxies whose `X-Forwarded-For` names the client (addresses or CIDR
-    /// blocks). Empty: the socket peer is the client, and the header is ignored.
-    pub trusted_proxies: Vec<crate::rate_limit::TrustedProxy>,
-    /// Namespaces one workspace may have; 0: no limit.
-    pub max_namespaces_per_workspace: u32,
-    /// Opening wallet credit of a signed-up workspace (Free plan), exact USD.
-    pub signup_credit_usd: String,
-    /// Largest accepted JSON-RPC request body.
-    pub max_body_bytes: usize,
-    /// Test mode for the official A2A compatibility kit: unauthenticated callers
-    /// act as a sandbox principal and non-op messages follow the kit's scripts.
-    /// Never enable it in production.
-    pub conformance_mode: bool,
-}
-
-impl Default for ControlPlaneConfig {
-    fn default() -> Self {
-        Self {
-            public_url: None,
-            allowed_origins: Vec::new(),
-            signup_per_minute: 10,
-            trusted_proxies: Vec::new(),
-            max_namespaces_per_workspace: 20,
-            signup_credit_usd: "0".into(),
-            max_body_bytes: 1280 << 10,
-            conformance_mode: false,
-        }
-    }
-}
-
 /// Values given on the command line; they win over every other layer.
 #[derive(Debug, Default, Serialize)]
 pub struct CliOverrides {
@@ -260,8 +217,8 @@ impl Config {
     /// at their defaults; one line per deprecated key set, for the log.
     pub fn apply_deprecated(&mut self) -> Vec<String> {
         let limits = std::mem::take(&mut self.limits);
-        let server = crate::server::ServerConfig::default();
-        let upstream = crate::data_plane::upstream::UpstreamConfig::default();
+        let server = tollgate_web::server::ServerConfig::default();
+        let upstream = tollgate_gateway::upstream::UpstreamConfig::default();
         [
             alias(
                 ("limits.max_body_bytes", limits.max_body_bytes),
@@ -370,6 +327,7 @@ base_url = "http://127.0.0.1:9001/v1"
     }
 
     #[test]
+    #[allow(unsafe_code)]
     fn environment_overrides_nested_keys_and_ignores_foreign_variables() {
         // SAFETY: tests in this module touch only these TOLLGATE_ variables.
         unsafe {
@@ -394,75 +352,5 @@ base_url = "http://127.0.0.1:9001/v1"
         std::fs::write(&path, "lisen = \"x\"\n").unwrap();
         assert!(Config::load(Some(&path), CliOverrides::default()).is_err());
         assert!(Config::load(Some(&dir.path().join("missing.toml")), CliOverrides::default()).is_err());
-    }
-}
-
-/// `[actors]`: hosted actors, and the limits of every run and compile
-/// (docs/actors.md, "Limits").
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ActorsConfig {
-    /// Deployments one workspace may have (the plan's hosted actor
-    /// endpoints); absent: no limit. `deployments.create` past it is refused
-    /// with `plan_limit`.
-    pub max_deployments_per_workspace: Option<u32>,
-    /// minijinja fuel of one template evaluation (instructions, and one unit
-    /// per 64 bytes of data).
-    pub template_fuel: u64,
-    /// Bytes one step's templates may produce together.
-    pub max_template_bytes: u64,
-    /// Bytes all of a run's templates may produce together.
-    pub max_rendered_bytes: u64,
-    /// Ceiling on an actor's `budget.max_steps`.
-    pub max_steps: u32,
-    /// Sub-actor runs (subtasks and map items, nested included) per run.
-    pub max_sub_runs: u32,
-    /// A run's provenance trail, in bytes of JSON.
-    pub max_trail_bytes: u64,
-    /// Trails up to this size stay in the run's request-log row; larger ones
-    /// go to the blob store, the row keeping their digest.
-    pub inline_trail_bytes: u64,
-    /// Templates rendering at once, gateway-wide; 0: one fewer than the CPUs.
-    pub render_threads: usize,
-    /// Memory one render on the pool may allocate (it runs in a child
-    /// process capped at this); past it the run fails with `template_limit`.
-    pub render_memory_bytes: u64,
-    /// Compiles (`actors.compile`, `actors.publish`) running at once, gateway-wide.
-    pub max_compiles: usize,
-    /// Compiles running at once for one workspace.
-    pub max_compiles_per_workspace: usize,
-}
-
-impl Default for ActorsConfig {
-    fn default() -> Self {
-        let run = tollgate_actors::runtime::RunLimits::default();
-        Self {
-            max_deployments_per_workspace: None,
-            template_fuel: run.template_fuel,
-            max_template_bytes: run.max_template_bytes,
-            max_rendered_bytes: run.max_rendered_bytes,
-            max_steps: run.max_steps,
-            max_sub_runs: run.max_sub_runs,
-            max_trail_bytes: run.max_trail_bytes,
-            inline_trail_bytes: 16 << 10,
-            render_threads: 0,
-            render_memory_bytes: run.render_memory_bytes,
-            max_compiles: 4,
-            max_compiles_per_workspace: 2,
-        }
-    }
-}
-
-impl ActorsConfig {
-    pub fn run_limits(&self) -> tollgate_actors::runtime::RunLimits {
-        tollgate_actors::runtime::RunLimits {
-            template_fuel: self.template_fuel,
-            max_template_bytes: self.max_template_bytes,
-            max_rendered_bytes: self.max_rendered_bytes,
-            max_steps: self.max_steps,
-            max_sub_runs: self.max_sub_runs,
-            max_trail_bytes: self.max_trail_bytes,
-            render_memory_bytes: self.render_memory_bytes,
-        }
     }
 }

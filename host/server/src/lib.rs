@@ -1,26 +1,17 @@
-//! Tollgate: a metered AI gateway. This crate is the server and the CLI: the
-//! HTTP data plane, the A2A control plane, the registry API, accounts and keys,
-//! and the configuration that combines every concern's own. The concerns below
-//! it are crates of their own (docs/ARCHITECTURE.md): `tollgate-core`,
-//! `tollgate-routing`, `tollgate-plugin-host`, `tollgate-components`,
-//! `tollgate-actors`, `tollgate-ledger`, `tollgate-metering` and
-//! `tollgate-telemetry`.
+//! Tollgate: a metered AI gateway. This crate is the binary: `main`, the CLI,
+//! the configuration that layers every concern's own section, the wiring that
+//! starts the concerns and merges their routes (`app.rs`), the console's
+//! files and the ledger's retention. Every concern is a crate of its own,
+//! layered one way (docs/ARCHITECTURE.md): the web kit, identity, billing,
+//! the gateway (data plane), packages, tools, hosted actors and the control
+//! plane, over core, routing, the plugin host, the ledger, metering and
+//! telemetry.
 
-pub mod accounts;
-pub mod actors;
+// One test sets environment variables (unsafe since edition 2024); nothing else is.
+#![deny(unsafe_code)]
+
 pub mod app;
-pub mod auth;
-pub mod billing;
 pub mod cli;
-pub mod components;
 pub mod config;
 pub mod console;
-pub mod control;
-pub mod data_plane;
-pub mod error;
-#[doc(hidden)]
-pub mod fuzzing;
-pub mod packages;
-pub mod rate_limit;
 pub mod retention;
-pub mod server;

@@ -93,7 +93,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let _ = config;
         Ok(())
     }));
-    crate::server::serve_then(gateway, super::shutdown_signal(), move |address| {
+    crate::app::serve_then(gateway, super::shutdown_signal(), move |address| {
         print!("{}", first_start_text(&first, address));
     })
     .await
@@ -104,8 +104,10 @@ async fn first_start(gateway: &crate::app::Gateway, config: &Config, args: &Serv
     if args.demo {
         let path = config.data_dir.join(DEMO_STATE_FILE);
         if let Some(state) = read_demo_state(&path)? {
-            let accounts =
-                crate::accounts::Accounts::new(database.clone(), crate::auth::KeyResolver::new(database.pool.clone()));
+            let accounts = tollgate_identity::accounts::Accounts::new(
+                database.clone(),
+                tollgate_identity::auth::KeyResolver::new(database.pool.clone()),
+            );
             if accounts.workspace_is_live(&state.workspace_id).await? {
                 return Ok(FirstStart::DemoAgain {
                     workspace_id: state.workspace_id,
@@ -113,7 +115,7 @@ async fn first_start(gateway: &crate::app::Gateway, config: &Config, args: &Serv
             }
         }
         let credit = Nanos::from_usd(DEMO_CREDIT_USD).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let created = crate::accounts::signup(database, "demo", None, credit).await?;
+        let created = tollgate_identity::accounts::signup(database, "demo", None, credit).await?;
         write_demo_state(
             &path,
             &DemoState {
@@ -127,11 +129,11 @@ async fn first_start(gateway: &crate::app::Gateway, config: &Config, args: &Serv
             demo: true,
         });
     }
-    if crate::accounts::any_account(database).await? {
+    if tollgate_identity::accounts::any_account(database).await? {
         return Ok(FirstStart::Nothing);
     }
     if args.bootstrap {
-        let created = crate::accounts::signup(database, "owner", None, Nanos(0)).await?;
+        let created = tollgate_identity::accounts::signup(database, "owner", None, Nanos(0)).await?;
         return Ok(FirstStart::NewKey {
             api_key: created.api_key,
             workspace_id: created.workspace_id,

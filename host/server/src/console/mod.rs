@@ -65,7 +65,7 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
 
 fn file(path: &str) -> Response {
     let Some(bytes) = asset(path) else {
-        return crate::error::ApiError::new(
+        return tollgate_web::error::ApiError::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "not_found",

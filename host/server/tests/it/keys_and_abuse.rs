@@ -42,7 +42,7 @@ async fn listeners(schema: &PgSchema, cut: bool) -> usize {
         .fetch_one(&pool)
         .await
         .unwrap();
-    let channel = tollgate::auth::change_channel(&current);
+    let channel = tollgate_identity::auth::change_channel(&current);
     let sql = match cut {
         true => "SELECT CAST(pg_terminate_backend(pid) AS TEXT) FROM pg_stat_activity WHERE application_name = $1",
         false => "SELECT CAST(pid AS TEXT) FROM pg_stat_activity WHERE application_name = $1",

@@ -1,8 +1,9 @@
 //! Tidy checks on the source tree itself (as rust-analyzer's tidy test does):
 //! the crate graph is the one docs/ARCHITECTURE.md documents, so no crate
-//! grows a dependency its concern should not have, every crate and module
-//! opens with a `//!` header saying what it owns, and a crate that writes no
-//! `unsafe` forbids it.
+//! grows a dependency its concern should not have, and so are the binary
+//! crate's module edges; every crate and module opens with a `//!` header
+//! saying what it owns; a crate that writes no `unsafe` forbids it; and the
+//! released WIT folders never change.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -81,13 +82,15 @@ fn matches(pattern: &str, name: &str) -> bool {
     }
 }
 
-#[test]
-fn the_crate_graph_is_the_documented_one() {
-    let documented = documented_graph();
+/// What in `actual` the documented graph does not allow, or claims wrongly.
+fn crate_graph_problems(
+    actual: &BTreeMap<String, BTreeSet<String>>,
+    documented: &[(String, BTreeSet<String>)],
+) -> Vec<String> {
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
-    for (name, deps) in actual_graph() {
-        let Some((pattern, allowed)) = documented.iter().find(|(p, _)| matches(p, &name)) else {
+    for (name, deps) in actual {
+        let Some((pattern, allowed)) = documented.iter().find(|(p, _)| matches(p, name)) else {
             problems.push(format!("{name} is not in docs/ARCHITECTURE.md's crate graph"));
             continue;
         };
@@ -98,19 +101,44 @@ fn the_crate_graph_is_the_documented_one() {
         // Exact rows (not globs) must list exactly what the crate uses, so the
         // document never claims an edge that is gone.
         if !pattern.ends_with('*') {
-            for stale in allowed.difference(&deps) {
+            for stale in allowed.difference(deps) {
                 problems.push(format!("{name}'s row allows {stale}, which it does not depend on"));
             }
         }
     }
-    for (pattern, _) in &documented {
+    for (pattern, _) in documented {
         if !seen.contains(pattern) {
             problems.push(format!(
                 "the crate graph lists {pattern}, which is not a workspace crate"
             ));
         }
     }
+    problems
+}
+
+#[test]
+fn the_crate_graph_is_the_documented_one() {
+    let problems = crate_graph_problems(&actual_graph(), &documented_graph());
     assert!(problems.is_empty(), "crate graph problems:\n{}", problems.join("\n"));
+}
+
+/// The check can fail: an edge the table forbids (a concern on the control
+/// plane, the web kit on identity) is named.
+#[test]
+fn a_planted_crate_edge_is_refused() {
+    let documented = documented_graph();
+    for (from, to) in [
+        ("tollgate-gateway", "tollgate-control"),
+        ("tollgate-web", "tollgate-identity"),
+    ] {
+        let mut actual = actual_graph();
+        actual.get_mut(from).expect(from).insert(to.to_string());
+        let problems = crate_graph_problems(&actual, &documented);
+        assert_eq!(
+            problems,
+            vec![format!("{from} depends on {to}, which its row does not allow")]
+        );
+    }
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -154,44 +182,69 @@ fn every_crate_and_module_has_a_doc_header() {
     );
 }
 
-/// One owner per table (docs/ARCHITECTURE.md): in the server crate, where the
-/// concerns share a crate and Cargo cannot keep them apart, only a table's
-/// owner names it in SQL; everyone else calls the owner's API.
+/// The crates that hold the gateway's concerns (folders under `host/`):
+/// the rules below read their sources, paths relative to `host/`.
+const CONCERN_CRATES: &[&str] = &[
+    "web",
+    "identity",
+    "billing",
+    "gateway",
+    "packages",
+    "tools",
+    "hosted-actors",
+    "control",
+    "server",
+];
+
+/// Each concern crate's source files: (path relative to `host/`, text).
+fn concern_sources() -> Vec<(String, String)> {
+    let host = root().join("host");
+    let mut files = Vec::new();
+    for name in CONCERN_CRATES {
+        rust_files(&host.join(name).join("src"), &mut files);
+    }
+    files
+        .iter()
+        .map(|path| {
+            let relative = path.strip_prefix(&host).unwrap().to_string_lossy().replace('\\', "/");
+            (relative, std::fs::read_to_string(path).unwrap())
+        })
+        .collect()
+}
+
+/// One owner per table (docs/ARCHITECTURE.md): the concerns share one
+/// database and Cargo cannot keep their SQL apart, so only a table's owner
+/// names it in SQL; everyone else calls the owner's API.
 #[test]
 fn only_a_tables_owner_queries_it() {
     let owners: &[(&str, &[&str])] = &[
         (
-            "accounts/",
+            "identity/src/accounts/",
             &["accounts", "users", "workspaces", "memberships", "api_keys"],
         ),
-        ("auth/", &["api_keys", "memberships"]),
-        ("auth/sessions.rs", &["console_sessions"]),
-        ("auth/signin.rs", &["oidc_identities", "oidc_logins"]),
-        ("control/tasks.rs", &["a2a_tasks"]),
-        ("packages/namespaces.rs", &["namespaces"]),
-        ("packages/installs.rs", &["registry_installs"]),
+        ("identity/src/auth/", &["api_keys", "memberships"]),
+        ("identity/src/auth/sessions.rs", &["console_sessions"]),
+        ("identity/src/auth/signin.rs", &["oidc_identities", "oidc_logins"]),
+        ("control/src/tasks.rs", &["a2a_tasks"]),
+        ("packages/src/namespaces.rs", &["namespaces"]),
+        ("packages/src/installs.rs", &["registry_installs"]),
         (
-            "components/store.rs",
+            "tools/src/store.rs",
             &["component_installs", "component_install_changes"],
         ),
-        ("actors/store.rs", &["actors", "actor_deployments"]),
-        ("billing/quota.rs", &["plan_usage"]),
-        ("billing/budgets/", &["budgets", "budget_usage"]),
+        ("hosted-actors/src/store.rs", &["actors", "actor_deployments"]),
+        ("billing/src/quota.rs", &["plan_usage"]),
+        ("billing/src/budgets/", &["budgets", "budget_usage"]),
         (
-            "billing/payments/store.rs",
+            "billing/src/payments/store.rs",
             &["checkouts", "payment_events", "subscriptions", "payment_holds"],
         ),
     ];
-    let src = root().join("host/server/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     let mut problems = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(&path).unwrap();
+    for (file, text) in concern_sources() {
         if !text.contains("sqlx::query") {
             continue;
         }
-        let file = path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
         let allowed: BTreeSet<&str> = owners
             .iter()
             .filter(|(prefix, _)| file.starts_with(prefix))
@@ -219,46 +272,174 @@ fn only_a_tables_owner_queries_it() {
     );
 }
 
-/// The server's source files (paths relative to `host/server/src`) that
-/// contain `needle`, but for those `exempt` allows.
-fn server_files_naming(needle: &str, exempt: impl Fn(&str) -> bool) -> Vec<String> {
-    let src = root().join("host/server/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files
-        .iter()
-        .map(|path| path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/"))
-        .filter(|file| !exempt(file))
-        .filter(|file| std::fs::read_to_string(src.join(file)).unwrap().contains(needle))
+/// The concern crates' files (paths relative to `host/`) that contain
+/// `needle`, but for those `exempt` allows.
+fn concern_files_naming(needle: &str, exempt: impl Fn(&str) -> bool) -> Vec<String> {
+    concern_sources()
+        .into_iter()
+        .filter(|(file, text)| !exempt(file) && text.contains(needle))
+        .map(|(file, _)| file)
         .collect()
 }
 
 /// The control plane depends on the concerns, and no concern on it
-/// (docs/ARCHITECTURE.md): in the server crate, only the control plane's own
-/// modules and the wiring (`app.rs`) name `crate::control`.
+/// (docs/ARCHITECTURE.md). Cargo keeps the other crates off it (the crate
+/// graph); inside the binary, only the wiring (`app.rs`) and the
+/// configuration that layers its section name it.
 #[test]
 fn only_the_wiring_imports_the_control_plane() {
-    let problems = server_files_naming("crate::control", |file| {
-        file.starts_with("control/") || file == "app.rs"
+    let problems = concern_files_naming("tollgate_control", |file| {
+        file.starts_with("control/") || file == "server/src/app.rs" || file == "server/src/config.rs"
     });
     assert!(
         problems.is_empty(),
-        "modules outside the control plane that import it:\n{}",
+        "files outside the control plane and the wiring that import it:\n{}",
         problems.join("\n")
     );
 }
 
 /// Each concern's `routes()` is generic over the router's state and names,
 /// with `FromRef` bounds, only the state its handlers extract
-/// (docs/ARCHITECTURE.md): in the server crate, only the wiring (`app.rs`)
-/// names `AppState`.
+/// (docs/ARCHITECTURE.md): only the wiring (`app.rs`) names `AppState`.
 #[test]
 fn only_the_wiring_names_the_app_state() {
-    let problems = server_files_naming("AppState", |file| file == "app.rs");
+    let problems = concern_files_naming("AppState", |file| file == "server/src/app.rs");
     assert!(
         problems.is_empty(),
-        "modules outside the wiring that name `AppState`:\n{}",
+        "files outside the wiring that name `AppState`:\n{}",
         problems.join("\n")
+    );
+}
+
+/// The binary crate's module table (between the module-graph markers of
+/// docs/ARCHITECTURE.md): module → the modules of the crate it may `use`.
+fn documented_modules() -> BTreeMap<String, BTreeSet<String>> {
+    let text = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let start = text.find("<!-- module-graph -->").expect("the module-graph markers");
+    let end = text
+        .find("<!-- /module-graph -->")
+        .expect("the module-graph end marker");
+    text[start..end]
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
+            assert_eq!(cells.len(), 3, "a module-graph row has three cells: {line}");
+            let names = |cell: &str| -> BTreeSet<String> {
+                cell.split(',')
+                    .map(|n| n.trim().trim_matches('`').to_string())
+                    .filter(|n| !n.is_empty() && n != "—")
+                    .collect()
+            };
+            (names(cells[0]).into_iter().next().unwrap(), names(cells[2]))
+        })
+        .collect()
+}
+
+/// The crate's top-level modules that `text` names through `crate::`
+/// (`crate::a::b` and `crate::{a, b::c}`).
+fn crate_modules_named(text: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    let mut named = BTreeSet::new();
+    for (at, _) in text.match_indices("crate::") {
+        let rest = &text[at + "crate::".len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                // The group's top-level items: what follows `{` or a comma at depth 0.
+                let mut depth = 0;
+                let mut item_start = true;
+                for (i, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => item_start = true,
+                        c if item_start && !c.is_whitespace() => {
+                            named.insert(ident(&group[i..]));
+                            item_start = false;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            None => {
+                named.insert(ident(rest));
+            }
+        }
+    }
+    named.retain(|name| !name.is_empty());
+    named
+}
+
+/// What in the binary's `files` (path below `src/`, text) the module table
+/// does not allow.
+fn module_problems(files: &[(String, String)], table: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (file, text) in files {
+        let module = file.split(['/', '.']).next().unwrap().to_string();
+        if matches!(module.as_str(), "lib" | "main") {
+            continue;
+        }
+        let Some(allowed) = table.get(&module) else {
+            problems.push(format!("{file}: module `{module}` is not in the module table"));
+            continue;
+        };
+        for used in crate_modules_named(text) {
+            if used != module && !allowed.contains(&used) {
+                problems.push(format!(
+                    "{file} uses crate::{used}, which `{module}`'s row does not allow"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+fn binary_sources() -> Vec<(String, String)> {
+    concern_sources()
+        .into_iter()
+        .filter_map(|(file, text)| Some((file.strip_prefix("server/src/")?.to_string(), text)))
+        .collect()
+}
+
+/// Inside the binary crate, where Cargo cannot keep modules apart, each
+/// module uses only the modules its row of the table lists.
+#[test]
+fn the_binarys_modules_keep_to_the_module_table() {
+    let table = documented_modules();
+    let files = binary_sources();
+    let problems = module_problems(&files, &table);
+    assert!(problems.is_empty(), "module graph problems:\n{}", problems.join("\n"));
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|(file, _)| file.split(['/', '.']).next().unwrap().to_string())
+        .filter(|m| !matches!(m.as_str(), "lib" | "main"))
+        .collect();
+    let stale: Vec<&String> = table.keys().filter(|m| !modules.contains(*m)).collect();
+    assert!(
+        stale.is_empty(),
+        "the module table lists modules that are gone: {stale:?}"
+    );
+}
+
+/// The check can fail: a planted `use` the table forbids is named.
+#[test]
+fn a_planted_module_use_is_refused() {
+    let table = documented_modules();
+    let mut files = binary_sources();
+    let (file, text) = files
+        .iter_mut()
+        .find(|(file, _)| file.starts_with("console"))
+        .expect("the console module");
+    text.push_str("\nuse crate::{app::Gateway, cli};\n");
+    let planted = file.clone();
+    let problems = module_problems(&files, &table);
+    assert_eq!(
+        problems,
+        vec![
+            format!("{planted} uses crate::app, which `console`'s row does not allow"),
+            format!("{planted} uses crate::cli, which `console`'s row does not allow"),
+        ]
     );
 }
 

@@ -1,0 +1,345 @@
+//! The operation registry: the single source of truth for every control-plane
+//! operation. Each op has a name (`workspaces.create`), JSON Schemas for its
+//! params and result (derived from the very types the handler uses), an access
+//! rule, and a handler. A handler takes only the concern APIs it names
+//! ([`Uses`]) and its request's [`Ctx`]. Authentication and the permission
+//! check happen here, once, before any handler runs; both the `SendMessage`
+//! path and the extension methods go through [`run`].
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::error::OpError;
+use super::ops::actors as act;
+use super::ops::components as comp;
+use super::ops::packages as pkg;
+use super::ops::{billing, budgets, members, payments, workspaces};
+use super::{ControlPlane, Limits, Signups};
+use tollgate_billing::Billing;
+use tollgate_hosted_actors::Actors;
+use tollgate_identity::accounts::Accounts;
+use tollgate_identity::auth::Principal;
+use tollgate_identity::auth::permissions::{Permission, Role};
+use tollgate_packages::Packages;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// No key needed (`accounts.signup`).
+    Public,
+    /// Any valid key; acts on the key's user, not on one workspace.
+    Authenticated,
+    /// A workspace-scoped op: `params.workspace_id` (default: the key's own
+    /// workspace) must be one the key's user belongs to, with this permission
+    /// (and the key's own workspace, for a key limited to it).
+    Workspace(Permission),
+}
+
+/// The workspace an op acts on and the caller's role there.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    pub workspace_id: String,
+    pub role: Role,
+}
+
+/// What an operation knows of its request: who calls, the workspace it acts
+/// in, and from where. The concerns it acts on come separately, as its first
+/// parameter ([`Uses`]).
+pub struct Ctx {
+    pub caller: Option<Arc<Principal>>,
+    pub scope: Option<Scope>,
+    /// The client's address (behind trusted proxies, see `rate_limit::client_ip`),
+    /// when known; per-client limits key on it.
+    pub client_ip: Option<IpAddr>,
+}
+
+impl Ctx {
+    pub fn caller(&self) -> Result<&Principal, OpError> {
+        self.caller.as_deref().ok_or(OpError::Unauthenticated)
+    }
+
+    /// The resolved scope; present for every `Access::Workspace` op.
+    pub fn scope(&self) -> &Scope {
+        self.scope.as_ref().expect("workspace op without scope")
+    }
+}
+
+/// What an operation takes of the control plane's state, named by the type
+/// of its first parameter: one concern's API (`&Accounts`, `&Billing`,
+/// `&tollgate_ledger::Views`, `&Packages`, `&components::Installs`,
+/// `&Actors`), sign-up (`&Signups`), the limits (`&Limits`), or a pair
+/// of these. Never the whole state, and never a database.
+pub trait Uses<'a> {
+    fn take(control: &'a ControlPlane) -> Self;
+}
+
+macro_rules! uses {
+    ($($part:ty => |$control:ident| $take:expr;)*) => {$(
+        impl<'a> Uses<'a> for &'a $part {
+            fn take($control: &'a ControlPlane) -> Self {
+                $take
+            }
+        }
+    )*};
+}
+
+uses! {
+    Accounts => |control| &control.apis.accounts;
+    Billing => |control| &control.apis.billing;
+    tollgate_ledger::Views => |control| &control.apis.ledger;
+    Packages => |control| &control.apis.packages;
+    tollgate_tools::Installs => |control| &control.apis.components;
+    Actors => |control| &control.apis.actors;
+    Signups => |control| &control.signups;
+    Limits => |control| &control.limits;
+}
+
+impl<'a, A: Uses<'a>, B: Uses<'a>> Uses<'a> for (A, B) {
+    fn take(control: &'a ControlPlane) -> Self {
+        (A::take(control), B::take(control))
+    }
+}
+
+type Handler = for<'a> fn(&'a ControlPlane, &'a Ctx, Value) -> BoxFuture<'a, Result<Value, OpError>>;
+
+pub struct Op {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub access: Access,
+    pub params_schema: fn() -> Value,
+    pub result_schema: fn() -> Value,
+    handler: Handler,
+}
+
+impl Op {
+    /// `workspaces.create` → `workspaces/create`.
+    pub fn method(&self) -> String {
+        self.name.replacen('.', "/", 1)
+    }
+
+    pub fn category(&self) -> &'static str {
+        self.name.split_once('.').map_or(self.name, |(c, _)| c)
+    }
+
+    pub fn permission(&self) -> Option<Permission> {
+        match self.access {
+            Access::Workspace(permission) => Some(permission),
+            _ => None,
+        }
+    }
+}
+
+/// Builds an [`Op`] from a typed handler
+/// `async fn(impl Uses, &Ctx, P) -> Result<R, OpError>`.
+macro_rules! op {
+    ($name:literal, $access:expr, $summary:literal, $handler:path, $params:ty => $result:ty) => {{
+        fn handler<'a>(
+            control: &'a ControlPlane,
+            ctx: &'a Ctx,
+            params: Value,
+        ) -> BoxFuture<'a, Result<Value, OpError>> {
+            Box::pin(async move {
+                let params: $params = serde_json::from_value(params)
+                    .map_err(|e| OpError::InvalidParams(format!("invalid params for {}: {e}", $name)))?;
+                let result: $result = $handler(Uses::take(control), ctx, params).await?;
+                serde_json::to_value(result).map_err(|e| OpError::Internal(e.into()))
+            })
+        }
+        Op {
+            name: $name,
+            summary: $summary,
+            access: $access,
+            params_schema: || serde_json::to_value(schemars::schema_for!($params)).unwrap_or_default(),
+            result_schema: || serde_json::to_value(schemars::schema_for!($result)).unwrap_or_default(),
+            handler,
+        }
+    }};
+}
+
+pub fn ops() -> &'static [Op] {
+    use Access::*;
+    use Permission::*;
+    static OPS: std::sync::OnceLock<Vec<Op>> = std::sync::OnceLock::new();
+    OPS.get_or_init(|| {
+        vec![
+            op!("accounts.signup", Public, "Create a user, a default workspace on the Free plan with a wallet, and the first API key (shown once).",
+                workspaces::signup, workspaces::SignupParams => tollgate_identity::accounts::CreatedAccount),
+            op!("workspaces.create", Authenticated, "Create a workspace owned by the caller.",
+                workspaces::create, workspaces::CreateParams => workspaces::Workspace),
+            op!("workspaces.list", Authenticated, "List the workspaces the caller belongs to.",
+                workspaces::list, workspaces::ListParams => workspaces::WorkspaceList),
+            op!("workspaces.get", Workspace(WorkspaceRead), "Show one workspace.",
+                workspaces::get, workspaces::Target => workspaces::Workspace),
+            op!("workspaces.rename", Workspace(WorkspaceRename), "Rename a workspace.",
+                workspaces::rename, workspaces::RenameParams => workspaces::Workspace),
+            op!("workspaces.delete", Workspace(WorkspaceDelete), "Delete a workspace and revoke its keys.",
+                workspaces::delete, workspaces::Target => workspaces::Deleted),
+            op!("namespaces.create", Workspace(NamespaceWrite), "Create a namespace in a workspace.",
+                workspaces::namespace_create, workspaces::NamespaceParams => workspaces::Namespace),
+            op!("namespaces.list", Workspace(NamespaceRead), "List a workspace's namespaces.",
+                workspaces::namespace_list, workspaces::Target => workspaces::NamespaceList),
+            op!("namespaces.delete", Workspace(NamespaceWrite), "Delete a namespace.",
+                workspaces::namespace_delete, workspaces::NamespaceParams => workspaces::Deleted),
+            op!("members.add", Workspace(MemberWrite), "Add a signed-up user (by e-mail) to a workspace with a role.",
+                members::add, members::AddParams => members::Member),
+            op!("members.list", Workspace(MemberRead), "List a workspace's members and roles.",
+                members::list, workspaces::Target => members::MemberList),
+            op!("members.set-role", Workspace(MemberWrite), "Change a member's role.",
+                members::set_role, members::SetRoleParams => members::Member),
+            op!("members.remove", Workspace(MemberWrite), "Remove a member from a workspace.",
+                members::remove, members::UserParams => workspaces::Deleted),
+            op!("keys.create", Workspace(KeyWrite), "Create an API key for the caller in a workspace; the secret is shown once.",
+                members::key_create, members::KeyCreateParams => members::CreatedKey),
+            op!("keys.list", Workspace(KeyRead), "List a workspace's keys (hint and metadata only).",
+                members::key_list, workspaces::Target => members::KeyList),
+            op!("keys.revoke", Workspace(KeyWrite), "Revoke a key; the data plane refuses it at once.",
+                members::key_revoke, members::KeyParams => members::RevokedKey),
+            op!("wallet.get", Workspace(BillingRead), "Show a workspace's wallet balances (exact USD).",
+                billing::wallet, workspaces::Target => billing::Wallet),
+            op!("billing.plans.list", Authenticated, "List the plans: monthly requests, endpoints, seats, the gateway fee per request, the monthly price.",
+                billing::plans, billing::NoParams => billing::PlanList),
+            op!("billing.plan.get", Workspace(BillingRead), "Show the workspace's plan and what it allows.",
+                billing::plan, workspaces::Target => billing::WorkspacePlan),
+            op!("billing.plan.change", Workspace(BillingWrite), "Move the workspace to a plan (owners). A priced plan answers with a subscription checkout to pay at; it applies once paid.",
+                billing::change_plan, billing::ChangeParams => billing::WorkspacePlan),
+            op!("billing.topups.create", Workspace(PaymentWrite), "Open a hosted checkout that credits the wallet once paid (owners and admins).",
+                payments::topup_create, payments::TopupParams => payments::Topup),
+            op!("billing.topups.list", Workspace(BillingRead), "List the workspace's top-ups and plan checkouts, newest first.",
+                payments::topup_list, payments::ListParams => payments::CheckoutList),
+            op!("billing.usage.month", Workspace(UsageRead), "This calendar month's (UTC) model requests and spend against the plan's limit.",
+                billing::usage_month, workspaces::Target => tollgate_billing::MonthUsage),
+            op!("billing.limits.get", Workspace(BillingRead), "Show the workspace's budget and its keys' budgets (spend controls), with this period's spend, holds and what is left.",
+                budgets::get, workspaces::Target => budgets::Limits),
+            op!("billing.limits.set", Workspace(BudgetWrite), "Create, replace or remove the workspace's or a key's budget: a daily or monthly USD limit, a cap per request, alert thresholds (owners and admins; setting needs a plan with spend controls).",
+                budgets::set, budgets::SetParams => budgets::Limits),
+            op!("usage.list", Workspace(UsageRead), "List the request log, newest first, filtered by time and key.",
+                billing::usage, billing::UsageParams => billing::UsagePage),
+            op!("requests.get", Workspace(UsageRead), "Show one request's full trace, including attempts.",
+                billing::request, billing::RequestParams => Value),
+            op!("packages.search", Public, "Search registry packages by kind and text.",
+                pkg::search, pkg::SearchParams => pkg::PackageList),
+            op!("packages.get", Public, "Show a package and its versions.",
+                pkg::get, pkg::PackageParams => pkg::PackageInfo),
+            op!("packages.yank", Workspace(NamespaceWrite), "Hide a version from new installs.",
+                pkg::yank, pkg::VersionParams => pkg::VersionState),
+            op!("packages.unyank", Workspace(NamespaceWrite), "Undo a yank.",
+                pkg::unyank, pkg::VersionParams => pkg::VersionState),
+            op!("packages.deprecate", Workspace(NamespaceWrite), "Deprecate a version with a message.",
+                pkg::deprecate, pkg::DeprecateParams => pkg::VersionState),
+            op!("packages.publish", Workspace(NamespaceWrite), "Publish a package version: the manifest and its content (base64) in one message.",
+                pkg::publish, pkg::PublishParams => pkg::PublishedVersion),
+            op!("adapters.list", Authenticated, "List which adapter version serves each provider (operators).",
+                pkg::list_installs, pkg::NoParams => pkg::InstallList),
+            op!("adapters.install", Authenticated, "Serve a provider with an adapter version, without a restart (operators).",
+                pkg::install, pkg::InstallParams => pkg::InstallEntry),
+            op!("installs.create", Workspace(InstallWrite), "Install a tool server or skill into a workspace (semver range, name, settings, approved origins).",
+                comp::create, comp::CreateParams => comp::Install),
+            op!("installs.list", Workspace(InstallRead), "List a workspace's tool-server and skill installs.",
+                comp::list, comp::ListParams => comp::InstallList),
+            op!("installs.get", Workspace(InstallRead), "Show one install, its pinned dependencies and its tools.",
+                comp::get, comp::NameParams => comp::Install),
+            op!("installs.update", Workspace(InstallWrite), "Upgrade an install (resolve its range again) or change its settings and origins; calls in flight are not failed.",
+                comp::update, comp::UpdateParams => comp::Install),
+            op!("installs.delete", Workspace(InstallWrite), "Uninstall; its tools disappear from MCP at once.",
+                comp::delete, comp::NameParams => comp::Uninstalled),
+            op!("actors.compile", Workspace(ActorRead), "Compile an actor's YAML (and its sub-actor files) to its IR and id; nothing is stored.",
+                act::compile, act::SourceParams => act::CompiledActor),
+            op!("actors.publish", Workspace(ActorWrite), "Compile and publish an actor (sub-actors first) as an immutable registry package; answers its id.",
+                act::publish, act::PublishParams => tollgate_hosted_actors::publish::PublishedActor),
+            op!("actors.get", Workspace(ActorRead), "Show a published actor and its IR.",
+                act::get, act::IdParams => act::ActorShown),
+            op!("actors.list", Workspace(ActorRead), "List the actors a workspace published.",
+                act::list, act::WorkspaceParams => act::ActorList),
+            op!("deployments.create", Workspace(ActorWrite), "Bind POST /v1/actors/{namespace}/{name} to an actor id (again: move it; runs in flight finish on the old id).",
+                act::deploy, act::DeployParams => act::DeploymentShown),
+            op!("deployments.list", Workspace(ActorRead), "List a workspace's deployments and its limit.",
+                act::deployments, act::WorkspaceParams => act::DeploymentList),
+            op!("deployments.get", Workspace(ActorRead), "Show one deployment.",
+                act::deployment, act::DeploymentParams => act::DeploymentShown),
+            op!("deployments.delete", Workspace(ActorWrite), "Delete a deployment; its URL answers 404 at once.",
+                act::undeploy, act::DeploymentParams => act::Undeployed),
+            op!("runs.get", Workspace(ActorRead), "Show an actor run: its signed provenance trail, the signature and the public key.",
+                act::run, act::RunParams => act::RunShown),
+        ]
+    })
+}
+
+pub fn by_name(name: &str) -> Option<&'static Op> {
+    ops().iter().find(|op| op.name == name)
+}
+
+pub fn by_method(method: &str) -> Option<&'static Op> {
+    ops().iter().find(|op| op.method() == method)
+}
+
+/// Runs `op`: authentication, then the workspace scope and permission, then the
+/// handler with validated params.
+pub async fn run(
+    op: &Op,
+    control: &ControlPlane,
+    caller: Option<Arc<Principal>>,
+    client_ip: Option<IpAddr>,
+    params: Value,
+) -> Result<Value, OpError> {
+    let params = match params {
+        Value::Null => Value::Object(Default::default()),
+        Value::Object(map) => Value::Object(map),
+        _ => return Err(OpError::InvalidParams("params must be an object".into())),
+    };
+    let mut ctx = Ctx {
+        caller,
+        scope: None,
+        client_ip,
+    };
+    match op.access {
+        Access::Public => {}
+        Access::Authenticated => {
+            ctx.caller()?;
+        }
+        Access::Workspace(permission) => {
+            let target = match params.get("workspace_id") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(id)) => Some(id.clone()),
+                Some(_) => return Err(OpError::InvalidParams("workspace_id must be a string".into())),
+            };
+            let scope = resolve_scope(&control.apis.accounts, &ctx, target).await?;
+            if !scope.role.allows(permission) {
+                return Err(OpError::PermissionDenied(format!(
+                    "role '{}' lacks permission '{}' needed by {}",
+                    scope.role.as_str(),
+                    permission.as_str(),
+                    op.name
+                )));
+            }
+            ctx.scope = Some(scope);
+        }
+    }
+    (op.handler)(control, &ctx, params).await
+}
+
+/// The caller's role in `target` (default: the key's workspace). A workspace the
+/// user does not belong to, a deleted one, or (for a key limited to its own
+/// workspace) any other one is "not found".
+async fn resolve_scope(accounts: &Accounts, ctx: &Ctx, target: Option<String>) -> Result<Scope, OpError> {
+    let caller = ctx.caller()?;
+    let workspace_id = target.unwrap_or_else(|| caller.workspace_id.clone());
+    let not_found = || OpError::NotFound(format!("workspace '{workspace_id}'"));
+    if caller.scope == tollgate_identity::auth::KeyScope::Workspace && workspace_id != caller.workspace_id {
+        return Err(not_found());
+    }
+    let Some(user_id) = &caller.user_id else {
+        // A key from before users existed acts as owner of its own workspace only.
+        return if workspace_id == caller.workspace_id && accounts.workspace_is_live(&workspace_id).await? {
+            Ok(Scope {
+                workspace_id,
+                role: caller.role,
+            })
+        } else {
+            Err(not_found())
+        };
+    };
+    let role = accounts.role_in(&workspace_id, user_id).await?.ok_or_else(not_found)?;
+    Ok(Scope { workspace_id, role })
+}

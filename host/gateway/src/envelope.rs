@@ -1,0 +1,197 @@
+//! The part of a chat-completions request the gateway itself reads. The body is
+//! parsed once, borrowing from the request bytes; every other field stays in the
+//! original bytes and reaches the adapter untouched.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use tollgate_web::error::ApiError;
+
+#[derive(Debug)]
+pub struct ChatEnvelope<'a> {
+    pub model: Cow<'a, str>,
+    pub stream: bool,
+    pub messages: usize,
+    /// `max_completion_tokens`, else `max_tokens`, if the caller set one.
+    pub max_output_tokens: Option<u64>,
+    /// Candidates after `model`, from `models` (or its alias `fallbacks`).
+    pub fallbacks: Vec<Cow<'a, str>>,
+    /// Whether a stream may continue on the next candidate after content was
+    /// sent (`"continuation": false` turns it off).
+    pub continuation: bool,
+}
+
+/// Most candidates a request may list, `model` included.
+pub const MAX_CANDIDATES: usize = 8;
+
+#[derive(Deserialize)]
+struct Raw<'a> {
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    messages: Option<Vec<RawMessage<'a>>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(borrow, default)]
+    models: Option<Vec<Cow<'a, str>>>,
+    #[serde(borrow, default)]
+    fallbacks: Option<Vec<Cow<'a, str>>>,
+    #[serde(default)]
+    continuation: Option<bool>,
+}
+
+/// A message, read for its role only. Written by hand because serde's derive
+/// also reads a struct from a JSON array, and `["user"]` is not a message.
+struct RawMessage<'a> {
+    role: Option<Cow<'a, str>>,
+}
+
+/// A string borrowed from the body unless it has escapes.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawMessage<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MessageVisitor<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for MessageVisitor<'a> {
+            type Value = RawMessage<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a message object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut role: Option<Option<Text<'a>>> = None;
+                while let Some(Text(key)) = map.next_key::<Text<'a>>()? {
+                    if key != "role" {
+                        map.next_value::<IgnoredAny>()?;
+                    } else if role.is_some() {
+                        return Err(de::Error::duplicate_field("role"));
+                    } else {
+                        role = Some(map.next_value()?);
+                    }
+                }
+                Ok(RawMessage {
+                    role: role.flatten().map(|Text(role)| role),
+                })
+            }
+        }
+        deserializer.deserialize_map(MessageVisitor(PhantomData))
+    }
+}
+
+impl<'a> ChatEnvelope<'a> {
+    pub fn parse(body: &'a [u8]) -> Result<Self, ApiError> {
+        let first = body.iter().find(|b| !b.is_ascii_whitespace());
+        if first != Some(&b'{') {
+            return Err(ApiError::invalid_request("The request body must be a JSON object."));
+        }
+        let raw: Raw<'a> = serde_json::from_slice(body).map_err(|e| {
+            ApiError::invalid_request(format!("The request body is not valid JSON for a chat completion: {e}"))
+        })?;
+        let model = raw
+            .model
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| ApiError::invalid_request("'model' is required.").with_param("model"))?;
+        let messages = raw
+            .messages
+            .ok_or_else(|| ApiError::invalid_request("'messages' is required.").with_param("messages"))?;
+        if messages.is_empty() {
+            return Err(
+                ApiError::invalid_request("'messages' must contain at least one message.").with_param("messages"),
+            );
+        }
+        if messages.iter().any(|m| m.role.as_deref().is_none_or(str::is_empty)) {
+            return Err(ApiError::invalid_request("Every message needs a 'role'.").with_param("messages"));
+        }
+        let max_output_tokens = raw.max_completion_tokens.or(raw.max_tokens);
+        if max_output_tokens == Some(0) {
+            return Err(
+                ApiError::invalid_request("The output-token limit must be at least 1.").with_param("max_tokens")
+            );
+        }
+        if raw.models.is_some() && raw.fallbacks.is_some() {
+            return Err(
+                ApiError::invalid_request("Send either 'models' or 'fallbacks', not both.").with_param("models"),
+            );
+        }
+        let fallbacks = raw.models.or(raw.fallbacks).unwrap_or_default();
+        if fallbacks.len() + 1 > MAX_CANDIDATES {
+            let message = format!("At most {} fallback models may follow 'model'.", MAX_CANDIDATES - 1);
+            return Err(ApiError::invalid_request(message).with_param("models"));
+        }
+        if fallbacks.iter().any(|m| m.is_empty()) {
+            return Err(ApiError::invalid_request("Fallback model names must not be empty.").with_param("models"));
+        }
+        Ok(Self {
+            model,
+            stream: raw.stream.unwrap_or(false),
+            messages: messages.len(),
+            max_output_tokens,
+            fallbacks,
+            continuation: raw.continuation.unwrap_or(true),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ChatEnvelope<'_>, ApiError> {
+        ChatEnvelope::parse(text.as_bytes())
+    }
+
+    #[test]
+    fn reads_model_and_stream() {
+        let env =
+            parse(r#"{"model":"a/b","messages":[{"role":"user","content":"hi"}],"stream":true,"x":{"y":1}}"#).unwrap();
+        assert_eq!(env.model, "a/b");
+        assert!(env.stream);
+        assert_eq!(env.messages, 1);
+        assert_eq!(env.max_output_tokens, None);
+        let env =
+            parse(r#"{"model":"a/b","messages":[{"role":"user"}],"max_tokens":9,"max_completion_tokens":7}"#).unwrap();
+        assert_eq!(env.max_output_tokens, Some(7));
+        let env = parse(r#"{"model":"a/b","messages":[{"role":"user"}],"fallbacks":["c/d","e/f"]}"#).unwrap();
+        assert_eq!(env.fallbacks, ["c/d", "e/f"]);
+    }
+
+    #[test]
+    fn rejects_bad_bodies_with_the_param() {
+        for (body, param) in [
+            (r#"{"messages":[{"role":"user"}]}"#, Some("model")),
+            (r#"{"model":"a/b"}"#, Some("messages")),
+            (r#"{"model":"a/b","messages":[]}"#, Some("messages")),
+            (r#"{"model":"a/b","messages":[{"content":"x"}]}"#, Some("messages")),
+            (r#"{"model":"a/b","messages":"hi"}"#, None),
+            // Found while writing `fuzz/chat_envelope`: serde's derive read
+            // this array as a message with role "user".
+            (r#"{"model":"a/b","messages":[["user"]]}"#, None),
+            (r#"{"model":"a/b","messages":[{"role":"user","role":"x"}]}"#, None),
+            (r#"{"model":"a/b","messages":[{"role":null}]}"#, Some("messages")),
+            (r#"{"model":5,"messages":[{"role":"user"}]}"#, None),
+            (r#"{"model":"a/b","messages":[{"role":"user"}],"stream":"yes"}"#, None),
+            (r#"{"model":"a/b","messages":[{"role":"user"}],"max_tokens":-1}"#, None),
+            (
+                r#"{"model":"a/b","messages":[{"role":"user"}],"max_tokens":0}"#,
+                Some("max_tokens"),
+            ),
+            ("[1,2]", None),
+            ("{not json", None),
+            ("", None),
+        ] {
+            let err = parse(body).unwrap_err();
+            assert_eq!(err.status, 400, "{body}");
+            if param.is_some() {
+                assert_eq!(err.param, param, "{body}");
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The OpenAI-compatible data plane: `/v1/chat/completions` and `/v1/models`,
+//! and the other client protocols on the same pipeline (`ingress`:
+//! `/v1/messages`, `/v1/responses`). Every model call, from a client or from
+//! inside the gateway (skills, hosted actors), goes through one typed door,
+//! [`pipeline`].
+//! Its handlers take [`DataPlane`], the state of this concern only: the route
+//! table, adapters, upstream client, breakers, the ledger, plans and the limits.
+
+#![forbid(unsafe_code)]
+
+mod adapter_errors;
+mod attempts;
+mod billing;
+mod chat;
+mod chunk;
+mod envelope;
+mod framing;
+#[doc(hidden)]
+pub mod fuzzing;
+mod http;
+mod ingress;
+mod models;
+mod native;
+pub mod pipeline;
+mod provenance;
+pub mod sigv4;
+mod stream;
+mod table;
+pub mod upstream;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::FromRef;
+use axum::routing::{get, post};
+
+use tollgate_identity::auth::AuthState;
+use tollgate_ledger::Ledger;
+use tollgate_plugin_host::Adapters;
+use tollgate_routing::catalog::Catalog;
+use tollgate_routing::health::Health;
+
+pub use billing::{CeilingHold, CostCeiling};
+pub use http::ModelDelegate;
+pub use table::RouteTable;
+use upstream::Upstream;
+
+/// The routing table requests read: the catalog and the pricing snapshot its
+/// prices were frozen as. Replaced whole on reload; a request keeps the table it
+/// started with.
+pub struct Routes {
+    pub catalog: Catalog,
+    pub snapshot_id: i64,
+}
+
+/// The data plane's own settings, fixed at start.
+pub struct DataLimits {
+    /// `server.max_body_bytes`: the largest request body.
+    pub max_body_bytes: usize,
+    /// `upstream.max_body_bytes`: the largest whole upstream answer read.
+    pub max_upstream_body_bytes: usize,
+    /// `ledger.default_max_output_tokens`: the cap sent when a request sets none.
+    pub default_max_output_tokens: u32,
+    /// `telemetry.log_prompts`: log request bodies.
+    pub log_prompts: bool,
+}
+
+/// The ledger as the data plane uses it.
+pub struct Books {
+    /// Writes every request's log row, whether or not the wallet is on.
+    pub request_log: Ledger,
+    /// The same writer when requests are reserved and billed; `None` when
+    /// `ledger.enabled = false`.
+    pub wallet: Option<Ledger>,
+}
+
+/// The data plane's handler state.
+pub struct DataPlane {
+    routes: Arc<RouteTable>,
+    adapters: Arc<Adapters>,
+    upstream: Upstream,
+    health: Health,
+    /// `None` when `ledger.enabled = false`.
+    ledger: Option<Ledger>,
+    request_log: Ledger,
+    /// Plans: the monthly request limit and the gateway fee.
+    billing: Arc<tollgate_billing::Billing>,
+    limits: DataLimits,
+    /// Concerns serving models of their own on `/v1/chat/completions`
+    /// (hosted actors), registered at wiring.
+    delegates: std::sync::OnceLock<Vec<Arc<dyn ModelDelegate>>>,
+}
+
+impl DataPlane {
+    /// Admits one billable request of `caller` under its workspace's plan
+    /// (the monthly request limit); `None` when the ledger is off, where
+    /// nothing is limited or billed.
+    pub async fn admit(
+        &self,
+        caller: &tollgate_identity::auth::Principal,
+    ) -> Result<Option<tollgate_billing::Admitted>, tollgate_billing::BillingError> {
+        match self.ledger.is_some() {
+            true => self.billing.admit(&caller.workspace_id, &caller.key_id).await.map(Some),
+            false => Ok(None),
+        }
+    }
+
+    pub fn new(
+        routes: Arc<RouteTable>,
+        adapters: Arc<Adapters>,
+        upstream: Upstream,
+        health: Health,
+        books: Books,
+        billing: Arc<tollgate_billing::Billing>,
+        limits: DataLimits,
+    ) -> Self {
+        Self {
+            routes,
+            adapters,
+            upstream,
+            health,
+            ledger: books.wallet,
+            request_log: books.request_log,
+            billing,
+            limits,
+            delegates: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The routing table for a new request.
+    fn routes(&self) -> Arc<Routes> {
+        self.routes.current()
+    }
+
+    /// The request log's writer, for other concerns that log requests of
+    /// their own (tool calls, skill and actor runs, refusals); there whether
+    /// or not the wallet is on.
+    pub fn request_log(&self) -> &Ledger {
+        &self.request_log
+    }
+}
+
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<DataPlane>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
+    Router::new()
+        .route("/v1/chat/completions", post(http::chat_completions))
+        .route("/v1/models", get(models::list_models))
+        .route("/v1/models/{*id}", get(models::get_model))
+        .merge(ingress::routes())
+}

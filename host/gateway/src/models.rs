@@ -1,0 +1,212 @@
+//! `GET /v1/models` and `GET /v1/models/{id}`: the catalog with exact prices and
+//! live availability (a provider needs its key and any `{ENV}` placeholder of
+//! its URL, and is unavailable while its circuit breaker is open).
+//!
+//! The list takes filters, each repeatable or a comma list:
+//! `provider=<id>` (any of), `capability=<flag>` (all of) and
+//! `available=true|false`. Unknown parameters or values answer 400, so a typo
+//! never silently widens the list.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::DataPlane;
+use tollgate_core::money::Kind;
+use tollgate_identity::auth::Caller;
+use tollgate_routing::catalog::{CAPABILITIES, ModelRoute, PriceSource};
+use tollgate_routing::health::Health;
+use tollgate_web::error::ApiError;
+use tollgate_web::server::RequestId;
+
+/// Why `route` cannot serve requests now, if it cannot. `billing`: the wallet
+/// ledger is on, so an unpriced model is unavailable.
+/// Every reason that applies is given, so fixing one does not reveal another.
+fn unavailable_reason(route: &ModelRoute, health: &Health, billing: bool) -> Option<String> {
+    let provider = &route.provider;
+    let reasons: Vec<String> = provider
+        .unavailable_reason()
+        .into_iter()
+        .chain(billing.then(|| route.unpriced_reason()).flatten())
+        .collect();
+    (!reasons.is_empty())
+        .then(|| reasons.join("; "))
+        .or_else(|| {
+            health
+                .is_open(&route.id)
+                .then(|| "held back: circuit breaker open after repeated upstream failures, or the upstream asked to wait (Retry-After)".to_string())
+        })
+}
+
+fn entry(route: &ModelRoute, health: &Health, snapshot_id: i64, billing: bool) -> Value {
+    let provider = &route.provider;
+    let reason = unavailable_reason(route, health, billing);
+    let mut service = json!({
+        "available": reason.is_none(),
+        "provider": provider.id,
+        "provider_name": provider.name,
+        "capabilities": provider.capabilities,
+        "pricing_snapshot": snapshot_id,
+    });
+    if let Some(reason) = reason {
+        service["unavailable_reason"] = Value::String(reason);
+    }
+    json!({
+        "id": route.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": provider.id,
+        "name": format!("{}: {}", provider.name, route.upstream_model),
+        "context_length": route.context_length,
+        "max_output_tokens": route.max_output_tokens,
+        "pricing": route.priced.then(|| pricing(route)),
+        "service": service,
+    })
+}
+
+/// A model's prices: OpenRouter's per-token fields (`prompt`, `completion`,
+/// `input_cache_read`, `input_cache_write`, `internal_reasoning`, `request`),
+/// the same per million tokens, and where they came from.
+fn pricing(route: &ModelRoute) -> Value {
+    let price = &route.price;
+    let mut pricing = json!({
+        "prompt": price.input.usd_per_token(),
+        "completion": price.output.usd_per_token(),
+        "input_cache_read": price.of(Kind::CacheRead).usd_per_token(),
+        "input_cache_write": price.of(Kind::CacheWrite).usd_per_token(),
+        "internal_reasoning": price.of(Kind::Reasoning).usd_per_token(),
+        "request": price.per_request.usd_string(),
+        "input_per_mtok": price.input.usd_per_mtok(),
+        "output_per_mtok": price.output.usd_per_mtok(),
+        "cache_read_per_mtok": price.of(Kind::CacheRead).usd_per_mtok(),
+        "cache_write_per_mtok": price.of(Kind::CacheWrite).usd_per_mtok(),
+        "reasoning_per_mtok": price.of(Kind::Reasoning).usd_per_mtok(),
+        "currency": "USD",
+        "source": route.price_source.name(),
+    });
+    if let PriceSource::Table(key) = &route.price_source {
+        pricing["source_key"] = Value::String(key.clone());
+    }
+    pricing
+}
+
+/// The list's filters; an empty set means "no filter".
+#[derive(Default)]
+struct Filter {
+    providers: BTreeSet<String>,
+    capabilities: BTreeSet<String>,
+    available: Option<bool>,
+}
+
+impl Filter {
+    fn parse(pairs: Vec<(String, String)>, known_providers: &BTreeSet<&str>) -> Result<Self, ApiError> {
+        let mut filter = Filter::default();
+        for (key, value) in pairs {
+            let values = value.split(',').map(str::trim);
+            match key.as_str() {
+                "provider" => {
+                    for id in values {
+                        if !known_providers.contains(id) {
+                            return Err(
+                                ApiError::invalid_request(format!("provider '{id}' is not in the catalog"))
+                                    .with_param("provider"),
+                            );
+                        }
+                        filter.providers.insert(id.to_string());
+                    }
+                }
+                "capability" => {
+                    for flag in values {
+                        if !CAPABILITIES.contains(&flag) {
+                            return Err(ApiError::invalid_request(format!(
+                                "capability '{flag}' is unknown (known: {})",
+                                CAPABILITIES.join(", ")
+                            ))
+                            .with_param("capability"));
+                        }
+                        filter.capabilities.insert(flag.to_string());
+                    }
+                }
+                "available" => {
+                    let flag = match value.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => {
+                            return Err(ApiError::invalid_request(format!(
+                                "available must be true or false, not '{other}'"
+                            ))
+                            .with_param("available"));
+                        }
+                    };
+                    if filter.available.is_some_and(|f| f != flag) {
+                        return Err(
+                            ApiError::invalid_request("available is given twice with different values")
+                                .with_param("available"),
+                        );
+                    }
+                    filter.available = Some(flag);
+                }
+                other => {
+                    return Err(ApiError::invalid_request(format!(
+                        "unknown query parameter '{other}' (supported: provider, capability, available)"
+                    )));
+                }
+            }
+        }
+        Ok(filter)
+    }
+
+    fn admits(&self, route: &ModelRoute, health: &Health, billing: bool) -> bool {
+        let provider = &route.provider;
+        (self.providers.is_empty() || self.providers.contains(&provider.id))
+            && self.capabilities.iter().all(|flag| provider.has_capability(flag))
+            && self
+                .available
+                .is_none_or(|want| want == unavailable_reason(route, health, billing).is_none())
+    }
+}
+
+pub async fn list_models(
+    State(data): State<Arc<DataPlane>>,
+    request_id: RequestId,
+    _caller: Caller,
+    uri: Uri,
+) -> Response {
+    let routes = data.routes();
+    let known: BTreeSet<&str> = routes.catalog.routes().map(|r| r.provider.id.as_str()).collect();
+    let filter = Query::<Vec<(String, String)>>::try_from_uri(&uri)
+        .map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))
+        .and_then(|Query(pairs)| Filter::parse(pairs, &known));
+    let filter = match filter {
+        Ok(filter) => filter,
+        Err(error) => return error.with_request_id(&request_id.0).into_response(),
+    };
+    let data: Vec<Value> = routes
+        .catalog
+        .routes()
+        .filter(|route| filter.admits(route, &data.health, data.ledger.is_some()))
+        .map(|route| entry(route, &data.health, routes.snapshot_id, data.ledger.is_some()))
+        .collect();
+    axum::Json(json!({ "object": "list", "data": data })).into_response()
+}
+
+pub async fn get_model(
+    State(data): State<Arc<DataPlane>>,
+    request_id: RequestId,
+    _caller: Caller,
+    Path(id): Path<String>,
+) -> Response {
+    let routes = data.routes();
+    match routes.catalog.resolve(&id) {
+        Some(route) => {
+            axum::Json(entry(route, &data.health, routes.snapshot_id, data.ledger.is_some())).into_response()
+        }
+        None => ApiError::model_not_found(&id)
+            .with_request_id(&request_id.0)
+            .into_response(),
+    }
+}

@@ -1,0 +1,269 @@
+//! The tools a workspace offers, and calling one by name. Shared by the MCP
+//! endpoint and by skills calling tools, so both see the same names and the
+//! same rules: a tool server's tool is `<install>__<tool>`, a skill is
+//! `<install>__run`; inside one install's scope the prefix is dropped. Every
+//! call gets its own request id and request-log row (kind `tool_call` or
+//! `skill_run`), linked to the request it ran inside.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tollgate_components::{CallError, Content, Invocation, SkillError, ToolSpec};
+use tollgate_core::db::now_ms;
+use tollgate_core::money::Nanos;
+use tollgate_ledger::{RequestKind, RequestLogRow};
+
+use super::Components;
+use super::installs::{Active, Installs, Loaded};
+use tollgate_identity::auth::Principal;
+use tollgate_web::server::RequestId;
+
+/// Between the install name and the tool name.
+pub const SEPARATOR: &str = "__";
+/// The tool name a skill is offered under.
+pub const SKILL_TOOL: &str = "run";
+
+/// One tool as a client sees it.
+pub struct Listed {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub output_schema: Option<Value>,
+    /// MCP's `annotations` object (hints), when the component gave any.
+    pub annotations: Option<Value>,
+}
+
+/// Where a call goes.
+pub struct Target {
+    pub install: Arc<Active>,
+    pub tool: String,
+}
+
+/// The names of the tools one install offers (`<install>__<tool>`), as
+/// [`list`] shows them to the whole workspace.
+pub fn tools_of(installs: &Installs, workspace_id: &str, install: &str) -> Vec<String> {
+    list(installs, workspace_id, None)
+        .into_iter()
+        .map(|tool| tool.name)
+        .filter(|name| name.split_once(SEPARATOR).is_some_and(|(owner, _)| owner == install))
+        .collect()
+}
+
+/// The tools of `workspace_id` (only of install `only`, when given).
+pub fn list(installs: &Installs, workspace_id: &str, only: Option<&str>) -> Vec<Listed> {
+    let mut listed = Vec::new();
+    for active in installs.in_workspace(workspace_id) {
+        if only.is_some_and(|name| name != active.record.name) {
+            continue;
+        }
+        let prefix = |tool: &str| match only {
+            Some(_) => tool.to_string(),
+            None => format!("{}{SEPARATOR}{tool}", active.record.name),
+        };
+        match &active.component {
+            Loaded::Tool(server) => listed.extend(server.tools().iter().map(|tool| Listed {
+                name: prefix(&tool.name),
+                description: tool.description.clone(),
+                input_schema: tool.input_schema.clone(),
+                output_schema: tool.output_schema.clone(),
+                annotations: annotations(tool),
+            })),
+            Loaded::Skill(skill) => {
+                let spec = skill.spec();
+                let description = match spec.instructions.is_empty() {
+                    true => spec.description.clone(),
+                    false => format!("{}\n\n{}", spec.description, spec.instructions),
+                };
+                listed.push(Listed {
+                    name: prefix(SKILL_TOOL),
+                    description,
+                    input_schema: spec.input_schema.clone(),
+                    output_schema: Some(spec.output_schema.clone()).filter(Value::is_object),
+                    annotations: None,
+                });
+            }
+        }
+    }
+    listed
+}
+
+/// Finds the install and tool a name means, in `workspace_id` (inside
+/// install `only`'s scope, when given).
+pub fn resolve(installs: &Installs, workspace_id: &str, only: Option<&str>, name: &str) -> Option<Target> {
+    let (install, tool) = match only {
+        Some(install) => (install, name),
+        None => name.split_once(SEPARATOR)?,
+    };
+    let active = installs.get(workspace_id, install)?;
+    let known = match &active.component {
+        Loaded::Tool(server) => server.tool(tool).is_some(),
+        Loaded::Skill(_) => tool == SKILL_TOOL,
+    };
+    known.then(|| Target {
+        install: active,
+        tool: tool.to_string(),
+    })
+}
+
+/// Who calls, and inside which request.
+pub struct CallSite {
+    pub caller: Arc<Principal>,
+    /// The request this call runs inside (a skill's run, for its tool calls).
+    pub parent_request_id: Option<String>,
+    /// 0 for a call from outside; each nested tool call adds one.
+    pub depth: u32,
+    /// The budget of the actor run the call is part of: a skill's model
+    /// calls hold against it.
+    pub ceiling: Option<Arc<dyn tollgate_gateway::CostCeiling>>,
+}
+
+/// Calls `target` with `arguments` (a JSON object) under a request id of its
+/// own, and logs it. A skill gets the caller's capabilities, its model calls
+/// linked to this call; a tool server gets none.
+pub async fn call(
+    components: &Arc<Components>,
+    target: &Target,
+    site: &CallSite,
+    arguments: String,
+) -> Result<Vec<Content>, CallError> {
+    call_logged(components, target, site, arguments).await.1
+}
+
+/// [`call`], also answering the call's request id (its log row).
+pub async fn call_logged(
+    components: &Arc<Components>,
+    target: &Target,
+    site: &CallSite,
+    arguments: String,
+) -> (String, Result<Vec<Content>, CallError>) {
+    let request_id = RequestId::new();
+    let invocation = Invocation {
+        request_id: request_id.0.to_string(),
+        workspace: site.caller.workspace_id.clone(),
+        install: target.install.record.name.clone(),
+        depth: site.depth,
+    };
+    let started = (now_ms(), Instant::now());
+    let grants = target.install.grants.clone();
+    let (kind, outcome) = match &target.install.component {
+        Loaded::Tool(server) => (
+            RequestKind::ToolCall,
+            server.call(invocation, grants, &target.tool, arguments).await,
+        ),
+        Loaded::Skill(skill) => {
+            let capabilities = super::capabilities::for_caller(
+                components,
+                &site.caller,
+                &request_id.0,
+                site.depth,
+                super::skills::RunLedger::default(),
+                site.ceiling.clone(),
+            );
+            let run = skill.run(invocation, grants, capabilities, arguments).await;
+            (
+                RequestKind::SkillRun,
+                run.map(|output| vec![Content::Json(output.to_string())]),
+            )
+        }
+    };
+    let logged = Logged {
+        kind,
+        request_id: &request_id.0,
+        site,
+        name: format!("{}{SEPARATOR}{}", target.install.record.name, target.tool),
+        install: &target.install,
+        streamed: false,
+    };
+    // The answer does not wait for the row's commit: the call posted
+    // nothing, so no money hangs on it, and a pure tool call would otherwise
+    // pay a durable commit (an fsync on SQLite) for its log line. The writer
+    // commits it with its next batch.
+    logged.record_in_background(components, outcome.as_ref().err(), started);
+    (request_id.0.to_string(), outcome)
+}
+
+/// A tool call's or skill run's request-log row, before its outcome.
+pub struct Logged<'a> {
+    pub kind: RequestKind,
+    pub request_id: &'a str,
+    pub site: &'a CallSite,
+    /// The name it was called by, `<install>__<tool>`.
+    pub name: String,
+    pub install: &'a Active,
+    pub streamed: bool,
+}
+
+impl Logged<'_> {
+    /// Writes the row and waits for its commit.
+    pub async fn record(self, components: &Components, failure: Option<&CallError>, started: (i64, Instant)) {
+        let request_id = self.request_id.to_string();
+        let row = self.row(failure, started);
+        if let Err(error) = components.data.request_log().settle(None, Nanos::ZERO, row).await {
+            tracing::warn!(%request_id, %error, "could not log a component call");
+        }
+    }
+
+    /// Hands the row to the ledger writer without waiting for its commit.
+    pub fn record_in_background(self, components: &Components, failure: Option<&CallError>, started: (i64, Instant)) {
+        let ledger = components.data.request_log().clone();
+        let row = self.row(failure, started);
+        tokio::spawn(async move {
+            let request_id = row.request_id.clone();
+            if let Err(error) = ledger.log(row).await {
+                tracing::warn!(%request_id, %error, "could not log a component call");
+            }
+        });
+    }
+
+    /// The row: nothing is posted (a skill's model calls are rows of their
+    /// own), so the wallet is untouched; the usage event follows from it.
+    fn row(self, failure: Option<&CallError>, started: (i64, Instant)) -> RequestLogRow {
+        let (outcome, status) = outcome_of(failure);
+        RequestLogRow {
+            provider: Some(self.install.record.package.clone()),
+            upstream_model: Some(self.install.record.version.clone()),
+            streamed: self.streamed,
+            outcome: outcome.to_string(),
+            status: Some(status),
+            started_at_ms: started.0,
+            duration_ms: i64::try_from(started.1.elapsed().as_millis()).unwrap_or(i64::MAX),
+            parent_request_id: self.site.parent_request_id.clone(),
+            ..RequestLogRow::unbilled(
+                self.kind,
+                self.request_id.to_string(),
+                self.site.caller.key_id.clone(),
+                self.site.caller.workspace_id.clone(),
+                self.name,
+            )
+        }
+    }
+}
+
+/// The log's outcome and status for a call: what the caller was answered.
+fn outcome_of(failure: Option<&CallError>) -> (&'static str, u16) {
+    match failure {
+        None => ("success", 200),
+        Some(CallError::Tool(_)) => ("tool_error", 422),
+        Some(CallError::Skill(SkillError::InvalidInput(_))) => ("invalid_request", 400),
+        Some(CallError::Skill(SkillError::Model(error))) => ("model_error", error.status),
+        Some(CallError::Skill(SkillError::Failed(_))) => ("skill_error", 422),
+        Some(CallError::Fault(_)) => ("component_failed", 502),
+    }
+}
+
+fn annotations(tool: &ToolSpec) -> Option<Value> {
+    let a = tool.annotations;
+    let mut object = serde_json::Map::new();
+    for (key, value) in [
+        ("readOnlyHint", a.read_only),
+        ("destructiveHint", a.destructive),
+        ("idempotentHint", a.idempotent),
+        ("openWorldHint", a.open_world),
+    ] {
+        if let Some(value) = value {
+            object.insert(key.into(), json!(value));
+        }
+    }
+    (!object.is_empty()).then_some(Value::Object(object))
+}

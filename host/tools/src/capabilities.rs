@@ -1,0 +1,158 @@
+//! What a component may do on its caller's behalf: the `models` capability
+//! (chat completions through the data plane, metered and billed to the
+//! caller exactly like `POST /v1/chat/completions`) and the `tools`
+//! capability (tools of the caller's workspace, one level deeper).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tollgate_components::{Capabilities, Content, ModelAccess, ModelError, ToolAccess, ToolError};
+
+use super::Components;
+use super::calls::{self, CallSite};
+use super::skills::{ModelCall, RunLedger};
+use tollgate_gateway::CostCeiling;
+use tollgate_gateway::pipeline::{self, Answer, ChatCall, Operation, StreamFailure};
+use tollgate_identity::auth::{Caller, Principal};
+use tollgate_web::server::RequestId;
+
+/// Largest answer a component may read back from one model call.
+const MAX_ANSWER_BYTES: usize = 8 << 20;
+
+/// The capabilities of a skill run `run_request_id`, made by `caller` at
+/// `depth`: its model and tool calls are logged as running inside it.
+pub fn for_caller(
+    components: &Arc<Components>,
+    caller: &Arc<Principal>,
+    run_request_id: &str,
+    depth: u32,
+    ledger: RunLedger,
+    ceiling: Option<Arc<dyn CostCeiling>>,
+) -> Capabilities {
+    Capabilities {
+        models: Some(Arc::new(CallerModels {
+            components: components.clone(),
+            caller: caller.clone(),
+            parent_request_id: run_request_id.to_string(),
+            ledger,
+            ceiling: ceiling.clone(),
+        })),
+        tools: Some(Arc::new(CallerTools {
+            components: components.clone(),
+            site: Arc::new(CallSite {
+                caller: caller.clone(),
+                parent_request_id: Some(run_request_id.to_string()),
+                depth: depth + 1,
+                ceiling,
+            }),
+        })),
+    }
+}
+
+struct CallerModels {
+    components: Arc<Components>,
+    caller: Arc<Principal>,
+    parent_request_id: String,
+    ledger: RunLedger,
+    /// The budget of the actor run this skill runs in, if any.
+    ceiling: Option<Arc<dyn CostCeiling>>,
+}
+
+impl ModelAccess for CallerModels {
+    fn chat(&self, request: String) -> BoxFuture<'static, Result<String, ModelError>> {
+        let data = self.components.data.clone();
+        let caller = self.caller.clone();
+        let parent = self.parent_request_id.clone();
+        let ledger = self.ledger.clone();
+        let ceiling = self.ceiling.clone();
+        async move {
+            let body: Value = serde_json::from_str(&request)
+                .map_err(|e| model_error(400, "invalid_json", format!("the request is not JSON: {e}")))?;
+            if body.get("stream").and_then(Value::as_bool) == Some(true) {
+                return Err(model_error(
+                    400,
+                    "stream_not_supported",
+                    "components receive whole answers: leave out \"stream\"".into(),
+                ));
+            }
+            let request_id = RequestId::new();
+            tracing::info!(parent_request_id = %parent, request_id = %request_id.0, "component model call");
+            let site = pipeline::CallSite {
+                request_id: &request_id,
+                parent: Some(&parent),
+                ceiling: ceiling.as_deref(),
+                stream_failure: StreamFailure::Chunk,
+            };
+            let answer = data
+                .run(
+                    Operation::Chat(ChatCall::body(Bytes::from(request))),
+                    &Caller(caller),
+                    site,
+                )
+                .await
+                .map_err(|error| model_error(error.status.as_u16(), error.code, error.message))?;
+            let Answer::Whole(completion) = answer else {
+                // `stream` was refused above, so the pipeline answers whole.
+                return Err(model_error(500, "internal_error", "a whole answer was expected".into()));
+            };
+            let service = &completion.service;
+            ledger.record(ModelCall {
+                request_id: request_id.0.to_string(),
+                provider: service.provider().to_string(),
+                model: service.model().to_string(),
+                cost: service.cost(),
+            });
+            let bytes = completion.render();
+            if bytes.len() > MAX_ANSWER_BYTES {
+                return Err(model_error(
+                    502,
+                    "answer_too_large",
+                    format!(
+                        "the answer is {} bytes; a component reads at most {MAX_ANSWER_BYTES}",
+                        bytes.len()
+                    ),
+                ));
+            }
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        .boxed()
+    }
+}
+
+struct CallerTools {
+    components: Arc<Components>,
+    /// The calling skill run, one level deeper.
+    site: Arc<CallSite>,
+}
+
+impl ToolAccess for CallerTools {
+    fn call(&self, tool: String, arguments: String) -> BoxFuture<'static, Result<Vec<Content>, ToolError>> {
+        let components = self.components.clone();
+        let site = self.site.clone();
+        async move {
+            let workspace = &site.caller.workspace_id;
+            let Some(target) = calls::resolve(&components.installs, workspace, None, &tool) else {
+                return Err(ToolError {
+                    message: format!("no tool '{tool}' is installed in this workspace"),
+                });
+            };
+            calls::call(&components, &target, &site, arguments)
+                .await
+                .map_err(|failure| ToolError {
+                    message: failure.to_string(),
+                })
+        }
+        .boxed()
+    }
+}
+
+fn model_error(status: u16, code: &str, message: String) -> ModelError {
+    ModelError {
+        status,
+        code: code.to_string(),
+        message,
+    }
+}

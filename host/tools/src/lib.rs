@@ -1,0 +1,172 @@
+//! Tool servers and skills for API callers: workspace installs
+//! ([`installs`], which the control plane's `installs.*` operations call),
+//! the MCP endpoint (`/v1/mcp`, [`mcp`]), skill runs over
+//! HTTP (`/v1/skills/{install}`, [`skills`]), and what a component may do on
+//! its caller's behalf ([`capabilities`]). The sandbox itself is the
+//! `tollgate-components` crate.
+
+#![forbid(unsafe_code)]
+
+pub mod calls;
+mod capabilities;
+pub mod installs;
+mod mcp;
+mod skills;
+mod store;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRef, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+
+pub use installs::{InstallChange, InstallError, Installs, NewCredential, NewInstall};
+pub use store::{InstallRecord, Store};
+
+use tollgate_gateway::DataPlane;
+use tollgate_identity::auth::{AuthState, Caller};
+use tollgate_web::error::ApiError;
+use tollgate_web::server::{Origins, RequestId};
+
+/// The components concern's state: the installs, and the data plane their
+/// model calls go through.
+pub struct Components {
+    installs: Arc<Installs>,
+    /// Model calls go through it, and its ledger logs the calls.
+    data: Arc<DataPlane>,
+}
+
+impl Components {
+    pub fn new(installs: Arc<Installs>, data: Arc<DataPlane>) -> Self {
+        Self { installs, data }
+    }
+
+    pub fn installs(&self) -> &Arc<Installs> {
+        &self.installs
+    }
+}
+
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Components>: FromRef<S>,
+    Arc<Origins>: FromRef<S>,
+    Arc<AuthState>: FromRef<S>,
+{
+    Router::new()
+        .route("/v1/mcp", post(mcp_all).get(no_stream).delete(no_session))
+        .route("/v1/mcp/{install}", post(mcp_one).get(no_stream).delete(no_session))
+        .route("/v1/skills/{install}", post(run_skill))
+}
+
+async fn mcp_all(
+    State(components): State<Arc<Components>>,
+    State(origins): State<Arc<Origins>>,
+    State(auth): State<Arc<AuthState>>,
+    caller: Result<Caller, ApiError>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    mcp_call(&components, &origins, &auth, caller, None, &headers, &body).await
+}
+
+async fn mcp_one(
+    State(components): State<Arc<Components>>,
+    State(origins): State<Arc<Origins>>,
+    State(auth): State<Arc<AuthState>>,
+    caller: Result<Caller, ApiError>,
+    Path(install): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    mcp_call(&components, &origins, &auth, caller, Some(&install), &headers, &body).await
+}
+
+/// The checks both MCP routes share, in the order MCP 2025-11-25 implies: a
+/// foreign browser `Origin` is refused (403) before the key is looked at.
+async fn mcp_call(
+    components: &Arc<Components>,
+    origins: &Origins,
+    auth: &AuthState,
+    caller: Result<Caller, ApiError>,
+    only: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if let Some(origin) = origins.foreign_origin(headers) {
+        return mcp::foreign_origin(&origin);
+    }
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(error) => return error.into_response(),
+    };
+    let scope = mcp::Scope {
+        components,
+        caller: &caller.0,
+        auth,
+        only,
+    };
+    mcp::serve(scope, headers, body).await
+}
+
+/// The transport's `GET` opens a server-to-client stream; this server sends
+/// none, and says so as the transport specifies.
+async fn no_stream() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "POST")],
+        "this MCP server answers each POST directly and opens no event stream",
+    )
+        .into_response()
+}
+
+/// Sessions end with `DELETE`; this server keeps none.
+async fn no_session() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "POST")],
+        "this MCP server keeps no sessions",
+    )
+        .into_response()
+}
+
+async fn run_skill(
+    State(components): State<Arc<Components>>,
+    request_id: RequestId,
+    caller: Caller,
+    Path(install): Path<String>,
+    body: Bytes,
+) -> Response {
+    let outcome = async {
+        let request: skills::RunRequest = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::invalid_request(format!("the body must be {{\"input\": {{…}}, \"stream\": false}}: {e}"))
+        })?;
+        let active = components
+            .installs
+            .get(&caller.0.workspace_id, &install)
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "invalid_request_error",
+                    "not_found",
+                    format!("no install named '{install}' in this workspace"),
+                )
+            })?;
+        skills::run(
+            components.clone(),
+            active,
+            request,
+            caller.0.clone(),
+            request_id.0.to_string(),
+        )
+        .await
+    }
+    .await;
+    match outcome {
+        Ok(response) => response,
+        Err(error) => error.with_request_id(&request_id.0).into_response(),
+    }
+}

@@ -1,0 +1,321 @@
+//! An MCP server over Streamable HTTP (`POST /v1/mcp`, `/v1/mcp/{install}`):
+//! the tools of the caller's workspace, for any MCP client.
+//!
+//! The server is stateless: every POST carries one JSON-RPC message (or a
+//! batch, which the 2025-03-26 revision allows) and gets a JSON answer, which
+//! the transport permits in place of an SSE stream; there is no session and
+//! no server-initiated stream, so `GET` answers 405 as the transport says.
+//! A tool that fails answers a result with `isError`, never a transport
+//! error: the model reading it can react. The JSON-RPC layer is four methods
+//! and small, so it lives here rather than behind a full MCP SDK, which
+//! would also own the HTTP layer and its authentication.
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate_components::{CallError, Content, SkillError};
+
+use super::Components;
+use super::calls::{self, CallSite};
+use tollgate_identity::auth::{AuthState, Principal};
+
+/// Protocol revisions this server speaks, newest first.
+pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The most messages one batch may hold (JSON-RPC batches exist only in the
+/// 2025-03-26 revision). Each `tools/call` in it counts against the key's
+/// rate and the plan, as a request of its own would.
+pub const MAX_BATCH: usize = 32;
+/// A batch starts no message after this long; the message running then
+/// finishes within its own time limit (`components.wall_ms`).
+pub const BATCH_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A server error (JSON-RPC's implementation-defined range) for a call the
+/// key's rate or the workspace's plan refused.
+const REFUSED: i64 = -32000;
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+/// Whom an MCP request serves.
+pub struct Scope<'a> {
+    pub components: &'a Arc<Components>,
+    pub caller: &'a Arc<Principal>,
+    /// Counts a batch's further calls against the key's rate.
+    pub auth: &'a AuthState,
+    /// `/v1/mcp/{install}`: one install, with unprefixed tool names.
+    pub only: Option<&'a str>,
+}
+
+impl Scope<'_> {
+    fn workspace_id(&self) -> &str {
+        &self.caller.workspace_id
+    }
+}
+
+pub async fn serve(scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Response {
+    if let Some(only) = scope.only
+        && scope.components.installs.get(scope.workspace_id(), only).is_none()
+    {
+        let message = format!("no install named '{only}' in this workspace");
+        return answer(StatusCode::NOT_FOUND, error(Value::Null, INVALID_REQUEST, &message));
+    }
+    let message: Value = match serde_json::from_slice(body) {
+        Ok(message) => message,
+        Err(e) => {
+            let message = format!("the body is not JSON: {e}");
+            return answer(StatusCode::BAD_REQUEST, error(Value::Null, PARSE_ERROR, &message));
+        }
+    };
+    // A revision this server does not speak (a newer client probing, say)
+    // gets a JSON-RPC error for its own id, so the client can fall back.
+    if let Some(version) = headers.get("mcp-protocol-version")
+        && !PROTOCOL_VERSIONS.iter().any(|v| version.as_bytes() == v.as_bytes())
+    {
+        let text = format!(
+            "MCP-Protocol-Version {} is not supported (supported: {})",
+            String::from_utf8_lossy(version.as_bytes()),
+            PROTOCOL_VERSIONS.join(", ")
+        );
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        return answer(StatusCode::BAD_REQUEST, error(id, INVALID_REQUEST, &text));
+    }
+    let mut counter = CallCounter::default();
+    match message {
+        Value::Array(batch) if batch.len() > MAX_BATCH => {
+            let text = format!(
+                "a batch may hold at most {MAX_BATCH} messages; this one holds {}",
+                batch.len()
+            );
+            answer(StatusCode::BAD_REQUEST, error(Value::Null, INVALID_REQUEST, &text))
+        }
+        Value::Array(batch) if !batch.is_empty() => {
+            let deadline = tokio::time::Instant::now() + BATCH_DEADLINE;
+            let mut replies = Vec::new();
+            for message in batch {
+                let reply = match tokio::time::Instant::now() < deadline {
+                    true => handle(&scope, message, &mut counter).await,
+                    false => late(&message),
+                };
+                replies.extend(reply);
+            }
+            match replies.is_empty() {
+                true => StatusCode::ACCEPTED.into_response(),
+                false => answer(StatusCode::OK, Value::Array(replies)),
+            }
+        }
+        message => match handle(&scope, message, &mut counter).await {
+            Some(reply) => {
+                let status = match counter.refused {
+                    true => StatusCode::TOO_MANY_REQUESTS,
+                    false => StatusCode::OK,
+                };
+                answer(status, reply)
+            }
+            // Notifications and responses get 202 and no body.
+            None => StatusCode::ACCEPTED.into_response(),
+        },
+    }
+}
+
+/// A batch message not started before [`BATCH_DEADLINE`].
+fn late(message: &Value) -> Option<Value> {
+    let id = message.get("id").cloned()?;
+    message.get("method")?;
+    let text = format!("not run: the batch passed its {} s deadline", BATCH_DEADLINE.as_secs());
+    Some(error(id, REFUSED, &text))
+}
+
+/// The `tools/call`s of one HTTP request: the first was counted against the
+/// key's rate when the request was authenticated; each further one counts
+/// again. Every one is admitted under the workspace's plan.
+#[derive(Default)]
+struct CallCounter {
+    calls: usize,
+    refused: bool,
+}
+
+impl CallCounter {
+    async fn admit(&mut self, scope: &Scope<'_>) -> Result<(), (i64, String)> {
+        self.calls += 1;
+        let outcome = self.check(scope).await;
+        self.refused |= outcome.is_err();
+        outcome
+    }
+
+    async fn check(&self, scope: &Scope<'_>) -> Result<(), (i64, String)> {
+        if self.calls > 1
+            && let Err(wait) = scope.auth.count_request(scope.caller)
+        {
+            let secs = tollgate_web::rate_limit::retry_after_secs(wait);
+            return Err((
+                REFUSED,
+                format!("rate_limited: this API key is over its request rate; retry after {secs} s"),
+            ));
+        }
+        match scope.components.data.admit(scope.caller).await {
+            // Counted: the call is one of the month's requests.
+            Ok(_admitted) => Ok(()),
+            Err(error @ tollgate_billing::BillingError::LimitReached { .. }) => {
+                Err((REFUSED, format!("plan_limit_reached: {error}")))
+            }
+            Err(error) => {
+                tracing::error!(%error, "admitting an MCP tool call");
+                Err((REFUSED, "the workspace's plan could not be checked".into()))
+            }
+        }
+    }
+}
+
+/// One JSON-RPC message; `None` when it needs no reply.
+async fn handle(scope: &Scope<'_>, message: Value, counter: &mut CallCounter) -> Option<Value> {
+    let Value::Object(message) = message else {
+        return Some(error(Value::Null, INVALID_REQUEST, "a JSON-RPC message is an object"));
+    };
+    let id = message.get("id").cloned();
+    let Some(method) = message.get("method").and_then(Value::as_str) else {
+        // A response from the client (this server sends no requests): ignore it.
+        return match id {
+            Some(id) if !message.contains_key("result") && !message.contains_key("error") => {
+                Some(error(id, INVALID_REQUEST, "the message has no method"))
+            }
+            _ => None,
+        };
+    };
+    // Notifications (no id) are acknowledged and need no work here.
+    let id = id?;
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Some(error(id, INVALID_REQUEST, "jsonrpc must be \"2.0\""));
+    }
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    let outcome = match method {
+        "initialize" => Ok(initialize(&params)),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(list_tools(scope)),
+        "tools/call" => match counter.admit(scope).await {
+            Ok(()) => call_tool(scope, &params).await,
+            Err(refused) => Err(refused),
+        },
+        other => Err((METHOD_NOT_FOUND, format!("method '{other}' is not supported"))),
+    };
+    Some(match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => error(id, code, &message),
+    })
+}
+
+fn initialize(params: &Value) -> Value {
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let version = asked
+        .filter(|asked| PROTOCOL_VERSIONS.contains(asked))
+        .unwrap_or(PROTOCOL_VERSIONS[0]);
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": "The tools and skills installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run."
+    })
+}
+
+fn list_tools(scope: &Scope<'_>) -> Value {
+    let tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only)
+        .into_iter()
+        .map(|tool| {
+            let mut entry = json!({
+                "name": tool.name,
+                "description": tool.description,
+                "inputSchema": tool.input_schema,
+            });
+            if let Some(schema) = tool.output_schema {
+                entry["outputSchema"] = schema;
+            }
+            if let Some(annotations) = tool.annotations {
+                entry["annotations"] = annotations;
+            }
+            entry
+        })
+        .collect();
+    json!({ "tools": tools })
+}
+
+async fn call_tool(scope: &Scope<'_>, params: &Value) -> Result<Value, (i64, String)> {
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or((INVALID_PARAMS, "tools/call needs params.name".to_string()))?;
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(object @ Value::Object(_)) => object.clone(),
+        Some(_) => return Err((INVALID_PARAMS, "params.arguments must be an object".into())),
+    };
+    let target = calls::resolve(&scope.components.installs, scope.workspace_id(), scope.only, name)
+        .ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {name}")))?;
+    let site = CallSite {
+        caller: scope.caller.clone(),
+        parent_request_id: None,
+        depth: 0,
+        ceiling: None,
+    };
+    let outcome = calls::call(scope.components, &target, &site, arguments.to_string()).await;
+    Ok(tool_result(outcome))
+}
+
+/// A call's outcome as an MCP tool result: content parts, the structured
+/// answer when the tool gave one JSON object, and `isError` on failure.
+pub fn tool_result(outcome: Result<Vec<Content>, CallError>) -> Value {
+    match outcome {
+        Ok(parts) => {
+            let mut structured = None;
+            let content: Vec<Value> = parts
+                .iter()
+                .map(|part| match part {
+                    Content::Text(text) => json!({"type": "text", "text": text}),
+                    Content::Json(text) => {
+                        if parts.len() == 1
+                            && let Ok(object @ Value::Object(_)) = serde_json::from_str::<Value>(text)
+                        {
+                            structured = Some(object);
+                        }
+                        json!({"type": "text", "text": text})
+                    }
+                })
+                .collect();
+            let mut result = json!({"content": content, "isError": false});
+            if let Some(object) = structured {
+                result["structuredContent"] = object;
+            }
+            result
+        }
+        Err(failure) => {
+            let text = match &failure {
+                CallError::Tool(error) => error.message.clone(),
+                CallError::Skill(SkillError::Model(error)) => {
+                    format!(
+                        "a model call failed ({} {}): {}",
+                        error.status, error.code, error.message
+                    )
+                }
+                other => other.to_string(),
+            };
+            json!({"content": [{"type": "text", "text": text}], "isError": true})
+        }
+    }
+}
+
+/// 403 for a browser `Origin` that may not call the MCP endpoint.
+pub fn foreign_origin(origin: &str) -> Response {
+    let text = format!("Origin '{origin}' may not call this MCP server (control_plane.allowed_origins)");
+    answer(StatusCode::FORBIDDEN, error(Value::Null, INVALID_REQUEST, &text))
+}
+
+fn error(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn answer(status: StatusCode, body: Value) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
