@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod budgets;
+mod leased;
 pub mod payments;
 pub mod plans;
 pub mod quota;

@@ -3,30 +3,29 @@
 //! `YYYY-MM`; a new month is a new row, so counters reset at the boundary
 //! with nothing to sweep.
 //!
-//! The row counts the requests gateways have *claimed*. A claim is one
-//! conditional upsert (`requests + k ≤ limit`): the database decides, never a
-//! read followed by a write, so gateways sharing a database cannot together
-//! pass the limit. Like the wallet's leases (docs/ledger.md), a gateway claims
-//! a slice of several requests while the month is far from its limit (at
-//! least [`HEADROOM`] slices left) and admits them from memory, with no I/O;
-//! near the limit it claims one request at a time. A slice unused for
+//! The row counts the requests gateways have *claimed*, leased in slices
+//! (`leased.rs`): a claim is one conditional upsert (`requests + k ≤ limit`),
+//! so gateways sharing a database cannot together pass the limit. A gateway
+//! claims a slice of several requests while the month is far from its limit
+//! (at least [`HEADROOM`] slices left) and admits them from memory, with no
+//! I/O; near the limit it claims one request at a time. A slice unused for
 //! [`IDLE`] goes back, and every slice at a graceful shutdown. A gateway that
 //! dies loses its unused slice for that month: the workspace may then be
 //! admitted up to one slice fewer than its limit, never more.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Datelike, Utc};
 
+use crate::leased::{Claims, Leased};
 use tollgate_core::db::Database;
 
 /// The largest slice one gateway claims at once.
-const MAX_SLICE: u64 = 100;
+const MAX_SLICE: i64 = 100;
 /// A slice is at most this fraction of what is left of the month's limit.
-const HEADROOM: u64 = 64;
+const HEADROOM: i64 = 64;
 /// An unused slice goes back after this long without a request.
 pub const IDLE: Duration = Duration::from_secs(2);
 
@@ -64,61 +63,59 @@ pub fn period(now: DateTime<Utc>) -> String {
 }
 
 /// How many requests to claim at once, given the count last seen.
-fn slice_size(limit: u64, seen: u64) -> u64 {
+fn slice_size(limit: i64, seen: i64) -> i64 {
     (limit.saturating_sub(seen) / HEADROOM).clamp(1, MAX_SLICE)
 }
 
-/// This gateway's claimed-but-unused requests of one workspace and month.
-struct Slice {
-    left: u64,
-    /// The row's count after this gateway's last claim.
-    seen: u64,
-    used: Instant,
-    /// Held while claiming, so concurrent requests wait for one claim and
-    /// share its slice instead of each claiming a slice of its own.
-    claiming: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Slice {
-    fn new() -> Self {
-        Slice {
-            left: 0,
-            seen: 0,
-            used: Instant::now(),
-            claiming: Arc::default(),
-        }
-    }
-
-    /// Admits one request from the slice, if anything is left.
-    fn admit(&mut self) -> bool {
-        if self.left == 0 {
-            return false;
-        }
-        self.left -= 1;
-        self.used = Instant::now();
-        true
-    }
-}
-
+/// A workspace's month: one `plan_usage` row.
 type Key = (String, String);
+
+/// The `plan_usage` rows, claimed a slice at a time.
+struct PlanUsage {
+    database: Database,
+}
+
+impl Claims for PlanUsage {
+    type Key = Key;
+
+    async fn claim(&self, (workspace_id, period): &Key, size: i64, limit: i64) -> sqlx::Result<Option<i64>> {
+        let _turn = self.database.write_turn().await;
+        sqlx::query_scalar(
+            "INSERT INTO plan_usage (workspace_id, period, requests) VALUES ($1, $2, $3) \
+             ON CONFLICT (workspace_id, period) DO UPDATE SET requests = plan_usage.requests + $3 \
+             WHERE plan_usage.requests + $3 <= $4 RETURNING requests",
+        )
+        .bind(workspace_id)
+        .bind(period)
+        .bind(size)
+        .bind(limit)
+        .fetch_optional(&self.database.pool)
+        .await
+    }
+
+    async fn unclaim(&self, (workspace_id, period): &Key, amount: i64) {
+        let _turn = self.database.write_turn().await;
+        let done = sqlx::query(
+            "UPDATE plan_usage SET requests = requests - $3 WHERE workspace_id = $1 AND period = $2 AND requests >= $3",
+        )
+        .bind(workspace_id)
+        .bind(period)
+        .bind(amount)
+        .execute(&self.database.pool)
+        .await;
+        if let Err(error) = done {
+            tracing::warn!(%error, %workspace_id, "could not hand back an unused request slice");
+        }
+    }
+}
 
 /// The owner of `plan_usage`, with this gateway's slices.
 #[derive(Clone)]
-pub struct Quota {
-    database: Database,
-    slices: Arc<Mutex<HashMap<Key, Slice>>>,
-}
+pub struct Quota(Arc<Leased<PlanUsage>>);
 
 impl Quota {
     pub fn new(database: Database) -> Self {
-        Self {
-            database,
-            slices: Arc::default(),
-        }
-    }
-
-    fn slices(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Slice>> {
-        self.slices.lock().expect("quota slices poisoned")
+        Self(Arc::new(Leased::new(PlanUsage { database })))
     }
 
     /// Admits one request of `period` if the workspace's month has room under
@@ -127,106 +124,22 @@ impl Quota {
         if limit == 0 {
             return Ok(false);
         }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let key = (workspace_id.to_string(), period.to_string());
-        let claiming = {
-            let mut slices = self.slices();
-            let slice = slices.entry(key.clone()).or_insert_with(Slice::new);
-            if slice.admit() {
-                return Ok(true);
-            }
-            slice.claiming.clone()
-        };
-        let _claiming = claiming.lock().await;
-        // A claim made while this request waited may have filled the slice.
-        let seen = {
-            let mut slices = self.slices();
-            let slice = slices.entry(key.clone()).or_insert_with(Slice::new);
-            if slice.admit() {
-                return Ok(true);
-            }
-            slice.seen
-        };
-        let mut size = slice_size(limit, seen);
-        loop {
-            let claimed = self.claim(workspace_id, period, size, limit).await?;
-            let mut slices = self.slices();
-            let slice = slices.entry(key.clone()).or_insert_with(Slice::new);
-            match claimed {
-                Some(count) => {
-                    slice.left += size - 1;
-                    slice.seen = slice.seen.max(count);
-                    slice.used = Instant::now();
-                    return Ok(true);
-                }
-                None if size > 1 => size = 1,
-                None => {
-                    slice.seen = limit;
-                    // A refused request may still find what was given back.
-                    return Ok(slice.admit());
-                }
-            }
-        }
-    }
-
-    /// Claims `size` requests if the row stays within `limit`; the row's new
-    /// count, or `None` when they do not fit.
-    async fn claim(&self, workspace_id: &str, period: &str, size: u64, limit: u64) -> sqlx::Result<Option<u64>> {
-        let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let _turn = self.database.write_turn().await;
-        let count: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO plan_usage (workspace_id, period, requests) VALUES ($1, $2, $3) \
-             ON CONFLICT (workspace_id, period) DO UPDATE SET requests = plan_usage.requests + $3 \
-             WHERE plan_usage.requests + $3 <= $4 RETURNING requests",
-        )
-        .bind(workspace_id)
-        .bind(period)
-        .bind(as_i64(size))
-        .bind(as_i64(limit))
-        .fetch_optional(&self.database.pool)
-        .await?;
-        Ok(count.map(|n| u64::try_from(n).unwrap_or(0)))
+        self.0.take(&key, 1, limit, |seen| slice_size(limit, seen)).await
     }
 
     /// Uncounts a request [`Quota::take`] admitted that was then refused for
     /// another reason (the wallet was short): it goes back into this
     /// gateway's slice, with no I/O.
     pub fn give_back(&self, workspace_id: &str, period: &str) {
-        let mut slices = self.slices();
-        let slice = slices
-            .entry((workspace_id.to_string(), period.to_string()))
-            .or_insert_with(Slice::new);
-        slice.left += 1;
+        self.0.give_back(&(workspace_id.to_string(), period.to_string()), 1);
     }
 
     /// Hands back the unused part of every slice idle for `idle` (`None`:
     /// every slice, at shutdown).
     pub async fn return_slices(&self, idle: Option<Duration>) {
-        let returned: Vec<(Key, u64)> = {
-            let mut slices = self.slices();
-            let done: Vec<Key> = slices
-                .iter()
-                .filter(|(_, s)| idle.is_none_or(|idle| s.used.elapsed() >= idle))
-                .map(|(key, _)| key.clone())
-                .collect();
-            done.into_iter()
-                .filter_map(|key| slices.remove(&key).map(|s| (key, s.left)))
-                .filter(|(_, left)| *left > 0)
-                .collect()
-        };
-        for ((workspace_id, period), left) in returned {
-            let _turn = self.database.write_turn().await;
-            let done = sqlx::query(
-                "UPDATE plan_usage SET requests = requests - $3 WHERE workspace_id = $1 AND period = $2 AND requests >= $3",
-            )
-            .bind(&workspace_id)
-            .bind(&period)
-            .bind(i64::try_from(left).unwrap_or(i64::MAX))
-            .execute(&self.database.pool)
-            .await;
-            if let Err(error) = done {
-                tracing::warn!(%error, %workspace_id, "could not hand back an unused request slice");
-            }
-        }
+        self.0.return_idle(idle).await;
     }
 
     /// Requests counted in `period`, less this gateway's unused slice (other
@@ -236,15 +149,10 @@ impl Quota {
             sqlx::query_scalar("SELECT requests FROM plan_usage WHERE workspace_id = $1 AND period = $2")
                 .bind(workspace_id)
                 .bind(period)
-                .fetch_optional(&self.database.pool)
+                .fetch_optional(&self.0.claims().database.pool)
                 .await?;
-        let unused = self
-            .slices()
-            .get(&(workspace_id.to_string(), period.to_string()))
-            .map_or(0, |s| s.left);
-        Ok(requests
-            .map_or(0, |n| u64::try_from(n).unwrap_or(0))
-            .saturating_sub(unused))
+        let unused = self.0.unused(|(w, p)| w == workspace_id && p == period);
+        Ok(u64::try_from(requests.unwrap_or(0).saturating_sub(unused)).unwrap_or(0))
     }
 }
 
@@ -319,12 +227,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let database = database(&dir).await;
         let (a, b) = (Quota::new(database.clone()), Quota::new(database));
-        let (limit, key) = (1_000, ("ws".to_string(), "2026-11".to_string()));
+        let limit = 1_000;
         // `a` admits from slices (15 at first, fewer as the month fills up).
         for _ in 0..700 {
             assert!(a.take("ws", "2026-11", limit).await.unwrap());
         }
-        let a_left = a.slices().get(&key).map_or(0, |s| s.left);
+        let a_left = a.0.unused(|(w, p)| w == "ws" && p == "2026-11") as u64;
         let mut by_b = 0;
         while b.take("ws", "2026-11", limit).await.unwrap() {
             by_b += 1;

@@ -71,28 +71,43 @@ pub async fn chat_completions(
 impl DataPlane {
     /// Registers the delegates (at wiring, once).
     pub fn delegate(&self, delegates: Vec<Arc<dyn ModelDelegate>>) {
-        if self.delegates.set(delegates).is_err() {
+        let registered = delegates
+            .into_iter()
+            .map(|handler| Delegate {
+                quoted_prefix: memchr::memmem::Finder::new(&format!("\"{}", handler.prefix())).into_owned(),
+                handler,
+            })
+            .collect();
+        if self.delegates.set(registered).is_err() {
             tracing::error!("model delegates were registered twice; the first stay");
         }
     }
 
-    /// The delegate serving the body's `model`, if one does. The body is
-    /// parsed only if it names a delegate's prefix at all.
+    /// The delegate whose prefix the body's `model` starts with, the model
+    /// past the prefix, and the parsed body. A body that does not name a
+    /// prefix anywhere is not parsed here.
     fn delegate_for(&self, body: &[u8]) -> Option<(Arc<dyn ModelDelegate>, String, Value)> {
         let delegates = self.delegates.get()?;
         for delegate in delegates {
-            let quoted = format!("\"{}", delegate.prefix());
-            if memchr::memmem::find(body, quoted.as_bytes()).is_none() {
+            if delegate.quoted_prefix.find(body).is_none() {
                 continue;
             }
             let Ok(request) = serde_json::from_slice::<Value>(body) else {
                 return None;
             };
-            let model = request["model"].as_str()?.strip_prefix(delegate.prefix())?.to_string();
-            return Some((delegate.clone(), model, request));
+            let prefix = delegate.handler.prefix();
+            let model = request["model"].as_str()?.strip_prefix(prefix)?.to_string();
+            return Some((delegate.handler.clone(), model, request));
         }
         None
     }
+}
+
+/// A registered [`ModelDelegate`], with the searcher for its quoted prefix
+/// (`"actor/`) built once rather than per request.
+pub(crate) struct Delegate {
+    quoted_prefix: memchr::memmem::Finder<'static>,
+    handler: Arc<dyn ModelDelegate>,
 }
 
 /// A whole answer as JSON, with the request id header.

@@ -88,7 +88,7 @@ pub struct DataPlane {
     limits: DataLimits,
     /// Concerns serving models of their own on `/v1/chat/completions`
     /// (hosted actors), registered at wiring.
-    delegates: std::sync::OnceLock<Vec<Arc<dyn ModelDelegate>>>,
+    delegates: std::sync::OnceLock<Vec<http::Delegate>>,
 }
 
 impl DataPlane {

@@ -107,33 +107,7 @@ impl Budgets {
     /// Hands back the unused part of every slice idle for `idle` (`None`:
     /// every slice).
     pub(super) async fn return_slices(&self, idle: Option<Duration>) {
-        let returned: Vec<(Key, i64)> = {
-            let mut slices = self.slices();
-            let done: Vec<Key> = slices
-                .iter()
-                .filter(|(_, s)| idle.is_none_or(|idle| s.used.elapsed() >= idle))
-                .map(|(key, _)| key.clone())
-                .collect();
-            done.into_iter()
-                .filter_map(|key| slices.remove(&key).map(|s| (key, s.left)))
-                .filter(|(_, left)| *left > 0)
-                .collect()
-        };
-        for ((budget_id, period, _), left) in returned {
-            let _turn = self.0.database.write_turn().await;
-            let done = sqlx::query(
-                "UPDATE budget_usage SET claimed_nano = claimed_nano - $3 \
-                 WHERE budget_id = $1 AND period = $2 AND claimed_nano >= $3",
-            )
-            .bind(&budget_id)
-            .bind(&period)
-            .bind(left)
-            .execute(&self.0.database.pool)
-            .await;
-            if let Err(error) = done {
-                tracing::warn!(%error, %budget_id, "could not hand back an unused budget slice");
-            }
-        }
+        self.0.slices.return_idle(idle).await;
     }
 }
 

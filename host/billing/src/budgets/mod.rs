@@ -4,8 +4,9 @@
 //! code that issues SQL against `budgets` and `budget_usage`.
 //!
 //! A request's worst case is held against every budget that applies (its
-//! workspace's and its key's) before the wallet is asked. As with the plan's
-//! request counter (`quota.rs`), the database decides: a gateway *claims*
+//! workspace's and its key's) before the wallet is asked. Like the plan's
+//! request counter (`quota.rs`), a budget's period is a counter leased in
+//! slices (`leased.rs`), and the database decides: a gateway *claims*
 //! nano-USD of a budget's period with one conditional upsert
 //! (`claimed + x ≤ limit`), never a read followed by a write, so gateways
 //! sharing a database can never together claim past the limit. Far from the
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 
 use super::quota::Clock;
+use crate::leased::{Claims, Leased};
 use tollgate_core::db::{Database, new_id, now_ms};
 use tollgate_core::money::Nanos;
 use tollgate_ledger::Ledger;
@@ -107,36 +109,6 @@ pub enum BudgetError {
     Database(#[from] sqlx::Error),
 }
 
-/// This gateway's claimed-but-unheld nano-USD of one budget's period.
-struct Slice {
-    left: i64,
-    /// The period's claimed total after this gateway's last claim.
-    seen: i64,
-    used: Instant,
-    /// Held while claiming, so concurrent requests share one claim.
-    claiming: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Slice {
-    fn new() -> Self {
-        Slice {
-            left: 0,
-            seen: 0,
-            used: Instant::now(),
-            claiming: Arc::default(),
-        }
-    }
-
-    fn take(&mut self, amount: i64) -> bool {
-        if self.left < amount {
-            return false;
-        }
-        self.left -= amount;
-        self.used = Instant::now();
-        true
-    }
-}
-
 /// (budget id, period key, the limit its slice was claimed under): a budget
 /// whose limit changes starts a new slice, claimed against the new limit,
 /// while the old one drains and goes back.
@@ -149,7 +121,7 @@ struct Inner {
     database: Database,
     clock: Arc<dyn Clock>,
     cache: Mutex<HashMap<String, Cached>>,
-    slices: Mutex<HashMap<Key, Slice>>,
+    slices: Leased<BudgetUsage>,
     /// Settled spend not yet added to `spent_nano`.
     pending: Mutex<HashMap<Key, (Arc<Budget>, i64)>>,
     /// Alert rows this gateway has written (or found written).
@@ -231,21 +203,61 @@ fn budget_of(row: Row) -> Budget {
     }
 }
 
+/// The `budget_usage` rows, claimed a slice at a time.
+struct BudgetUsage {
+    database: Database,
+}
+
+impl Claims for BudgetUsage {
+    type Key = Key;
+
+    async fn claim(&self, (budget_id, period, _): &Key, size: i64, limit: i64) -> sqlx::Result<Option<i64>> {
+        // A first claim inserts the row, which the upsert's condition does not check.
+        if size > limit {
+            return Ok(None);
+        }
+        let _turn = self.database.write_turn().await;
+        sqlx::query_scalar(
+            "INSERT INTO budget_usage (budget_id, period, claimed_nano) VALUES ($1, $2, $3) \
+             ON CONFLICT (budget_id, period) DO UPDATE SET claimed_nano = budget_usage.claimed_nano + $3 \
+             WHERE budget_usage.claimed_nano + $3 <= $4 RETURNING claimed_nano",
+        )
+        .bind(budget_id)
+        .bind(period)
+        .bind(size)
+        .bind(limit)
+        .fetch_optional(&self.database.pool)
+        .await
+    }
+
+    async fn unclaim(&self, (budget_id, period, _): &Key, amount: i64) {
+        let _turn = self.database.write_turn().await;
+        let done = sqlx::query(
+            "UPDATE budget_usage SET claimed_nano = claimed_nano - $3 \
+             WHERE budget_id = $1 AND period = $2 AND claimed_nano >= $3",
+        )
+        .bind(budget_id)
+        .bind(period)
+        .bind(amount)
+        .execute(&self.database.pool)
+        .await;
+        if let Err(error) = done {
+            tracing::warn!(%error, %budget_id, "could not hand back an unused budget slice");
+        }
+    }
+}
+
 impl Budgets {
     pub fn new(database: Database, clock: Arc<dyn Clock>) -> Self {
         Budgets(Arc::new(Inner {
-            database,
+            database: database.clone(),
             clock,
             cache: Mutex::default(),
-            slices: Mutex::default(),
+            slices: Leased::new(BudgetUsage { database }),
             pending: Mutex::default(),
             alerted: Mutex::default(),
             ledger: OnceLock::new(),
         }))
-    }
-
-    fn slices(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Slice>> {
-        self.0.slices.lock().expect("budget slices poisoned")
     }
 
     /// Every budget of the workspace (its own first, then its keys').
@@ -342,82 +354,13 @@ impl Budgets {
             return Ok(true);
         }
         let key = (budget.id.clone(), period.to_string(), budget.limit.0);
-        let claiming = {
-            let mut slices = self.slices();
-            let slice = slices.entry(key.clone()).or_insert_with(Slice::new);
-            if slice.take(amount) {
-                return Ok(true);
-            }
-            slice.claiming.clone()
-        };
-        let _claiming = claiming.lock().await;
-        loop {
-            // A claim made while this request waited may have filled the slice.
-            let (left, seen) = {
-                let mut slices = self.slices();
-                let slice = slices.entry(key.clone()).or_insert_with(Slice::new);
-                if slice.take(amount) {
-                    return Ok(true);
-                }
-                (slice.left, slice.seen)
-            };
-            let need = amount - left;
-            let size = need.max(slice_size(budget.limit, seen, amount));
-            let mut claimed = self
-                .claim(&budget.id, period, size, budget.limit)
-                .await?
-                .map(|c| (c, size));
-            if claimed.is_none() && size > need {
-                claimed = self
-                    .claim(&budget.id, period, need, budget.limit)
-                    .await?
-                    .map(|c| (c, need));
-            }
-            let mut slices = self.slices();
-            let slice = slices.entry(key.clone()).or_insert_with(Slice::new);
-            match claimed {
-                Some((count, size)) => {
-                    slice.left += size;
-                    slice.seen = slice.seen.max(count);
-                }
-                None => {
-                    slice.seen = budget.limit.0;
-                    // What settlements gave back meanwhile may still cover it.
-                    return Ok(slice.take(amount));
-                }
-            }
-        }
-    }
-
-    /// Claims `size` of the period if its claimed total stays within
-    /// `limit`: the new total, or `None` when it does not fit.
-    async fn claim(&self, budget_id: &str, period: &str, size: i64, limit: Nanos) -> sqlx::Result<Option<i64>> {
-        if size > limit.0 {
-            return Ok(None);
-        }
-        let _turn = self.0.database.write_turn().await;
-        sqlx::query_scalar(
-            "INSERT INTO budget_usage (budget_id, period, claimed_nano) VALUES ($1, $2, $3) \
-             ON CONFLICT (budget_id, period) DO UPDATE SET claimed_nano = budget_usage.claimed_nano + $3 \
-             WHERE budget_usage.claimed_nano + $3 <= $4 RETURNING claimed_nano",
-        )
-        .bind(budget_id)
-        .bind(period)
-        .bind(size)
-        .bind(limit.0)
-        .fetch_optional(&self.0.database.pool)
-        .await
+        let size = |seen| slice_size(budget.limit, seen, amount);
+        self.0.slices.take(&key, amount, budget.limit.0, size).await
     }
 
     fn give_back(&self, budget: &Budget, period: &str, amount: i64) {
-        if amount <= 0 {
-            return;
-        }
-        let mut slices = self.slices();
-        let slice = slices
-            .entry((budget.id.clone(), period.to_string(), budget.limit.0))
-            .or_insert_with(Slice::new);
-        slice.left += amount;
+        let key = (budget.id.clone(), period.to_string(), budget.limit.0);
+        self.0.slices.give_back(&key, amount);
     }
 
     /// The period's spend and holds, as this gateway knows them.
@@ -439,12 +382,7 @@ impl Budgets {
             .filter(|(key, _)| ours(key))
             .map(|(_, (_, n))| *n)
             .sum();
-        let unused: i64 = self
-            .slices()
-            .iter()
-            .filter(|(key, _)| ours(key))
-            .map(|(_, s)| s.left)
-            .sum();
+        let unused = self.0.slices.unused(ours);
         let spent = spent.saturating_add(unflushed);
         Ok(PeriodUsage {
             spent: Nanos(spent),

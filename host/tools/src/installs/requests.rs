@@ -1,28 +1,23 @@
-//! What the `installs.*` operations accept. Kept apart from the install
-//! logic because these are the wire shapes: `deny_unknown_fields` makes a
-//! misspelt field an error instead of a silent default.
+//! What an install or an install change asks for. The control plane's
+//! `installs.*` params are the wire shapes (with `deny_unknown_fields`, so a
+//! misspelt field is an error) and build these; only a credential, which
+//! those params carry as it is, is read from the wire here.
 
 use std::collections::BTreeMap;
 
-/// What `installs.create` asks for.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A new install.
+#[derive(Clone, Debug, Default)]
 pub struct NewInstall {
     pub package: String,
     /// A semver requirement (`1.2.3` means `^1.2.3`); the newest match that is not yanked.
-    #[serde(default)]
     pub version: Option<String>,
     /// Defaults to the package's short name.
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub config: BTreeMap<String, String>,
     /// Origins approved for outbound HTTP; each must be covered by the
     /// package's `allowed_hosts`.
-    #[serde(default)]
     pub origins: Vec<String>,
     /// Credentials the host places on the component's requests, by name.
-    #[serde(default)]
     pub credentials: BTreeMap<String, NewCredential>,
 }
 
@@ -48,16 +43,11 @@ fn bearer() -> String {
 /// What `installs.update` changes; absent fields stay as they are. The
 /// version requirement is resolved again, so an update with none upgrades to
 /// the newest match.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default)]
 pub struct InstallChange {
-    #[serde(default)]
     pub version: Option<String>,
-    #[serde(default)]
     pub config: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     pub origins: Option<Vec<String>>,
     /// Replaces the credentials when given.
-    #[serde(default)]
     pub credentials: Option<BTreeMap<String, NewCredential>>,
 }
