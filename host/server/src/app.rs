@@ -1,10 +1,10 @@
-//! The gateway's wiring, in one place: [`Gateway::start`] builds each
-//! concern's state once, and [`AppState`] hands every handler only the state
+//! The gateway's wiring, in one place: [`Gateway::start`] (`start.rs`)
+//! builds each concern's state once, and [`AppState`] hands every handler only the state
 //! of its own concern through axum's `FromRef`: the data plane
 //! ([`DataPlane`]), auth ([`AuthState`], all the `Caller` extractor needs),
 //! the control plane ([`ControlPlane`]), packages ([`Packages`]) and tool
 //! servers and skills ([`Components`]), hosted actors ([`Actors`]), and the
-//! browser-origin rule ([`Origins`]). [`Gateway::routes`] merges every
+//! browser-origin rule ([`Origins`]). [`Gateway::router`] merges every
 //! concern's routes. A concern
 //! that acts on another goes through the other's API (an install rebuilds the
 //! routes through `RouteTable::rebuild`; the control plane reads the ledger
@@ -12,7 +12,8 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
+mod start;
+
 use axum::extract::FromRef;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -22,18 +23,13 @@ use crate::config::Config;
 use tollgate_billing::Billing;
 use tollgate_control::ControlPlane;
 use tollgate_core::db::Database;
-use tollgate_core::money::Nanos;
-use tollgate_gateway::{DataLimits, DataPlane, RouteTable, upstream::Upstream};
+use tollgate_gateway::DataPlane;
 use tollgate_hosted_actors::Actors;
-use tollgate_identity::accounts::Accounts;
-use tollgate_identity::auth::{AuthState, KeyResolver};
+use tollgate_identity::auth::AuthState;
 use tollgate_ledger::Ledger;
 use tollgate_metering::Metering;
-use tollgate_packages::{Installs, Packages};
-use tollgate_plugin_host::Adapters;
-use tollgate_routing::health::Health;
-use tollgate_tools::{Components, Store as InstallStore};
-use tollgate_web::rate_limit::KeyRateLimiter;
+use tollgate_packages::Packages;
+use tollgate_tools::Components;
 use tollgate_web::server::Origins;
 
 /// The router's state: one handle per concern.
@@ -143,191 +139,6 @@ pub async fn serve_then(
 }
 
 impl Gateway {
-    pub async fn start(config: Config) -> anyhow::Result<Arc<Self>> {
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-        ControlPlane::check(&config.control_plane)?;
-        config.server.check()?;
-        let database = Database::open_for_server(&config.database_url(), config.ledger.sqlite_sync).await?;
-        let keys = KeyResolver::start(&database, &config.database_url()).await?;
-        let files: Vec<(String, &std::path::Path)> = config
-            .adapters
-            .iter()
-            .map(|(name, file)| (name.clone(), file.path.as_path()))
-            .collect();
-        let adapters = Arc::new(Adapters::load(&config.plugins, &config.cache_dir(), &files)?);
-        let registry = tollgate_packages::open(&config.registry, &config.data_dir, database.pool.clone())?;
-        tollgate_packages::seed_builtins(&registry).await?;
-        let component_host =
-            tollgate_components::ComponentHost::new(adapters.engine(), &config.cache_dir(), config.components.clone())?;
-        let credential_key = config
-            .credential_key_file
-            .clone()
-            .unwrap_or_else(|| config.data_dir.join("credentials.key"));
-        let component_installs = tollgate_tools::Installs::load(
-            InstallStore::new(database.clone()),
-            component_host,
-            registry.clone(),
-            tollgate_core::sealed::SealingKey::load_or_create(&credential_key)?,
-        )
-        .await?;
-        component_installs.follow(std::time::Duration::from_millis(config.registry.install_poll_ms));
-        let installs = Installs::load(
-            &database,
-            &registry,
-            &adapters,
-            &config.providers,
-            &config.registry.operator_workspaces,
-        )
-        .await?;
-        tollgate_packages::installs::load_references(&registry, &adapters, &config.providers).await?;
-        let routes = Arc::new(
-            RouteTable::build(
-                database.clone(),
-                adapters.clone(),
-                &installs.overlay(None),
-                config.catalog.prices_file.clone(),
-            )
-            .await?,
-        );
-        // Usage events ride on ledger settlements, so metering needs the ledger.
-        let metering = match config.ledger.enabled {
-            true => Metering::new(&config.metering, &config.data_dir, &config.listen)?,
-            false => None,
-        };
-        if let Some(metering) = &metering {
-            metering.start(&database).await?;
-            tollgate_telemetry::watch_outbox_backlog(metering.backlog_gauge());
-        }
-        // The writer runs whether or not the wallet is on: every request
-        // leaves a request-log row (spec §1.11); with the wallet off, rows
-        // bill nothing.
-        let request_log = Ledger::start(
-            database.clone(),
-            &config.ledger,
-            tollgate_metering::instance_source(&config.metering),
-            metering.as_ref().map(Metering::notifier),
-        )?;
-        let ledger = config.ledger.enabled.then(|| request_log.clone());
-        let archive = config.retention.open_archive(&config.data_dir)?;
-        crate::retention::start(database.clone(), archive, config.retention.clone());
-        let packages = Arc::new(Packages::new(
-            registry,
-            installs,
-            routes.clone(),
-            adapters.clone(),
-            database.clone(),
-            config.registry.workspace_quota_bytes,
-        ));
-        tollgate_packages::installs::follow(
-            &packages,
-            std::time::Duration::from_millis(config.registry.install_poll_ms),
-        );
-        let readiness = Arc::new(tollgate_web::server::Readiness::new(database.clone(), {
-            let routes = routes.clone();
-            Box::new(move || routes.unloaded_adapters())
-        }));
-        let accounts = Accounts::new(database.clone(), keys.clone());
-        let billing = Arc::new(Billing::new(&config.billing, accounts.clone(), database.clone())?);
-        billing.check_plans_in_use().await?;
-        billing.return_idle_slices();
-        if let Some(ledger) = &ledger {
-            billing.budgets().start(ledger.clone());
-        }
-        let data = DataPlane::new(
-            routes,
-            adapters,
-            Upstream::new(&config.timeouts)?,
-            Health::new(config.breaker.clone()),
-            tollgate_gateway::Books {
-                request_log: request_log.clone(),
-                wallet: ledger.clone(),
-            },
-            billing.clone(),
-            DataLimits {
-                max_body_bytes: config.server.max_body_bytes,
-                max_upstream_body_bytes: config.upstream.max_body_bytes,
-                default_max_output_tokens: config.ledger.default_max_output_tokens,
-                log_prompts: config.telemetry.log_prompts,
-            },
-        );
-        let data = Arc::new(data);
-        let components = Arc::new(Components::new(component_installs.clone(), data.clone()));
-        let provenance_key = config
-            .provenance_key_file
-            .clone()
-            .unwrap_or_else(|| config.data_dir.join("provenance.key"));
-        let actors = Arc::new(Actors::new(
-            database.clone(),
-            data.clone(),
-            components.clone(),
-            packages.clone(),
-            tollgate_hosted_actors::load_or_create_signing_key(&provenance_key)?,
-            &config.actors,
-            tollgate_hosted_actors::trails::Trails::open(&config.registry.storage, &config.data_dir)?,
-            billing.clone(),
-        ));
-        let origins = Arc::new(Origins::new(
-            config.control_plane.public_url.clone(),
-            config.control_plane.allowed_origins.clone(),
-        ));
-        data.delegate(vec![Arc::new(tollgate_hosted_actors::chat::ActorModels(
-            actors.clone(),
-        ))]);
-        let control = ControlPlane::new(
-            &config.control_plane,
-            origins.clone(),
-            tollgate_control::Concerns {
-                accounts,
-                billing: billing.clone(),
-                ledger: tollgate_ledger::Views::new(database.clone()),
-                packages: packages.clone(),
-                components: component_installs,
-                actors: actors.clone(),
-            },
-            database.clone(),
-            config.auth.key_requests_per_minute,
-        );
-        let signin = tollgate_identity::auth::signin::SignIn::new(
-            &config.auth,
-            database.clone(),
-            keys.clone(),
-            tollgate_core::sealed::SealingKey::load_or_create(&credential_key)?,
-            config.control_plane.public_url.clone(),
-            Nanos::from_usd(&config.control_plane.signup_credit_usd)
-                .map_err(|e| anyhow::anyhow!("control_plane.signup_credit_usd: {e}"))?,
-            tollgate_identity::auth::sessions::PlainHttp::new(
-                config.control_plane.public_url.as_deref(),
-                &config.listen,
-            ),
-        )?;
-        let auth = AuthState::new(
-            keys,
-            KeyRateLimiter::new(config.auth.key_requests_per_minute),
-            signin,
-            Some(tollgate_identity::auth::refusals::RefusalLog::new(request_log.clone())),
-        );
-        Ok(Arc::new(Self {
-            state: AppState {
-                data,
-                auth: Arc::new(auth),
-                control: Arc::new(control),
-                packages,
-                components,
-                actors,
-                billing: billing.clone(),
-                origins,
-            },
-            admission: Arc::new(tollgate_web::server::Admission::new(&config.server)),
-            readiness,
-            config,
-            database,
-            metering,
-            ledger: Some(request_log),
-            billing,
-        }))
-    }
-
     /// Every concern's routes inside the layers every request passes.
     pub fn router(&self) -> axum::Router {
         tollgate_web::server::router(
