@@ -33,7 +33,7 @@ pub struct Answer<'a> {
 /// The `chat.completion` for `answer`, and its usage.
 pub fn completion(ctx: &CallContext, head: &ResponseHead, answer: Answer<'_>) -> Result<Translated, AdapterError> {
     let content = match answer.content {
-        Some(text) if !(text.is_empty() && !answer.tool_calls.is_empty()) => Value::String(text),
+        Some(text) if !text.is_empty() || answer.tool_calls.is_empty() => Value::String(text),
         _ => Value::Null,
     };
     let mut message = json!({ "role": "assistant", "content": content });

@@ -153,8 +153,9 @@ pub enum ReasoningEffort {
 }
 
 impl ReasoningEffort {
-    /// The thinking budget, in tokens, for providers that take one instead
-    /// of an effort (Gemini 2.5's own budgets); `None` when reasoning is off.
+    /// The thinking budget, in tokens, for providers that take a budget
+    /// rather than an effort: Gemini 2.5's budget for each effort, which
+    /// Cohere's reasoning models are given too. `None` when reasoning is off.
     pub fn token_budget(self) -> Option<u32> {
         match self {
             ReasoningEffort::Off => None,

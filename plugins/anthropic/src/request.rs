@@ -194,15 +194,7 @@ fn tools(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
             declaration.insert("description".into(), Value::from(description));
         }
         // `input_schema` is required and must be an object schema.
-        let schema = match tool.parameters {
-            None => json!({"type": "object", "properties": {}}),
-            Some(schema @ Value::Object(_)) => schema.clone(),
-            Some(_) => {
-                return Err(AdapterError::invalid_request(format!(
-                    "tools[{i}].function.parameters must be a JSON Schema object"
-                )));
-            }
-        };
+        let schema = tool.object_parameters(i)?;
         // Strict tools are Anthropic's structured outputs for tool input: the
         // schema must meet the same rules as `output_config.format`.
         if tool.strict {

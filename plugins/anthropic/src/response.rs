@@ -79,10 +79,8 @@ pub fn finish_reason(stop_reason: Option<&str>, json_answer: bool) -> Option<&'s
     })
 }
 
-/// Anthropic's `input_tokens` excludes the prompt tokens read from or
-/// written to the cache, which are billed as input too: the gateway's input
-/// is their sum, and `cache_read` is the part served from the cache (as
-/// OpenAI's `cached_tokens` is part of `prompt_tokens`).
+/// Anthropic's usage, whose `input_tokens` leaves out the prompt tokens read
+/// from or written to the cache (see `openai::usage_with_cache_apart`).
 pub fn usage(usage: &Value) -> Option<Usage> {
     let usage = usage.as_object()?;
     let count = |key: &str| usage.get(key).and_then(Value::as_u64);

@@ -140,9 +140,8 @@ pub fn finish_reason(stop_reason: &str, called_tools: bool) -> &'static str {
     }
 }
 
-/// Converse `usage`. Bedrock counts cache reads and writes apart from
-/// `inputTokens`; OpenAI's `prompt_tokens` (and Tollgate's input) include them,
-/// so they are added in and also reported on their own.
+/// Converse `usage`, whose `inputTokens` leaves out cache reads and writes
+/// (see `openai::usage_with_cache_apart`).
 pub fn usage_from(usage: &Value) -> Option<Usage> {
     let usage = usage.as_object()?;
     let count = |key: &str| usage.get(key).and_then(Value::as_u64);

@@ -88,18 +88,8 @@ fn tools(request: &Map<String, Value>, body: &mut Map<String, Value>) -> Result<
         if let Some(description) = tool.description {
             out.insert("description".into(), Value::from(description));
         }
-        // Cohere requires `parameters`; a function without arguments takes
-        // an empty object.
-        let parameters = match tool.parameters {
-            None => json!({"type": "object", "properties": {}}),
-            Some(schema @ Value::Object(_)) => schema.clone(),
-            Some(_) => {
-                return Err(AdapterError::invalid_request(format!(
-                    "tools[{i}].function.parameters must be a JSON Schema object"
-                )));
-            }
-        };
-        out.insert("parameters".into(), parameters);
+        // Cohere requires `parameters`.
+        out.insert("parameters".into(), tool.object_parameters(i)?);
         tools.push(json!({"type": "function", "function": out}));
     }
     let choice = match openai::tool_choice(request)? {
