@@ -92,7 +92,9 @@
 //! - [`json::RawObject`]: a JSON object whose values stay unparsed, for cheap
 //!   "edit a few top-level keys and pass the rest through" work.
 //! - [`openai`]: request preparation, usage extraction, error classification and
-//!   OpenAI-shaped error bodies; and [`openai::Compatible`], the whole
+//!   OpenAI-shaped error bodies; for native protocols, reading a request's
+//!   parameters and messages and writing a whole answer
+//!   ([`openai::completion`]); and [`openai::Compatible`], the whole
 //!   protocol of an OpenAI-compatible upstream, for adapters that wrap it.
 //! - [`stream`]: recognising empty / `[DONE]` / JSON stream event payloads;
 //!   [`stream::ChunkWriter`], which writes a translated stream's chunks (id,

@@ -1,7 +1,8 @@
-//! Helpers for streamed responses: classifying an event's payload,
-//! remembering chunk metadata to synthesize a final chunk ([`ChunkMeta`], for
-//! upstreams that already send chunks), and writing the chunks of a
-//! translated stream ([`ChunkWriter`], for native protocols).
+//! Helpers for streamed responses: classifying an event's payload (and
+//! reading a native protocol's JSON events, [`json_event`]), remembering
+//! chunk metadata to synthesize a final chunk ([`ChunkMeta`], for upstreams
+//! that already send chunks), and writing the chunks of a translated stream
+//! ([`ChunkWriter`], for native protocols).
 
 use serde_json::{Value, json};
 
@@ -31,6 +32,18 @@ pub fn event_data(data: &[u8]) -> Result<EventData<'_>, AdapterError> {
     std::str::from_utf8(data)
         .map(EventData::Json)
         .map_err(|_| AdapterError::internal("upstream sent a stream event that is not UTF-8"))
+}
+
+/// The JSON of a native protocol's stream event; `None` for an empty
+/// event or `[DONE]`. `provider` names who sent invalid JSON in the error.
+pub fn json_event(data: &[u8], provider: &str) -> Result<Option<Value>, AdapterError> {
+    let text = match event_data(data)? {
+        EventData::Empty | EventData::Done => return Ok(None),
+        EventData::Json(text) => text,
+    };
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|_| AdapterError::internal(format!("{provider} sent an invalid JSON stream event")))
 }
 
 /// The identifying fields of the last `chat.completion.chunk` seen, kept as
@@ -194,6 +207,18 @@ impl ChunkWriter {
         self.write(json!([]))
     }
 
+    /// The chunks that end a stream whose upstream `finished` the answer:
+    /// the [`final_chunk`](Self::final_chunk). A stream that ends before the
+    /// answer did was cut short (a proxy that closes cleanly looks like the
+    /// end of the body), an upstream failure the gateway can fail over from;
+    /// `unfinished` says what was missing.
+    pub fn end(&self, finished: bool, unfinished: &str) -> Result<Vec<Vec<u8>>, AdapterError> {
+        if !finished {
+            return Err(AdapterError::cut_short(unfinished));
+        }
+        Ok(vec![self.final_chunk()?])
+    }
+
     fn write(&self, choices: Value) -> Result<Vec<u8>, AdapterError> {
         let chunk = json!({
             "id": self.id(),
@@ -334,6 +359,21 @@ mod tests {
                                        "function": {"name": "f", "arguments": "{}"}}]}}]})
         );
         assert_eq!(parse(w.final_chunk())["model"], "m-2024");
+    }
+
+    #[test]
+    fn reads_json_events_and_ends_only_finished_streams() {
+        assert_eq!(json_event(b" [DONE]", "P").unwrap(), None);
+        assert_eq!(json_event(b"", "P").unwrap(), None);
+        assert_eq!(json_event(b"{\"a\":1}", "P").unwrap(), Some(json!({"a": 1})));
+        assert_eq!(
+            json_event(b"{", "P").unwrap_err().message,
+            "P sent an invalid JSON stream event"
+        );
+        let w = writer();
+        assert_eq!(w.end(true, "why").unwrap().len(), 1);
+        let err = w.end(false, "why").unwrap_err();
+        assert_eq!(err, AdapterError::cut_short("why"));
     }
 
     #[test]

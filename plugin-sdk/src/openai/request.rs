@@ -108,6 +108,21 @@ pub struct FunctionTool<'a> {
     pub strict: bool,
 }
 
+impl FunctionTool<'_> {
+    /// `parameters` for a provider that requires an object schema: absent
+    /// is a function without arguments (an object with no properties), and
+    /// anything but an object is refused. `i` is the tool's index in `tools`.
+    pub fn object_parameters(&self, i: usize) -> Result<Value, AdapterError> {
+        match self.parameters {
+            None => Ok(serde_json::json!({"type": "object", "properties": {}})),
+            Some(schema @ Value::Object(_)) => Ok(schema.clone()),
+            Some(_) => Err(AdapterError::invalid_request(format!(
+                "tools[{i}].function.parameters must be a JSON Schema object"
+            ))),
+        }
+    }
+}
+
 /// The request's `tools`, which must all be function tools with a name.
 /// `provider` names who refuses any other kind, in the error message.
 pub fn function_tools<'a>(
@@ -227,6 +242,28 @@ mod tests {
         }
         let out: Value = serde_json::from_slice(&prepare_request(bare, "m", false, None).unwrap()).unwrap();
         assert!(out.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn object_parameters_default_to_no_arguments() {
+        let request = serde_json::json!({"tools": [
+            {"type": "function", "function": {"name": "a"}},
+            {"type": "function", "function": {"name": "b", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "c", "parameters": []}}
+        ]});
+        let tools = function_tools(request.as_object().unwrap(), "P").unwrap();
+        assert_eq!(
+            tools[0].object_parameters(0).unwrap(),
+            serde_json::json!({"type": "object", "properties": {}})
+        );
+        assert_eq!(
+            tools[1].object_parameters(1).unwrap(),
+            serde_json::json!({"type": "object"})
+        );
+        assert_eq!(
+            tools[2].object_parameters(2).unwrap_err().message,
+            "tools[2].function.parameters must be a JSON Schema object"
+        );
     }
 
     #[test]

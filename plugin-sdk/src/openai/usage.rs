@@ -43,6 +43,26 @@ pub fn usage_json(usage: &Usage) -> Value {
     out
 }
 
+/// The usage of a provider that counts prompt tokens read from or written
+/// to its cache apart from the other input tokens (Anthropic, and Bedrock
+/// after it): all three are billed as input, so input is their sum, and the
+/// cache counts are also reported on their own (as OpenAI's `cached_tokens`
+/// is part of `prompt_tokens`). Missing counts are 0 or `None`.
+pub fn usage_with_cache_apart(
+    uncached_input: Option<u64>,
+    output: Option<u64>,
+    cache_read: Option<u64>,
+    cache_write: Option<u64>,
+) -> Usage {
+    Usage {
+        input: uncached_input.unwrap_or(0) + cache_read.unwrap_or(0) + cache_write.unwrap_or(0),
+        output: output.unwrap_or(0),
+        cache_read,
+        cache_write,
+        reasoning: None,
+    }
+}
+
 /// [`usage_from_value`] on raw JSON text; `None` for `null`, non-objects or
 /// invalid JSON.
 pub fn usage_from_raw(usage: &RawValue) -> Option<Usage> {
@@ -87,5 +107,15 @@ mod tests {
         let raw = RawValue::from_string(r#"{"prompt_tokens":1,"completion_tokens":2}"#.into()).unwrap();
         assert_eq!(usage_from_raw(&raw).unwrap().output, 2);
         assert_eq!(usage_from_raw(&RawValue::from_string("null".into()).unwrap()), None);
+    }
+
+    #[test]
+    fn cache_counts_kept_apart_are_input_too() {
+        let u = usage_with_cache_apart(Some(10), Some(3), Some(15), None);
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write),
+            (25, 3, Some(15), None)
+        );
+        assert_eq!(usage_with_cache_apart(None, None, None, None).input, 0);
     }
 }

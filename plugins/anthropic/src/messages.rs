@@ -14,7 +14,7 @@
 //! text blocks), and so is a turn left with no blocks.
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::AdapterError;
+use tollgate_plugin_sdk::{AdapterError, openai};
 
 /// The translated conversation.
 #[derive(Debug, Default)]
@@ -91,14 +91,11 @@ pub fn convert(messages: &[Value]) -> Result<Conversation, AdapterError> {
     // `tool_result` whose `tool_use_id` it cannot match.
     let mut calls: Vec<String> = Vec::new();
     for (i, message) in messages.iter().enumerate() {
-        let role = message
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| AdapterError::invalid_request(format!("messages[{i}].role is required")))?;
+        let role = openai::role(message, i)?;
         let content = message.get("content").unwrap_or(&Value::Null);
         match role {
             "system" | "developer" => {
-                let text = texts(content, i)?.join("\n");
+                let text = openai::texts(content, i)?.join("\n");
                 if !text.is_empty() {
                     out.system.push(text);
                 }
@@ -106,56 +103,17 @@ pub fn convert(messages: &[Value]) -> Result<Conversation, AdapterError> {
             "user" => out.push("user", user_blocks(content, i)?),
             "assistant" => out.push("assistant", assistant_blocks(message, i, &mut calls)?),
             "tool" => {
-                let id = message
-                    .get("tool_call_id")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| AdapterError::invalid_request(format!("messages[{i}].tool_call_id is required")))?;
-                if !calls.iter().any(|call| call == id) {
-                    return Err(AdapterError::invalid_request(format!(
-                        "messages[{i}]: no earlier assistant tool call has id '{id}'"
-                    )));
-                }
-                let result = texts(content, i)?.concat();
+                let id = openai::tool_result_id(message, i, &calls)?;
+                let result = openai::texts(content, i)?.concat();
                 out.push(
                     "user",
                     vec![json!({"type": "tool_result", "tool_use_id": id, "content": result})],
                 );
             }
-            other => {
-                return Err(AdapterError::invalid_request(format!(
-                    "messages[{i}].role '{other}' is not supported by the Anthropic adapter"
-                )));
-            }
+            other => return Err(openai::unsupported_role(i, other, "the Anthropic adapter")),
         }
     }
     Ok(out)
-}
-
-/// Texts of a string or of the `text` parts of an array.
-fn texts(content: &Value, i: usize) -> Result<Vec<String>, AdapterError> {
-    match content {
-        Value::Null => Ok(Vec::new()),
-        Value::String(text) => Ok(vec![text.clone()]),
-        Value::Array(parts) => {
-            let mut out = Vec::new();
-            for (j, part) in parts.iter().enumerate() {
-                let key = match part.get("type").and_then(Value::as_str) {
-                    Some("text") => "text",
-                    Some("refusal") => "refusal",
-                    _ => {
-                        return Err(AdapterError::invalid_request(format!(
-                            "messages[{i}].content[{j}]: only text parts are allowed here"
-                        )));
-                    }
-                };
-                out.extend(part.get(key).and_then(Value::as_str).map(str::to_owned));
-            }
-            Ok(out)
-        }
-        _ => Err(AdapterError::invalid_request(format!(
-            "messages[{i}].content must be a string or an array"
-        ))),
-    }
 }
 
 fn text_block(text: &str) -> Option<Value> {
@@ -165,28 +123,15 @@ fn text_block(text: &str) -> Option<Value> {
 /// A user message: text and images.
 fn user_blocks(content: &Value, i: usize) -> Result<Vec<Value>, AdapterError> {
     let Value::Array(parts) = content else {
-        return Ok(texts(content, i)?.iter().filter_map(|t| text_block(t)).collect());
+        return Ok(openai::texts(content, i)?.into_iter().filter_map(text_block).collect());
     };
     let mut out = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
         let at = || format!("messages[{i}].content[{j}]");
         match part.get("type").and_then(Value::as_str) {
             Some("text") => out.extend(part.get("text").and_then(Value::as_str).and_then(text_block)),
-            Some("image_url") => {
-                let url = part
-                    .get("image_url")
-                    .and_then(|u| u.get("url").or(Some(u)))
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| AdapterError::invalid_request(format!("{}.image_url.url is required", at())))?;
-                out.push(image_block(url, &at())?);
-            }
-            other => {
-                return Err(AdapterError::invalid_request(format!(
-                    "{}: content part type {} is not supported by the Anthropic adapter",
-                    at(),
-                    other.unwrap_or("(missing)")
-                )));
-            }
+            Some("image_url") => out.push(image_block(openai::image_url(part, &at())?, &at())?),
+            other => return Err(openai::unsupported_part(&at(), other, "the Anthropic adapter")),
         }
     }
     Ok(out)
@@ -197,13 +142,7 @@ const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/w
 
 /// A base64 `data:` URL → a `base64` source; an http(s) URL → a `url` source.
 fn image_block(url: &str, at: &str) -> Result<Value, AdapterError> {
-    if let Some(rest) = url.strip_prefix("data:") {
-        let (meta, data) = rest
-            .split_once(',')
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}: malformed data URL")))?;
-        let media_type = meta
-            .strip_suffix(";base64")
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}: only base64 data URLs are supported")))?;
+    if let Some((media_type, data)) = openai::base64_data_url(url, at)? {
         if !IMAGE_TYPES.contains(&media_type) {
             return Err(AdapterError::invalid_request(format!(
                 "{at}: Anthropic accepts image/jpeg, image/png, image/gif and image/webp, not '{media_type}'"
@@ -225,7 +164,7 @@ fn image_block(url: &str, at: &str) -> Result<Value, AdapterError> {
 /// An assistant message: its text, then one `tool_use` per tool call.
 fn assistant_blocks(message: &Value, i: usize, calls: &mut Vec<String>) -> Result<Vec<Value>, AdapterError> {
     let content = message.get("content").unwrap_or(&Value::Null);
-    let mut blocks: Vec<Value> = texts(content, i)?.iter().filter_map(|t| text_block(t)).collect();
+    let mut blocks: Vec<Value> = openai::texts(content, i)?.into_iter().filter_map(text_block).collect();
     let tool_calls = message
         .get("tool_calls")
         .and_then(Value::as_array)
@@ -233,31 +172,10 @@ fn assistant_blocks(message: &Value, i: usize, calls: &mut Vec<String>) -> Resul
         .flatten();
     for (j, call) in tool_calls.enumerate() {
         let at = format!("messages[{i}].tool_calls[{j}]");
-        let id = call
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}.id is required")))?;
-        let function = call.get("function").unwrap_or(&Value::Null);
-        let name = function
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}.function.name is required")))?;
-        let input = arguments(function.get("arguments"))
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}.function.arguments must be a JSON object")))?;
+        let id = openai::tool_call_id(call, &at)?;
+        let function = openai::function_call(call.get("function").unwrap_or(&Value::Null), &at)?;
         calls.push(id.to_owned());
-        blocks.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));
+        blocks.push(json!({"type": "tool_use", "id": id, "name": function.name, "input": function.arguments}));
     }
     Ok(blocks)
-}
-
-/// Tool-call `arguments` (a JSON string) → `input` (an object).
-fn arguments(raw: Option<&Value>) -> Option<Value> {
-    match raw {
-        None | Some(Value::Null) => Some(json!({})),
-        Some(Value::String(text)) if text.trim().is_empty() => Some(json!({})),
-        Some(Value::String(text)) => serde_json::from_str::<Value>(text).ok().filter(Value::is_object),
-        Some(object @ Value::Object(_)) => Some(object.clone()),
-        Some(_) => None,
-    }
 }

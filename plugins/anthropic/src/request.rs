@@ -8,7 +8,8 @@
 //! `docs/adapters/anthropic.md`.
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, openai};
+use tollgate_plugin_sdk::openai::{self, ResponseFormat, ToolChoice};
+use tollgate_plugin_sdk::{AdapterError, CallContext};
 
 use crate::{messages, schema};
 
@@ -43,10 +44,7 @@ pub struct Shape {
 /// Translate the caller's body for `ctx` (model, stream, output cap,
 /// continuation).
 pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, AdapterError> {
-    let request: Map<String, Value> = match serde_json::from_slice(openai_body) {
-        Ok(Value::Object(map)) => map,
-        _ => return Err(AdapterError::invalid_request("request body must be a JSON object")),
-    };
+    let request = openai::request_object(openai_body)?;
     refuse_unsupported(&request)?;
     let model = ctx.upstream_model.as_str();
     if model.is_empty() || model.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -54,11 +52,7 @@ pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, Adapte
             "'{model}' is not an Anthropic model name"
         )));
     }
-    let list = match request.get("messages") {
-        Some(Value::Array(list)) => list,
-        _ => return Err(AdapterError::invalid_request("'messages' must be an array")),
-    };
-    let mut conversation = messages::convert(list)?;
+    let mut conversation = messages::convert(openai::messages(&request)?)?;
     if let Some(partial) = ctx.continuation.as_deref().filter(|p| !p.is_empty()) {
         // Anthropic continues a trailing assistant turn (prefill), so the
         // caller reads one answer across a mid-stream failover.
@@ -79,29 +73,26 @@ pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, Adapte
     }
     body.insert("messages".into(), Value::Array(conversation.messages));
     for key in ["temperature", "top_p"] {
-        if let Some(value) = request.get(key).filter(|v| !v.is_null()) {
-            if !value.is_number() {
-                return Err(AdapterError::invalid_request(format!("'{key}' must be a number")));
-            }
+        if let Some(value) = openai::number_as_sent(&request, key)? {
             body.insert(key.into(), value.clone());
         }
     }
     let stops = stop_sequences(&request)?;
     if !stops.is_empty() {
-        body.insert("stop_sequences".into(), Value::Array(stops));
+        body.insert("stop_sequences".into(), Value::from(stops));
     }
     let mut tools = tools(&request)?;
     let mut tool_choice = if tools.is_empty() { None } else { tool_choice(&request)? };
     let mut json_tool = None;
-    match response_format(&request)? {
-        Format::Text => {}
-        Format::JsonSchema(schema) => {
+    match openai::response_format(&request)? {
+        ResponseFormat::Text => {}
+        ResponseFormat::JsonSchema(schema) => {
             body.insert(
                 "output_config".into(),
-                json!({"format": {"type": "json_schema", "schema": schema}}),
+                json!({"format": {"type": "json_schema", "schema": schema::strict(schema)}}),
             );
         }
-        Format::JsonObject => {
+        ResponseFormat::JsonObject => {
             if !tools.is_empty() {
                 return Err(AdapterError::invalid_request(
                     "the Anthropic adapter emulates JSON mode with a forced tool, so it cannot be combined with 'tools'; use response_format json_schema",
@@ -128,8 +119,7 @@ pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, Adapte
     if ctx.stream {
         body.insert("stream".into(), Value::Bool(true));
     }
-    // The mock upstream's test directives; a real caller never sends them.
-    if let Some(directives) = request.get("mock").filter(|v| v.is_object()) {
+    if let Some(directives) = openai::mock_directives(&request) {
         body.insert("mock".into(), directives.clone());
     }
     let url = format!("{}/v1/messages", ctx.base_url.trim_end_matches('/'));
@@ -146,18 +136,14 @@ pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, Adapte
 
 /// OpenAI options that would change the answer and have no Anthropic form.
 fn refuse_unsupported(request: &Map<String, Value>) -> Result<(), AdapterError> {
-    if number(request, "n")?.is_some_and(|n| n > 1.0) {
-        return Err(AdapterError::invalid_request(
-            "the Anthropic adapter returns one choice per request: 'n' must be 1",
-        ));
-    }
+    openai::require_one_choice(request, "the Anthropic adapter")?;
     if request.get("logprobs").and_then(Value::as_bool) == Some(true) {
         return Err(AdapterError::invalid_request(
             "Anthropic does not return log probabilities ('logprobs')",
         ));
     }
     for key in ["presence_penalty", "frequency_penalty"] {
-        if number(request, key)?.is_some_and(|p| p != 0.0) {
+        if openai::number(request, key)?.is_some_and(|p| p != 0.0) {
             return Err(AdapterError::invalid_request(format!("Anthropic has no '{key}'")));
         }
     }
@@ -179,30 +165,17 @@ fn refuse_unsupported(request: &Map<String, Value>) -> Result<(), AdapterError> 
 
 /// The caller's limit, else the gateway's cap, else [`DEFAULT_MAX_TOKENS`].
 fn max_tokens(request: &Map<String, Value>, cap: Option<u32>) -> Result<u64, AdapterError> {
-    let limit = match number(request, "max_completion_tokens")? {
-        Some(n) => Some(n),
-        None => number(request, "max_tokens")?,
-    };
-    match limit {
+    match openai::max_tokens(request)? {
         Some(n) if n >= 1.0 && n.fract() == 0.0 => Ok(n as u64),
         Some(_) => Err(AdapterError::invalid_request("max_tokens must be a positive integer")),
         None => Ok(u64::from(cap.unwrap_or(DEFAULT_MAX_TOKENS))),
     }
 }
 
-fn stop_sequences(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
-    let stops = match request.get("stop") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => vec![Value::from(s.as_str())],
-        Some(Value::Array(list)) if list.iter().all(Value::is_string) => list.clone(),
-        Some(_) => {
-            return Err(AdapterError::invalid_request(
-                "'stop' must be a string or an array of strings",
-            ));
-        }
-    };
+fn stop_sequences(request: &Map<String, Value>) -> Result<Vec<&str>, AdapterError> {
+    let stops = openai::stop_sequences(request)?;
     // Anthropic rejects whitespace-only stop sequences.
-    if stops.iter().any(|s| s.as_str().is_some_and(|s| s.trim().is_empty())) {
+    if stops.iter().any(|s| s.trim().is_empty()) {
         return Err(AdapterError::invalid_request(
             "Anthropic does not accept empty or whitespace-only stop sequences",
         ));
@@ -221,15 +194,7 @@ fn tools(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
             declaration.insert("description".into(), Value::from(description));
         }
         // `input_schema` is required and must be an object schema.
-        let schema = match tool.parameters {
-            None => json!({"type": "object", "properties": {}}),
-            Some(schema @ Value::Object(_)) => schema.clone(),
-            Some(_) => {
-                return Err(AdapterError::invalid_request(format!(
-                    "tools[{i}].function.parameters must be a JSON Schema object"
-                )));
-            }
-        };
+        let schema = tool.object_parameters(i)?;
         // Strict tools are Anthropic's structured outputs for tool input: the
         // schema must meet the same rules as `output_config.format`.
         if tool.strict {
@@ -245,74 +210,16 @@ fn tools(request: &Map<String, Value>) -> Result<Vec<Value>, AdapterError> {
 
 /// `tool_choice` (+ `parallel_tool_calls: false`) → Anthropic `tool_choice`.
 fn tool_choice(request: &Map<String, Value>) -> Result<Option<Value>, AdapterError> {
-    let mut choice = match request.get("tool_choice") {
-        None | Some(Value::Null) => json!({"type": "auto"}),
-        Some(Value::String(choice)) => match choice.as_str() {
-            "auto" => json!({"type": "auto"}),
-            "none" => json!({"type": "none"}),
-            "required" => json!({"type": "any"}),
-            other => {
-                return Err(AdapterError::invalid_request(format!(
-                    "tool_choice '{other}' is not one of auto, none, required"
-                )));
-            }
-        },
-        Some(Value::Object(choice)) => {
-            let name = choice
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .and_then(Value::as_str)
-                .ok_or_else(|| AdapterError::invalid_request("tool_choice.function.name is required"))?;
-            json!({"type": "tool", "name": name})
-        }
-        Some(_) => {
-            return Err(AdapterError::invalid_request(
-                "tool_choice must be a string or an object",
-            ));
-        }
+    let explicit = openai::tool_choice(request)?;
+    let mut choice = match explicit.unwrap_or(ToolChoice::Auto) {
+        ToolChoice::Auto => json!({"type": "auto"}),
+        ToolChoice::None => json!({"type": "none"}),
+        ToolChoice::Required => json!({"type": "any"}),
+        ToolChoice::Function(name) => json!({"type": "tool", "name": name}),
     };
-    let explicit = request.get("tool_choice").is_some_and(|c| !c.is_null());
     let serial = request.get("parallel_tool_calls").and_then(Value::as_bool) == Some(false);
     if serial && choice["type"] != "none" {
         choice["disable_parallel_tool_use"] = Value::Bool(true);
     }
-    Ok((explicit || serial).then_some(choice))
-}
-
-enum Format {
-    Text,
-    JsonObject,
-    JsonSchema(Value),
-}
-
-fn response_format(request: &Map<String, Value>) -> Result<Format, AdapterError> {
-    let Some(format) = request.get("response_format").filter(|v| !v.is_null()) else {
-        return Ok(Format::Text);
-    };
-    match format.get("type").and_then(Value::as_str) {
-        Some("text") => Ok(Format::Text),
-        Some("json_object") => Ok(Format::JsonObject),
-        Some("json_schema") => {
-            let schema = format
-                .get("json_schema")
-                .and_then(|s| s.get("schema"))
-                .filter(|s| s.is_object())
-                .ok_or_else(|| AdapterError::invalid_request("response_format.json_schema.schema is required"))?;
-            Ok(Format::JsonSchema(schema::strict(schema)))
-        }
-        _ => Err(AdapterError::invalid_request(
-            "response_format.type must be text, json_object or json_schema",
-        )),
-    }
-}
-
-/// A numeric field, `None` when absent or null.
-fn number(request: &Map<String, Value>, key: &str) -> Result<Option<f64>, AdapterError> {
-    match request.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => value
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| AdapterError::invalid_request(format!("'{key}' must be a number"))),
-    }
+    Ok((explicit.is_some() || serial).then_some(choice))
 }

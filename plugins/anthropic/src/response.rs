@@ -1,8 +1,8 @@
 //! A whole Anthropic `message` → OpenAI `chat.completion`, plus the pieces
-//! the stream translation shares: finish reasons, usage, ids.
+//! the stream translation shares: finish reasons and usage.
 
-use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Translated, Usage, openai, time};
+use serde_json::Value;
+use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Translated, Usage, openai};
 
 use crate::error;
 use crate::request::Shape;
@@ -32,17 +32,14 @@ pub fn completion(
             Some("text") => content.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
             Some("tool_use") => {
                 let name = block.get("name").and_then(Value::as_str).unwrap_or("");
-                let input = input_json(block.get("input"))?;
+                let input = openai::arguments_text(block.get("input"))?;
                 if shape.json_tool.as_deref() == Some(name) {
                     json_answer = true;
                     content.push_str(&input);
                     continue;
                 }
-                tool_calls.push(json!({
-                    "id": block.get("id").and_then(Value::as_str).unwrap_or(""),
-                    "type": "function",
-                    "function": { "name": name, "arguments": input },
-                }));
+                let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+                tool_calls.push(openai::tool_call(id, name, &input));
             }
             // Thinking, redacted thinking and server-tool blocks have no
             // chat-completions form.
@@ -54,44 +51,19 @@ pub fn completion(
     }
     let stop_reason = answer.get("stop_reason").and_then(Value::as_str);
     let finish_reason = finish_reason(stop_reason, json_answer).unwrap_or("stop");
-    let content = if content.is_empty() && !tool_calls.is_empty() {
-        Value::Null
-    } else {
-        Value::String(content)
-    };
-    let mut message = json!({ "role": "assistant", "content": content });
-    if !tool_calls.is_empty() {
-        message["tool_calls"] = Value::Array(tool_calls);
-    }
-    let usage = answer.get("usage").and_then(usage);
-    let created = openai::header(&head.headers, "date")
-        .and_then(time::http_date)
-        .unwrap_or(0);
-    let mut completion = json!({
-        "id": completion_id(ctx, &answer),
-        "object": "chat.completion",
-        "created": created,
-        "model": model(ctx, &answer),
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "logprobs": null,
-            "finish_reason": finish_reason,
-        }],
-    });
-    if let Some(usage) = &usage {
-        completion["usage"] = openai::usage_json(usage);
-    }
-    let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
-    Ok(Translated { body, usage })
-}
-
-/// A `tool_use` block's `input` as the OpenAI `arguments` JSON string.
-fn input_json(input: Option<&Value>) -> Result<String, AdapterError> {
-    match input {
-        None | Some(Value::Null) => Ok("{}".to_owned()),
-        Some(input) => serde_json::to_string(input).map_err(|e| AdapterError::internal(e.to_string())),
-    }
+    openai::completion(
+        ctx,
+        head,
+        openai::Answer {
+            id: answer.get("id").and_then(Value::as_str),
+            model: answer.get("model").and_then(Value::as_str),
+            content: Some(content),
+            tool_calls,
+            finish_reason,
+            usage: answer.get("usage").and_then(usage),
+            ..openai::Answer::default()
+        },
+    )
 }
 
 /// `stop_reason` → OpenAI `finish_reason`; `None` while unfinished. A
@@ -107,40 +79,15 @@ pub fn finish_reason(stop_reason: Option<&str>, json_answer: bool) -> Option<&'s
     })
 }
 
-/// Anthropic's `input_tokens` excludes the prompt tokens read from or
-/// written to the cache, which are billed as input too: the gateway's input
-/// is their sum, and `cache_read` is the part served from the cache (as
-/// OpenAI's `cached_tokens` is part of `prompt_tokens`).
+/// Anthropic's usage, whose `input_tokens` leaves out the prompt tokens read
+/// from or written to the cache (see `openai::usage_with_cache_apart`).
 pub fn usage(usage: &Value) -> Option<Usage> {
     let usage = usage.as_object()?;
     let count = |key: &str| usage.get(key).and_then(Value::as_u64);
-    let read = count("cache_read_input_tokens");
-    let written = count("cache_creation_input_tokens");
-    Some(Usage {
-        input: count("input_tokens").unwrap_or(0) + read.unwrap_or(0) + written.unwrap_or(0),
-        output: count("output_tokens").unwrap_or(0),
-        cache_read: read,
-        cache_write: written,
-        reasoning: None,
-    })
-}
-
-/// `chatcmpl-<message id>`, else `chatcmpl-<gateway request id>`.
-pub fn completion_id(ctx: &CallContext, message: &Value) -> String {
-    let id = message
-        .get("id")
-        .and_then(Value::as_str)
-        .filter(|id| !id.is_empty())
-        .unwrap_or(&ctx.request_id);
-    format!("chatcmpl-{id}")
-}
-
-/// The model that answered, else the requested one.
-pub fn model(ctx: &CallContext, message: &Value) -> String {
-    message
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .unwrap_or(&ctx.upstream_model)
-        .to_owned()
+    Some(openai::usage_with_cache_apart(
+        count("input_tokens"),
+        count("output_tokens"),
+        count("cache_read_input_tokens"),
+        count("cache_creation_input_tokens"),
+    ))
 }

@@ -19,7 +19,7 @@
 //! as an upstream failure, so the gateway can fail over and continue.
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::stream::{ChunkWriter, EventData, event_data, tool_call_arguments, tool_call_start};
+use tollgate_plugin_sdk::stream::{ChunkWriter, json_event, tool_call_arguments, tool_call_start};
 use tollgate_plugin_sdk::{AdapterError, CallContext, Event, StreamTranslator, Usage};
 
 use crate::request::Shape;
@@ -159,12 +159,9 @@ impl StreamState {
 
 impl StreamTranslator for StreamState {
     fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        let text = match event_data(&event.data)? {
-            EventData::Empty | EventData::Done => return Ok(()),
-            EventData::Json(text) => text,
+        let Some(data) = json_event(&event.data, "Anthropic")? else {
+            return Ok(());
         };
-        let data: Value = serde_json::from_str(text)
-            .map_err(|_| AdapterError::internal("Anthropic sent an invalid JSON stream event"))?;
         if let Some(error) = error::in_body(&data) {
             return Err(error);
         }
@@ -201,10 +198,8 @@ impl StreamTranslator for StreamState {
 
     /// The stream ended: the closing chunk, or an error if it was cut short.
     fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
-        if !self.stopped {
-            return Err(AdapterError::cut_short("Anthropic's stream ended before message_stop"));
-        }
-        Ok(vec![self.chunks.final_chunk()?])
+        self.chunks
+            .end(self.stopped, "Anthropic's stream ended before message_stop")
     }
 
     fn usage(&self) -> Option<Usage> {

@@ -2,9 +2,9 @@
 //! reason mappings the stream shares.
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Translated, Usage, openai, time};
+use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Translated, Usage, openai};
 
 use crate::request::Shape;
 
@@ -79,40 +79,25 @@ pub fn completion(
             let id = tool_use
                 .tool_use_id
                 .ok_or_else(|| AdapterError::internal("Bedrock sent a toolUse block without toolUseId"))?;
-            tool_calls.push(json!({
-                "id": id,
-                "type": "function",
-                "function": { "name": tool_use.name, "arguments": input }
-            }));
+            tool_calls.push(openai::tool_call(&id, &tool_use.name, &input));
         }
     }
     let text = strip_prefix_whitespace(&text, &shape.prefill_whitespace);
     let stop_reason = answer.stop_reason.as_deref().unwrap_or("end_turn");
-    let usage = answer.usage.as_ref().and_then(usage_from);
-    let mut message = json!({
-        "role": "assistant",
-        "content": if text.is_empty() && !tool_calls.is_empty() { Value::Null } else { Value::from(text) },
-        "refusal": null,
-    });
-    let finish = finish_reason(stop_reason, !tool_calls.is_empty());
-    if !tool_calls.is_empty() {
-        message["tool_calls"] = Value::Array(tool_calls);
-    }
-    let created = openai::header(&head.headers, "date")
-        .and_then(time::http_date)
-        .unwrap_or(0);
-    let mut completion = json!({
-        "id": completion_id(ctx),
-        "object": "chat.completion",
-        "created": created,
-        "model": ctx.upstream_model,
-        "choices": [{ "index": 0, "message": message, "logprobs": null, "finish_reason": finish }],
-    });
-    if let Some(usage) = &usage {
-        completion["usage"] = openai::usage_json(usage);
-    }
-    let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
-    Ok(Translated { body, usage })
+    let called_tools = !tool_calls.is_empty();
+    openai::completion(
+        ctx,
+        head,
+        openai::Answer {
+            content: Some(text.to_owned()),
+            tool_calls,
+            null_refusal: true,
+            finish_reason: finish_reason(stop_reason, called_tools),
+            usage: answer.usage.as_ref().and_then(usage_from),
+            // Converse answers have no id: the gateway's request id names the completion.
+            ..openai::Answer::default()
+        },
+    )
 }
 
 /// Valid JSON text without the whitespace between tokens, keys in their
@@ -138,11 +123,6 @@ fn compact_json(json: &str) -> String {
     out
 }
 
-/// Converse answers have no id: the gateway's request id names the completion.
-pub fn completion_id(ctx: &CallContext) -> String {
-    format!("chatcmpl-{}", ctx.request_id)
-}
-
 /// Drops `whitespace` from the start of `text` when it is there (see
 /// `Prepared::prefill_whitespace`).
 pub fn strip_prefix_whitespace<'t>(text: &'t str, whitespace: &str) -> &'t str {
@@ -160,26 +140,23 @@ pub fn finish_reason(stop_reason: &str, called_tools: bool) -> &'static str {
     }
 }
 
-/// Converse `usage`. Bedrock counts cache reads and writes apart from
-/// `inputTokens`; OpenAI's `prompt_tokens` (and Tollgate's input) include them,
-/// so they are added in and also reported on their own.
+/// Converse `usage`, whose `inputTokens` leaves out cache reads and writes
+/// (see `openai::usage_with_cache_apart`).
 pub fn usage_from(usage: &Value) -> Option<Usage> {
     let usage = usage.as_object()?;
     let count = |key: &str| usage.get(key).and_then(Value::as_u64);
-    let cache_read = count("cacheReadInputTokens");
-    let cache_write = count("cacheWriteInputTokens");
-    Some(Usage {
-        input: count("inputTokens").unwrap_or(0) + cache_read.unwrap_or(0) + cache_write.unwrap_or(0),
-        output: count("outputTokens").unwrap_or(0),
-        cache_read,
-        cache_write,
-        reasoning: None,
-    })
+    Some(openai::usage_with_cache_apart(
+        count("inputTokens"),
+        count("outputTokens"),
+        count("cacheReadInputTokens"),
+        count("cacheWriteInputTokens"),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn usage_includes_cache_tokens() {

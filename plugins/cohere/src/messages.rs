@@ -12,21 +12,18 @@
 //!   assistant tool call, as Cohere requires.
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::AdapterError;
+use tollgate_plugin_sdk::{AdapterError, openai};
 
 /// Translate the caller's `messages`.
 pub fn convert(messages: &[Value]) -> Result<Vec<Value>, AdapterError> {
     let mut out = Vec::with_capacity(messages.len());
     let mut call_ids: Vec<String> = Vec::new();
     for (i, message) in messages.iter().enumerate() {
-        let role = message
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| AdapterError::invalid_request(format!("messages[{i}].role is required")))?;
+        let role = openai::role(message, i)?;
         let content = message.get("content").unwrap_or(&Value::Null);
         match role {
             "system" | "developer" => {
-                let text = text_of(content, i)?;
+                let text = openai::texts(content, i)?.concat();
                 if !text.is_empty() {
                     out.push(json!({"role": "system", "content": text}));
                 }
@@ -38,59 +35,19 @@ pub fn convert(messages: &[Value]) -> Result<Vec<Value>, AdapterError> {
                 }
             }
             "tool" => {
-                let id = message
-                    .get("tool_call_id")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| AdapterError::invalid_request(format!("messages[{i}].tool_call_id is required")))?;
-                if !call_ids.iter().any(|c| c == id) {
-                    return Err(AdapterError::invalid_request(format!(
-                        "messages[{i}]: no earlier assistant tool call has id '{id}'"
-                    )));
-                }
+                let id = openai::tool_result_id(message, i, &call_ids)?;
                 out.push(json!({"role": "tool", "tool_call_id": id, "content": tool_content(content, i)?}));
             }
-            other => {
-                return Err(AdapterError::invalid_request(format!(
-                    "messages[{i}].role '{other}' is not supported by the Cohere adapter"
-                )));
-            }
+            other => return Err(openai::unsupported_role(i, other, "the Cohere adapter")),
         }
     }
     Ok(out)
 }
 
-/// The text of a string or of the `text` (or `refusal`) parts of an array,
-/// concatenated.
-fn text_of(content: &Value, i: usize) -> Result<String, AdapterError> {
-    match content {
-        Value::Null => Ok(String::new()),
-        Value::String(text) => Ok(text.clone()),
-        Value::Array(parts) => {
-            let mut out = String::new();
-            for (j, part) in parts.iter().enumerate() {
-                let key = match part.get("type").and_then(Value::as_str) {
-                    Some("text") => "text",
-                    Some("refusal") => "refusal",
-                    _ => {
-                        return Err(AdapterError::invalid_request(format!(
-                            "messages[{i}].content[{j}]: only text parts are allowed here"
-                        )));
-                    }
-                };
-                out.push_str(part.get(key).and_then(Value::as_str).unwrap_or(""));
-            }
-            Ok(out)
-        }
-        _ => Err(AdapterError::invalid_request(format!(
-            "messages[{i}].content must be a string or an array"
-        ))),
-    }
-}
-
 /// A user message's content: text and images.
 fn user_content(content: &Value, i: usize) -> Result<Value, AdapterError> {
     let Value::Array(parts) = content else {
-        return Ok(Value::String(text_of(content, i)?));
+        return Ok(Value::String(openai::texts(content, i)?.concat()));
     };
     let mut out = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
@@ -103,7 +60,7 @@ fn user_content(content: &Value, i: usize) -> Result<Value, AdapterError> {
                     .ok_or_else(|| AdapterError::invalid_request(format!("{}.text is required", at())))?;
                 out.push(json!({"type": "text", "text": text}));
             }
-            Some("image_url") => out.push(image(part.get("image_url"), &at())?),
+            Some("image_url") => out.push(image(part, &at())?),
             other => {
                 return Err(AdapterError::invalid_request(format!(
                     "{}: content part type {} is not supported by Cohere (text and image_url only)",
@@ -117,11 +74,8 @@ fn user_content(content: &Value, i: usize) -> Result<Value, AdapterError> {
 }
 
 /// An `image_url` part; Cohere takes base64 data URLs and web URLs.
-fn image(image_url: Option<&Value>, at: &str) -> Result<Value, AdapterError> {
-    let url = image_url
-        .and_then(|u| u.get("url").or(Some(u)))
-        .and_then(Value::as_str)
-        .ok_or_else(|| AdapterError::invalid_request(format!("{at}.image_url.url is required")))?;
+fn image(part: &Value, at: &str) -> Result<Value, AdapterError> {
+    let url = openai::image_url(part, at)?;
     let supported = url.starts_with("https://")
         || url.starts_with("http://")
         || (url.starts_with("data:") && url.contains(";base64,"));
@@ -132,7 +86,11 @@ fn image(image_url: Option<&Value>, at: &str) -> Result<Value, AdapterError> {
     }
     let mut out = Map::new();
     out.insert("url".into(), Value::from(url));
-    if let Some(detail) = image_url.and_then(|u| u.get("detail")).and_then(Value::as_str) {
+    if let Some(detail) = part
+        .get("image_url")
+        .and_then(|u| u.get("detail"))
+        .and_then(Value::as_str)
+    {
         if !matches!(detail, "auto" | "low" | "high") {
             return Err(AdapterError::invalid_request(format!(
                 "{at}.image_url.detail must be auto, low or high"
@@ -146,7 +104,7 @@ fn image(image_url: Option<&Value>, at: &str) -> Result<Value, AdapterError> {
 /// An assistant turn, or `None` when it says nothing (Cohere rejects empty
 /// assistant messages).
 fn assistant(message: &Value, i: usize, call_ids: &mut Vec<String>) -> Result<Option<Value>, AdapterError> {
-    let text = text_of(message.get("content").unwrap_or(&Value::Null), i)?;
+    let text = openai::texts(message.get("content").unwrap_or(&Value::Null), i)?.concat();
     let calls = match message.get("tool_calls") {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(calls)) => calls.as_slice(),
@@ -167,23 +125,14 @@ fn assistant(message: &Value, i: usize, call_ids: &mut Vec<String>) -> Result<Op
     let mut tool_calls = Vec::with_capacity(calls.len());
     for (j, call) in calls.iter().enumerate() {
         let at = format!("messages[{i}].tool_calls[{j}]");
-        let id = call
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}.id is required")))?;
+        let id = openai::tool_call_id(call, &at)?;
         let function = call.get("function").unwrap_or(&Value::Null);
-        let name = function
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}.function.name is required")))?;
-        let arguments = arguments(function.get("arguments"))
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}.function.arguments must be a JSON object")))?;
+        let called = openai::function_call(function, &at)?;
         call_ids.push(id.to_owned());
         tool_calls.push(json!({
             "id": id,
             "type": "function",
-            "function": {"name": name, "arguments": arguments},
+            "function": {"name": called.name, "arguments": arguments_text(function, &called.arguments)},
         }));
     }
     let mut out = json!({"role": "assistant", "tool_calls": tool_calls});
@@ -193,17 +142,12 @@ fn assistant(message: &Value, i: usize, call_ids: &mut Vec<String>) -> Result<Op
     Ok(Some(out))
 }
 
-/// Tool-call `arguments` as the JSON-object text Cohere expects.
-fn arguments(raw: Option<&Value>) -> Option<String> {
-    match raw {
-        None | Some(Value::Null) => Some("{}".to_owned()),
-        Some(Value::String(text)) if text.trim().is_empty() => Some("{}".to_owned()),
-        Some(Value::String(text)) => serde_json::from_str::<Value>(text)
-            .ok()
-            .filter(Value::is_object)
-            .map(|_| text.clone()),
-        Some(object @ Value::Object(_)) => Some(object.to_string()),
-        Some(_) => None,
+/// Tool-call `arguments` as the JSON-object text Cohere expects: the text
+/// the caller sent when it held the object, so Cohere reads back what it wrote.
+fn arguments_text(function: &Value, arguments: &Value) -> String {
+    match function.get("arguments") {
+        Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
+        _ => arguments.to_string(),
     }
 }
 

@@ -1,8 +1,8 @@
 //! A whole v2 chat answer → OpenAI `chat.completion`, plus the pieces the
-//! stream translation shares: finish reasons, usage, ids.
+//! stream translation shares: finish reasons and usage.
 
-use serde_json::{Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, ResponseHead, Translated, Usage, openai, time};
+use serde_json::Value;
+use tollgate_plugin_sdk::{AdapterError, CallContext, ErrorClass, ResponseHead, Translated, Usage, openai};
 
 use crate::error;
 
@@ -44,36 +44,18 @@ pub fn completion(ctx: &CallContext, head: &ResponseHead, body: &[u8]) -> Result
         answer.get("finish_reason").and_then(Value::as_str),
         !tool_calls.is_empty(),
     )?;
-    let content = if content.is_empty() && !tool_calls.is_empty() {
-        Value::Null
-    } else {
-        Value::String(content)
-    };
-    let mut message = json!({ "role": "assistant", "content": content });
-    if !tool_calls.is_empty() {
-        message["tool_calls"] = Value::Array(tool_calls);
-    }
-    let usage = answer.get("usage").and_then(usage);
-    let created = openai::header(&head.headers, "date")
-        .and_then(time::http_date)
-        .unwrap_or(0);
-    let mut completion = json!({
-        "id": completion_id(ctx, answer.get("id")),
-        "object": "chat.completion",
-        "created": created,
-        "model": ctx.upstream_model,
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "logprobs": null,
-            "finish_reason": finish_reason,
-        }],
-    });
-    if let Some(usage) = &usage {
-        completion["usage"] = openai::usage_json(usage);
-    }
-    let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
-    Ok(Translated { body, usage })
+    openai::completion(
+        ctx,
+        head,
+        openai::Answer {
+            id: answer.get("id").and_then(Value::as_str),
+            content: Some(content),
+            tool_calls,
+            finish_reason,
+            usage: answer.get("usage").and_then(usage),
+            ..openai::Answer::default()
+        },
+    )
 }
 
 /// A Cohere tool call (already OpenAI-shaped) with its fields checked.
@@ -89,7 +71,7 @@ fn tool_call(call: &Value) -> Result<Value, AdapterError> {
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty())
         .unwrap_or("{}");
-    Ok(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}))
+    Ok(openai::tool_call(id, name, arguments))
 }
 
 /// The OpenAI finish reason of a Cohere one. `ERROR` and `TIMEOUT` mean the
@@ -140,13 +122,4 @@ pub fn usage(usage: &Value) -> Option<Usage> {
         cache_write: None,
         reasoning: None,
     })
-}
-
-/// `chatcmpl-<Cohere id>`, else `chatcmpl-<gateway request id>`.
-pub fn completion_id(ctx: &CallContext, id: Option<&Value>) -> String {
-    let id = id
-        .and_then(Value::as_str)
-        .filter(|id| !id.is_empty())
-        .unwrap_or(&ctx.request_id);
-    format!("chatcmpl-{id}")
 }

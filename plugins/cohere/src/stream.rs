@@ -19,7 +19,7 @@
 //! an upstream failure (so the gateway can fail over and continue the answer).
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::stream::{ChunkWriter, EventData, event_data, tool_call_arguments, tool_call_start};
+use tollgate_plugin_sdk::stream::{ChunkWriter, json_event, tool_call_arguments, tool_call_start};
 use tollgate_plugin_sdk::{AdapterError, CallContext, Event, StreamTranslator, Usage};
 
 use crate::{error, response};
@@ -61,12 +61,9 @@ impl StreamState {
 
 impl StreamTranslator for StreamState {
     fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        let text = match event_data(&event.data)? {
-            EventData::Empty | EventData::Done => return Ok(()),
-            EventData::Json(text) => text,
+        let Some(data) = json_event(&event.data, "Cohere")? else {
+            return Ok(());
         };
-        let data: Value = serde_json::from_str(text)
-            .map_err(|_| AdapterError::internal("Cohere sent an invalid JSON stream event"))?;
         let kind = data
             .get("type")
             .and_then(Value::as_str)
@@ -139,10 +136,8 @@ impl StreamTranslator for StreamState {
 
     /// The stream ended: the closing chunk, or an error if it was cut short.
     fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
-        if !self.finished {
-            return Err(AdapterError::cut_short("Cohere's stream ended before message-end"));
-        }
-        Ok(vec![self.chunks.final_chunk()?])
+        self.chunks
+            .end(self.finished, "Cohere's stream ended before message-end")
     }
 
     fn usage(&self) -> Option<Usage> {

@@ -11,7 +11,7 @@
 //!   parallel call together.
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::AdapterError;
+use tollgate_plugin_sdk::{AdapterError, openai};
 
 /// The translated conversation.
 #[derive(Debug, Default)]
@@ -30,10 +30,7 @@ pub fn convert(messages: &[Value]) -> Result<Conversation, AdapterError> {
     // Whether the last content holds only function responses.
     let mut in_tool_turn = false;
     for (i, message) in messages.iter().enumerate() {
-        let role = message
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| AdapterError::invalid_request(format!("messages[{i}].role is required")))?;
+        let role = openai::role(message, i)?;
         let content = message.get("content").unwrap_or(&Value::Null);
         match role {
             "system" | "developer" => {
@@ -74,11 +71,7 @@ pub fn convert(messages: &[Value]) -> Result<Conversation, AdapterError> {
                 in_tool_turn = true;
                 continue;
             }
-            other => {
-                return Err(AdapterError::invalid_request(format!(
-                    "messages[{i}].role '{other}' is not supported by the Gemini adapter"
-                )));
-            }
+            other => return Err(openai::unsupported_role(i, other, "the Gemini adapter")),
         }
         in_tool_turn = false;
     }
@@ -134,14 +127,7 @@ fn user_parts(content: &Value, i: usize) -> Result<Vec<Value>, AdapterError> {
         let at = || format!("messages[{i}].content[{j}]");
         match part.get("type").and_then(Value::as_str) {
             Some("text") => out.extend(part.get("text").and_then(Value::as_str).and_then(text_part)),
-            Some("image_url") => {
-                let url = part
-                    .get("image_url")
-                    .and_then(|u| u.get("url").or(Some(u)))
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| AdapterError::invalid_request(format!("{}.image_url.url is required", at())))?;
-                out.push(media_part(url, &at())?);
-            }
+            Some("image_url") => out.push(media_part(openai::image_url(part, &at())?, &at())?),
             Some("input_audio") => {
                 let audio = part.get("input_audio");
                 let data = audio.and_then(|a| a.get("data")).and_then(Value::as_str);
@@ -163,13 +149,7 @@ fn user_parts(content: &Value, i: usize) -> Result<Vec<Value>, AdapterError> {
                     .ok_or_else(|| AdapterError::invalid_request(format!("{}.file needs file_data", at())))?;
                 out.push(media_part(url, &at())?);
             }
-            other => {
-                return Err(AdapterError::invalid_request(format!(
-                    "{}: content part type {} is not supported by the Gemini adapter",
-                    at(),
-                    other.unwrap_or("(missing)")
-                )));
-            }
+            other => return Err(openai::unsupported_part(&at(), other, "the Gemini adapter")),
         }
     }
     Ok(out)
@@ -177,13 +157,7 @@ fn user_parts(content: &Value, i: usize) -> Result<Vec<Value>, AdapterError> {
 
 /// A `data:` URL → `inlineData`; an http(s), gs or Gemini file URI → `fileData`.
 fn media_part(url: &str, at: &str) -> Result<Value, AdapterError> {
-    if let Some(rest) = url.strip_prefix("data:") {
-        let (meta, data) = rest
-            .split_once(',')
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}: malformed data URL")))?;
-        let mime = meta
-            .strip_suffix(";base64")
-            .ok_or_else(|| AdapterError::invalid_request(format!("{at}: only base64 data URLs are supported")))?;
+    if let Some((mime, data)) = openai::base64_data_url(url, at)? {
         let mime = if mime.is_empty() {
             "application/octet-stream"
         } else {
@@ -228,18 +202,11 @@ fn mime_from_extension(url: &str) -> Option<&'static str> {
 fn assistant_parts(message: &Value, i: usize, calls: &mut Vec<(String, String)>) -> Result<Vec<Value>, AdapterError> {
     let mut parts = text_parts(message.get("content").unwrap_or(&Value::Null), i)?;
     let mut add_call = |j: usize, id: Option<&str>, function: &Value| -> Result<(), AdapterError> {
-        let name = function.get("name").and_then(Value::as_str).ok_or_else(|| {
-            AdapterError::invalid_request(format!("messages[{i}].tool_calls[{j}].function.name is required"))
-        })?;
-        let args = arguments(function.get("arguments")).ok_or_else(|| {
-            AdapterError::invalid_request(format!(
-                "messages[{i}].tool_calls[{j}].function.arguments must be a JSON object"
-            ))
-        })?;
+        let function = openai::function_call(function, &format!("messages[{i}].tool_calls[{j}]"))?;
         if let Some(id) = id {
-            calls.push((id.to_owned(), name.to_owned()));
+            calls.push((id.to_owned(), function.name.to_owned()));
         }
-        parts.push(json!({"functionCall": {"name": name, "args": args}}));
+        parts.push(json!({"functionCall": {"name": function.name, "args": function.arguments}}));
         Ok(())
     };
     if let Some(tool_calls) = message.get("tool_calls").and_then(Value::as_array) {
@@ -252,17 +219,6 @@ fn assistant_parts(message: &Value, i: usize, calls: &mut Vec<(String, String)>)
         add_call(0, None, function)?;
     }
     Ok(parts)
-}
-
-/// Tool-call `arguments` (a JSON string) → Gemini `args` (an object).
-fn arguments(raw: Option<&Value>) -> Option<Value> {
-    match raw {
-        None | Some(Value::Null) => Some(json!({})),
-        Some(Value::String(text)) if text.trim().is_empty() => Some(json!({})),
-        Some(Value::String(text)) => serde_json::from_str::<Value>(text).ok().filter(Value::is_object),
-        Some(object @ Value::Object(_)) => Some(object.clone()),
-        Some(_) => None,
-    }
 }
 
 /// A tool result → `functionResponse.response`, which must be an object: a

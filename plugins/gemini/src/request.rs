@@ -6,7 +6,8 @@
 //! with no Gemini equivalent are dropped (listed in `docs/adapters/gemini.md`).
 
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::{AdapterError, CallContext, openai};
+use tollgate_plugin_sdk::openai::{self, ResponseFormat, ToolChoice};
+use tollgate_plugin_sdk::{AdapterError, CallContext};
 
 use crate::messages;
 use crate::schema;
@@ -20,21 +21,10 @@ pub struct Prepared {
 /// Translate the caller's body for `ctx` (model, stream, output cap,
 /// continuation).
 pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, AdapterError> {
-    let request: Map<String, Value> = match serde_json::from_slice(openai_body) {
-        Ok(Value::Object(map)) => map,
-        _ => return Err(AdapterError::invalid_request("request body must be a JSON object")),
-    };
+    let request = openai::request_object(openai_body)?;
     let url = url(ctx)?;
-    if number(&request, "n")?.is_some_and(|n| n > 1.0) {
-        return Err(AdapterError::invalid_request(
-            "the Gemini adapter returns one choice per request: 'n' must be 1",
-        ));
-    }
-    let list = match request.get("messages") {
-        Some(Value::Array(list)) => list,
-        _ => return Err(AdapterError::invalid_request("'messages' must be an array")),
-    };
-    let mut conversation = messages::convert(list)?;
+    openai::require_one_choice(&request, "the Gemini adapter")?;
+    let mut conversation = messages::convert(openai::messages(&request)?)?;
     if let Some(partial) = ctx.continuation.as_deref().filter(|p| !p.is_empty()) {
         // Gemini continues a trailing `model` turn (prefill), so the caller
         // reads one answer across a mid-stream failover.
@@ -64,8 +54,7 @@ pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, Adapte
     if !config.is_empty() {
         body.insert("generationConfig".into(), Value::Object(config));
     }
-    // The mock upstream's test directives; a real caller never sends them.
-    if let Some(directives) = request.get("mock").filter(|v| v.is_object()) {
+    if let Some(directives) = openai::mock_directives(&request) {
         body.insert("mock".into(), directives.clone());
     }
     let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| AdapterError::internal(e.to_string()))?;
@@ -142,39 +131,21 @@ fn has_properties(schema: &Value) -> bool {
 
 /// `tool_choice` → `toolConfig.functionCallingConfig`.
 fn tool_config(request: &Map<String, Value>) -> Result<Option<Value>, AdapterError> {
-    let config = match request.get("tool_choice") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(choice)) => match choice.as_str() {
-            "auto" => json!({"mode": "AUTO"}),
-            "none" => json!({"mode": "NONE"}),
-            "required" => json!({"mode": "ANY"}),
-            other => {
-                return Err(AdapterError::invalid_request(format!(
-                    "tool_choice '{other}' is not one of auto, none, required"
-                )));
-            }
-        },
-        Some(Value::Object(choice)) => {
-            let name = choice
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .and_then(Value::as_str)
-                .ok_or_else(|| AdapterError::invalid_request("tool_choice.function.name is required"))?;
-            json!({"mode": "ANY", "allowedFunctionNames": [name]})
-        }
-        Some(_) => {
-            return Err(AdapterError::invalid_request(
-                "tool_choice must be a string or an object",
-            ));
-        }
+    let config = match openai::tool_choice(request)? {
+        None => return Ok(None),
+        Some(ToolChoice::Auto) => json!({"mode": "AUTO"}),
+        Some(ToolChoice::None) => json!({"mode": "NONE"}),
+        Some(ToolChoice::Required) => json!({"mode": "ANY"}),
+        Some(ToolChoice::Function(name)) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
     };
     Ok(Some(json!({ "functionCallingConfig": config })))
 }
 
-/// Sampling, limits, stop sequences, output format and thinking budget.
+/// Sampling, limits, stop sequences, output format and thinking budget
+/// (`reasoning_effort` → `thinkingConfig.thinkingBudget`).
 fn generation_config(request: &Map<String, Value>, cap: Option<u32>) -> Result<Map<String, Value>, AdapterError> {
     let mut config = Map::new();
-    for (openai, gemini) in [
+    for (key, gemini) in [
         ("temperature", "temperature"),
         ("top_p", "topP"),
         ("top_k", "topK"),
@@ -182,18 +153,11 @@ fn generation_config(request: &Map<String, Value>, cap: Option<u32>) -> Result<M
         ("frequency_penalty", "frequencyPenalty"),
         ("seed", "seed"),
     ] {
-        if let Some(value) = request.get(openai).filter(|v| !v.is_null()) {
-            if !value.is_number() {
-                return Err(AdapterError::invalid_request(format!("'{openai}' must be a number")));
-            }
+        if let Some(value) = openai::number_as_sent(request, key)? {
             config.insert(gemini.into(), value.clone());
         }
     }
-    let limit = match number(request, "max_completion_tokens")? {
-        Some(n) => Some(n),
-        None => number(request, "max_tokens")?,
-    };
-    match (limit, cap) {
+    match (openai::max_tokens(request)?, cap) {
         (Some(n), _) => {
             config.insert("maxOutputTokens".into(), json!(n as u64));
         }
@@ -202,21 +166,14 @@ fn generation_config(request: &Map<String, Value>, cap: Option<u32>) -> Result<M
         }
         (None, None) => {}
     }
-    let stops: Vec<Value> = match request.get("stop") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => vec![Value::from(s.as_str())],
-        Some(Value::Array(list)) if list.iter().all(Value::is_string) => list.clone(),
-        Some(_) => {
-            return Err(AdapterError::invalid_request(
-                "'stop' must be a string or an array of strings",
-            ));
-        }
-    };
+    let stops = openai::stop_sequences(request)?;
     if !stops.is_empty() {
-        config.insert("stopSequences".into(), Value::Array(stops));
+        config.insert("stopSequences".into(), Value::from(stops));
     }
     response_format(request, &mut config)?;
-    if let Some(budget) = thinking_budget(request)? {
+    if let Some(effort) = openai::reasoning_effort(request)? {
+        // No budget (`none`, `minimal`) turns thinking off where the model allows it.
+        let budget = effort.token_budget().unwrap_or(0);
         config.insert("thinkingConfig".into(), json!({ "thinkingBudget": budget }));
     }
     Ok(config)
@@ -225,60 +182,15 @@ fn generation_config(request: &Map<String, Value>, cap: Option<u32>) -> Result<M
 /// `response_format`: JSON mode → `responseMimeType`; `json_schema` → plus
 /// `responseSchema` (the schema in Gemini's subset, see `schema`).
 fn response_format(request: &Map<String, Value>, config: &mut Map<String, Value>) -> Result<(), AdapterError> {
-    let Some(format) = request.get("response_format").filter(|v| !v.is_null()) else {
-        return Ok(());
-    };
-    match format.get("type").and_then(Value::as_str) {
-        Some("text") => {}
-        Some("json_object") => {
+    match openai::response_format(request)? {
+        ResponseFormat::Text => {}
+        ResponseFormat::JsonObject => {
             config.insert("responseMimeType".into(), Value::from("application/json"));
         }
-        Some("json_schema") => {
-            let schema = format
-                .get("json_schema")
-                .and_then(|s| s.get("schema"))
-                .filter(|s| s.is_object())
-                .ok_or_else(|| AdapterError::invalid_request("response_format.json_schema.schema is required"))?;
+        ResponseFormat::JsonSchema(schema) => {
             config.insert("responseMimeType".into(), Value::from("application/json"));
             config.insert("responseSchema".into(), schema::to_gemini(schema));
         }
-        _ => {
-            return Err(AdapterError::invalid_request(
-                "response_format.type must be text, json_object or json_schema",
-            ));
-        }
     }
     Ok(())
-}
-
-/// `reasoning_effort` → `thinkingConfig.thinkingBudget` (Gemini 2.5 token
-/// budgets; `minimal`/`none` turn thinking off where the model allows it).
-fn thinking_budget(request: &Map<String, Value>) -> Result<Option<u32>, AdapterError> {
-    let budget = match request.get("reasoning_effort") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(effort)) => match effort.as_str() {
-            "none" | "minimal" => 0,
-            "low" => 1024,
-            "medium" => 8192,
-            "high" => 24576,
-            other => {
-                return Err(AdapterError::invalid_request(format!(
-                    "reasoning_effort '{other}' is not one of none, minimal, low, medium, high"
-                )));
-            }
-        },
-        Some(_) => return Err(AdapterError::invalid_request("'reasoning_effort' must be a string")),
-    };
-    Ok(Some(budget))
-}
-
-/// A numeric field, `None` when absent or null.
-fn number(request: &Map<String, Value>, key: &str) -> Result<Option<f64>, AdapterError> {
-    match request.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => value
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| AdapterError::invalid_request(format!("'{key}' must be a number"))),
-    }
 }

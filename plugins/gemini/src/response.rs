@@ -1,8 +1,8 @@
 //! A whole `GenerateContentResponse` → OpenAI `chat.completion`, plus the
 //! pieces the stream translation shares: candidate parts, finish reasons,
-//! usage, ids.
+//! usage, tool-call ids.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tollgate_plugin_sdk::{AdapterError, CallContext, ResponseHead, Translated, Usage, openai, time};
 
 use crate::error;
@@ -21,49 +21,28 @@ pub fn completion(ctx: &CallContext, head: &ResponseHead, body: &[u8]) -> Result
         match part {
             Part::Text(text) => content.push_str(text),
             Part::Call { name, args } => {
-                let index = tool_calls.len();
-                tool_calls.push(json!({
-                    "id": call_id(index),
-                    "type": "function",
-                    "function": { "name": name, "arguments": arguments(args)? },
-                }));
+                let id = call_id(tool_calls.len());
+                tool_calls.push(openai::tool_call(&id, name, &openai::arguments_text(args)?));
             }
         }
     }
     let finish_reason = finish_reason(candidate, !tool_calls.is_empty()).unwrap_or("stop");
-    let content = if content.is_empty() && (!tool_calls.is_empty() || finish_reason == "content_filter") {
-        Value::Null
-    } else {
-        Value::String(content)
-    };
-    let mut message = json!({ "role": "assistant", "content": content });
-    if !tool_calls.is_empty() {
-        message["tool_calls"] = Value::Array(tool_calls);
-    }
-    let usage = answer.get("usageMetadata").and_then(usage);
-    let created = answer
-        .get("createTime")
-        .and_then(Value::as_str)
-        .and_then(time::rfc3339)
-        .or_else(|| openai::header(&head.headers, "date").and_then(time::http_date))
-        .unwrap_or(0);
-    let mut completion = json!({
-        "id": completion_id(ctx, &answer),
-        "object": "chat.completion",
-        "created": created,
-        "model": model(ctx, &answer),
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "logprobs": null,
-            "finish_reason": finish_reason,
-        }],
-    });
-    if let Some(usage) = &usage {
-        completion["usage"] = openai::usage_json(usage);
-    }
-    let body = serde_json::to_vec(&completion).map_err(|e| AdapterError::internal(e.to_string()))?;
-    Ok(Translated { body, usage })
+    // A filtered answer says nothing, rather than an empty text.
+    let filtered = content.is_empty() && finish_reason == "content_filter";
+    openai::completion(
+        ctx,
+        head,
+        openai::Answer {
+            id: answer.get("responseId").and_then(Value::as_str),
+            model: answer.get("modelVersion").and_then(Value::as_str),
+            created: answer.get("createTime").and_then(Value::as_str).and_then(time::rfc3339),
+            content: (!filtered).then_some(content),
+            tool_calls,
+            finish_reason,
+            usage: answer.get("usageMetadata").and_then(usage),
+            ..openai::Answer::default()
+        },
+    )
 }
 
 /// The first candidate; a prompt Gemini blocked has none.
@@ -122,14 +101,6 @@ pub fn call_id(index: usize) -> String {
     format!("call_{index}")
 }
 
-/// `args` as the OpenAI `arguments` JSON string.
-pub fn arguments(args: Option<&Value>) -> Result<String, AdapterError> {
-    match args {
-        None | Some(Value::Null) => Ok("{}".to_owned()),
-        Some(args) => serde_json::to_string(args).map_err(|e| AdapterError::internal(e.to_string())),
-    }
-}
-
 /// The OpenAI finish reason of a candidate, `None` while it is unfinished.
 pub fn finish_reason(candidate: &Value, called_tools: bool) -> Option<&'static str> {
     let reason = candidate.get("finishReason")?.as_str()?;
@@ -166,24 +137,4 @@ pub fn usage(meta: &Value) -> Option<Usage> {
         cache_write: None,
         reasoning: thoughts,
     })
-}
-
-/// `chatcmpl-<responseId>`, else `chatcmpl-<gateway request id>`.
-pub fn completion_id(ctx: &CallContext, answer: &Value) -> String {
-    let id = answer
-        .get("responseId")
-        .and_then(Value::as_str)
-        .filter(|id| !id.is_empty())
-        .unwrap_or(&ctx.request_id);
-    format!("chatcmpl-{id}")
-}
-
-/// `modelVersion` (the model that answered), else the requested model.
-pub fn model(ctx: &CallContext, answer: &Value) -> String {
-    answer
-        .get("modelVersion")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .unwrap_or(&ctx.upstream_model)
-        .to_owned()
 }

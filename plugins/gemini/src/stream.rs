@@ -15,8 +15,8 @@
 //! fail over and continue the answer elsewhere).
 
 use serde_json::{Value, json};
-use tollgate_plugin_sdk::stream::{ChunkWriter, EventData, event_data, tool_call_start};
-use tollgate_plugin_sdk::{AdapterError, CallContext, Event, StreamTranslator, Usage, time};
+use tollgate_plugin_sdk::stream::{ChunkWriter, json_event, tool_call_start};
+use tollgate_plugin_sdk::{AdapterError, CallContext, Event, StreamTranslator, Usage, openai, time};
 
 use crate::error;
 use crate::response::{self, Part};
@@ -59,12 +59,9 @@ impl StreamState {
 
 impl StreamTranslator for StreamState {
     fn on_event(&mut self, event: &Event, out: &mut Vec<Vec<u8>>) -> Result<(), AdapterError> {
-        let text = match event_data(&event.data)? {
-            EventData::Empty | EventData::Done => return Ok(()),
-            EventData::Json(text) => text,
+        let Some(answer) = json_event(&event.data, "Gemini")? else {
+            return Ok(());
         };
-        let answer: Value = serde_json::from_str(text)
-            .map_err(|_| AdapterError::internal("Gemini sent an invalid JSON stream event"))?;
         if let Some(error) = error::in_body(&answer) {
             return Err(error);
         }
@@ -89,7 +86,7 @@ impl StreamTranslator for StreamState {
                 Part::Text(text) => json!({ "content": text }),
                 Part::Call { name, args } => {
                     let index = self.chunks.next_tool_index();
-                    let arguments = response::arguments(args)?;
+                    let arguments = openai::arguments_text(args)?;
                     tool_call_start(index, &response::call_id(index), name, &arguments)
                 }
             };
@@ -104,12 +101,10 @@ impl StreamTranslator for StreamState {
 
     /// The stream ended: the closing chunk, or an error if it was cut short.
     fn finish(&mut self) -> Result<Vec<Vec<u8>>, AdapterError> {
-        if !self.finished {
-            return Err(AdapterError::cut_short(
-                "Gemini's stream ended before the answer finished (no finishReason)",
-            ));
-        }
-        Ok(vec![self.chunks.final_chunk()?])
+        self.chunks.end(
+            self.finished,
+            "Gemini's stream ended before the answer finished (no finishReason)",
+        )
     }
 
     fn usage(&self) -> Option<Usage> {
