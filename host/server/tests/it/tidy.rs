@@ -282,14 +282,19 @@ fn concern_files_naming(needle: &str, exempt: impl Fn(&str) -> bool) -> Vec<Stri
         .collect()
 }
 
+/// The binary's wiring: `app.rs` and its stages (`app/`).
+fn is_wiring(file: &str) -> bool {
+    file == "server/src/app.rs" || file.starts_with("server/src/app/")
+}
+
 /// The control plane depends on the concerns, and no concern on it
 /// (docs/ARCHITECTURE.md). Cargo keeps the other crates off it (the crate
-/// graph); inside the binary, only the wiring (`app.rs`) and the
+/// graph); inside the binary, only the wiring (`app.rs`, `app/`) and the
 /// configuration that layers its section name it.
 #[test]
 fn only_the_wiring_imports_the_control_plane() {
     let problems = concern_files_naming("tollgate_control", |file| {
-        file.starts_with("control/") || file == "server/src/app.rs" || file == "server/src/config.rs"
+        file.starts_with("control/") || is_wiring(file) || file == "server/src/config.rs"
     });
     assert!(
         problems.is_empty(),
@@ -300,10 +305,11 @@ fn only_the_wiring_imports_the_control_plane() {
 
 /// Each concern's `routes()` is generic over the router's state and names,
 /// with `FromRef` bounds, only the state its handlers extract
-/// (docs/ARCHITECTURE.md): only the wiring (`app.rs`) names `AppState`.
+/// (docs/ARCHITECTURE.md): only the wiring (`app.rs`, `app/`) names
+/// `AppState`.
 #[test]
 fn only_the_wiring_names_the_app_state() {
-    let problems = concern_files_naming("AppState", |file| file == "server/src/app.rs");
+    let problems = concern_files_naming("AppState", is_wiring);
     assert!(
         problems.is_empty(),
         "files outside the wiring that name `AppState`:\n{}",
