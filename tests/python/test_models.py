@@ -18,8 +18,11 @@ def test_list_covers_the_catalog_and_keeps_the_sdk_shape(client):
     assert openai_4o["service"]["available"] is False
     assert "OPENAI_API_KEY" in openai_4o["service"]["unavailable_reason"]
     assert openai_4o["pricing"]["input_per_mtok"] == "2.500000"
-    assert by_id["ollama/llama3.2"]["service"]["available"] is True
-    assert by_id["ollama/llama3.2"]["pricing"]["input_per_mtok"] == "0.000000"
+    # A local server is listed but off until the operator names it in [providers].
+    ollama = by_id["ollama/llama3.2"]
+    assert ollama["service"]["available"] is False
+    assert "add [providers.ollama]" in ollama["service"]["unavailable_reason"]
+    assert ollama["pricing"]["input_per_mtok"] == "0.000000"
 
 
 def test_filters(client):

@@ -44,11 +44,17 @@ pub struct Provider {
     pub capabilities: Vec<String>,
     /// `{ENV_VAR}` placeholders of `base_url` whose variable is not set.
     pub unresolved: Vec<String>,
+    /// A built-in keyless provider (a local server: ollama, vLLM, …) that
+    /// the operator has not named in `[providers]`. Nothing says it runs, so
+    /// it is off: listing it as available would send a newcomer's first
+    /// request to a connection refused.
+    pub needs_enabling: bool,
 }
 
 impl Provider {
-    /// A provider that needs a key but has none, or whose URL still has a
-    /// placeholder, cannot serve requests.
+    /// A provider that needs a key but has none, whose URL still has a
+    /// placeholder, or that is a local server nobody enabled, cannot serve
+    /// requests.
     pub fn is_available(&self) -> bool {
         self.unavailable_reason().is_none()
     }
@@ -65,6 +71,12 @@ impl Provider {
             return Some(format!(
                 "base_url needs {name}: set it, or set providers.{}.base_url",
                 self.id
+            ));
+        }
+        if self.needs_enabling {
+            return Some(format!(
+                "a local server, off until enabled: add [providers.{}] to tollgate.toml (with base_url if it does not listen on {})",
+                self.id, self.base_url
             ));
         }
         None
@@ -164,6 +176,7 @@ impl Catalog {
 
         let mut catalog = Catalog::default();
         for (id, entry) in providers {
+            let needs_enabling = entry.auth == AuthStyle::None && !configured.contains_key(&id);
             let api_key = configured.get(&id).and_then(|c| c.api_key.clone());
             let credential = api_key
                 .or_else(|| entry.api_key_env.as_deref().and_then(env).map(Secret::new))
@@ -187,6 +200,7 @@ impl Catalog {
                 egress,
                 capabilities: entry.capabilities,
                 unresolved,
+                needs_enabling,
             });
             let operator_models = configured.get(&provider.id).map(|c| &c.models[..]).unwrap_or_default();
             for model in entry.models {

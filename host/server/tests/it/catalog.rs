@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tollgate_core::money::PicoPerToken;
 use tollgate_routing::catalog::{
-    AuthStyle, CAPABILITIES, Catalog, CatalogProvider, builtin_entries, fill_placeholders,
+    AuthStyle, CAPABILITIES, Catalog, CatalogProvider, ProviderConfig, builtin_entries, fill_placeholders,
 };
 
 /// Adapters built into the binary: one per folder under `plugins/`.
@@ -170,17 +170,32 @@ fn the_issue_s_named_providers_are_present() {
 }
 
 #[test]
-fn local_servers_are_free_and_keyless() {
-    let catalog = Catalog::build(&BTreeMap::new(), &|_| None).unwrap();
-    for id in [
+fn local_servers_are_free_keyless_and_off_until_named_in_config() {
+    let local = [
         "ollama/llama3.2",
         "vllm/meta-llama/Llama-3.1-8B-Instruct",
         "lm-studio/qwen2.5-7b-instruct",
         "llama-cpp/default",
-    ] {
+    ];
+    let catalog = Catalog::build(&BTreeMap::new(), &|_| None).unwrap();
+    for id in local {
         let route = catalog.resolve(id).unwrap_or_else(|| panic!("{id} missing"));
-        assert!(route.provider.is_available(), "{id}");
+        let provider = &route.provider;
+        let reason = provider.unavailable_reason().unwrap_or_default();
+        assert!(
+            reason.contains(&format!("add [providers.{}]", provider.id)),
+            "{id}: {reason}"
+        );
         assert_eq!(route.price.input.0 + route.price.output.0, 0, "{id}");
+    }
+    // Naming the provider, even with nothing in its section, enables it.
+    let named: BTreeMap<String, ProviderConfig> = local
+        .iter()
+        .map(|id| (id.split('/').next().unwrap().to_string(), ProviderConfig::default()))
+        .collect();
+    let catalog = Catalog::build(&named, &|_| None).unwrap();
+    for id in local {
+        assert!(catalog.resolve(id).unwrap().provider.is_available(), "{id}");
     }
 }
 

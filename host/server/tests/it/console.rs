@@ -107,6 +107,33 @@ async fn serve_demo_prints_a_key_and_a_curl_line_that_works_once() {
     // The models are priced and the console is served.
     let console = reqwest::get(format!("{url}/console/")).await.unwrap();
     assert_eq!(console.status(), 200);
+    // Only what can answer is available: the demo models, not the local
+    // servers of the built-in catalog, which nobody here runs.
+    let models: Value = reqwest::Client::new()
+        .get(format!("{url}/v1/models?available=true"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let available: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(!available.is_empty(), "{models}");
+    // Keys in the environment (OPENAI_API_KEY, …) would enable their providers too.
+    let keyed = |id: &str| {
+        let provider = id.split('/').next().unwrap();
+        std::env::vars().any(|(name, _)| name.starts_with(&provider.to_uppercase().replace('-', "_")))
+    };
+    assert!(
+        available.iter().all(|id| id.starts_with("demo/") || keyed(id)),
+        "{available:?}"
+    );
     stop(child);
 
     // A second start reuses the workspace and prints no key.

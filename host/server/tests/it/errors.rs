@@ -69,6 +69,19 @@ async fn invalid_bodies_are_400_and_unknown_models_404() {
         .await;
     assert_eq!(status, 503, "a built-in provider without a key: {body}");
     assert_eq!(assert_error_shape(&body)["code"], "provider_not_configured");
+    let (status, _, body) = gateway
+        .chat(json!({"model": "aphrodite/default", "messages": [{"role": "user", "content": "x"}]}))
+        .await;
+    assert_eq!(
+        status, 503,
+        "a local server nobody enabled, not a connection refused: {body}"
+    );
+    let error = assert_error_shape(&body);
+    assert_eq!(error["code"], "provider_not_configured");
+    assert!(
+        error["message"].as_str().unwrap().contains("add [providers.aphrodite]"),
+        "{body}"
+    );
     gateway.assert_still_serving().await;
 }
 

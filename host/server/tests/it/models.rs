@@ -28,6 +28,8 @@ models = [{{ id = "broken", upstream = "fail-500", input_price_per_mtok = "1", o
 [providers.free]
 base_url = "http://{mock}/v1"
 models = [{{ id = "small", input_price_per_mtok = "0", output_price_per_mtok = "0", context_length = 8192 }}]
+# A local server, enabled by naming it (vLLM stays off).
+[providers.ollama]
 "#
     );
     Gateway::start(&standard_config(mock, &extra)).await
@@ -143,6 +145,10 @@ async fn filters_by_provider_capability_and_availability() {
     assert!(data.iter().all(|m| m["service"]["available"] == true));
     assert!(ids(&available).contains("mock/small") && ids(&available).contains("ollama/llama3.2"));
     assert!(!ids(&available).contains("openai/gpt-4o"));
+    assert!(
+        !ids(&available).contains("vllm/meta-llama/Llama-3.1-8B-Instruct"),
+        "a local server nobody named is off"
+    );
 
     let (_, unavailable) = list(&gateway, "?available=false").await;
     assert!(
