@@ -30,6 +30,8 @@
 //!   that pay, refund, dispute and renew and deliver signed webhooks (see
 //!   `stripe`)
 //! - `GET /__mock/stats`: `{"chat_requests": n}`, all chat requests since start
+//! - `PUT /__mock/outage` `{"status": 503}`: every OpenAI chat request answers
+//!   that status (an OpenAI-shaped error) until `DELETE /__mock/outage`
 //! - `GET /healthz`: 200
 //!
 //! # Deterministic output
@@ -92,6 +94,11 @@
 //! rest, so the partial answer and the continuation read as one reply.
 //! For non-streaming requests a cut sends the head and aborts the body.
 //! [`MockOptions::latency_ms`] is added to every request's delay.
+//!
+//! With [`MockOptions::prompt_cache`] (`--prompt-cache`), an OpenAI chat
+//! request whose leading messages this process has seen before, in order,
+//! reports their prompt tokens as `prompt_tokens_details.cached_tokens`
+//! (the larger of that and the `cached_tokens` directive).
 #![forbid(unsafe_code)]
 
 mod anthropic;
@@ -104,6 +111,7 @@ mod gemini;
 mod generate;
 mod neutral;
 mod openai;
+mod prompt_cache;
 mod recorder;
 mod sse;
 mod stripe;
@@ -128,6 +136,9 @@ pub struct MockOptions {
     pub latency_ms: u64,
     /// When set, API requests need `Authorization: Bearer <key>`.
     pub require_api_key: Option<String>,
+    /// Simulate a prompt cache: OpenAI chat answers report the tokens of the
+    /// longest message prefix seen before as `cached_tokens`.
+    pub prompt_cache: bool,
 }
 
 /// State shared by all handlers. Everything here is lock-free or locked only
@@ -140,6 +151,11 @@ pub(crate) struct MockState {
     /// Chat requests received, for tests that reconcile upstream calls.
     chat_requests: AtomicU64,
     pub(crate) recorder: Recorder,
+    /// A status every chat request answers until cleared (0: none), set by
+    /// `PUT /__mock/outage`: the whole provider down, for failover tests.
+    outage: std::sync::atomic::AtomicU16,
+    /// `Some` with [`MockOptions::prompt_cache`].
+    pub(crate) prompt_cache: Option<prompt_cache::PromptCache>,
     /// The fake Stripe's sessions, events and endpoints.
     pub(crate) stripe: stripe::Stripe,
 }
@@ -152,6 +168,8 @@ impl MockState {
             counter: AtomicU64::new(0),
             chat_requests: AtomicU64::new(0),
             recorder: Recorder::default(),
+            prompt_cache: opts.prompt_cache.then(prompt_cache::PromptCache::default),
+            outage: std::sync::atomic::AtomicU16::new(0),
             stripe: stripe::Stripe::default(),
         }
     }
@@ -180,6 +198,11 @@ impl MockState {
                 presented == Some(key)
             }
         }
+    }
+
+    /// The status of a provider-wide outage, while one is set.
+    pub(crate) fn outage(&self) -> Option<u16> {
+        Some(self.outage.load(Ordering::Relaxed)).filter(|status| *status != 0)
     }
 
     pub(crate) fn count_chat_request(&self) {
@@ -213,6 +236,7 @@ pub fn router(opts: MockOptions) -> Router {
         .route("/models", get(openai::models))
         .route("/__mock/requests", get(recorder::list).delete(recorder::clear))
         .route("/__mock/stats", get(stats))
+        .route("/__mock/outage", axum::routing::put(start_outage).delete(end_outage))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state)
 }
@@ -221,6 +245,25 @@ pub fn router(opts: MockOptions) -> Router {
 /// since start (the recorder keeps only the last 64).
 async fn stats(axum::extract::State(app): axum::extract::State<Shared>) -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({ "chat_requests": app.chat_requests.load(Ordering::Relaxed) }))
+}
+
+/// `PUT /__mock/outage` with `{"status": 503}`: every chat request answers
+/// that status until `DELETE /__mock/outage`.
+async fn start_outage(
+    axum::extract::State(app): axum::extract::State<Shared>,
+    axum::Json(outage): axum::Json<serde_json::Value>,
+) -> axum::http::StatusCode {
+    let status = outage["status"]
+        .as_u64()
+        .and_then(|s| u16::try_from(s).ok())
+        .unwrap_or(503);
+    app.outage.store(status.max(400), Ordering::Relaxed);
+    axum::http::StatusCode::NO_CONTENT
+}
+
+async fn end_outage(axum::extract::State(app): axum::extract::State<Shared>) -> axum::http::StatusCode {
+    app.outage.store(0, Ordering::Relaxed);
+    axum::http::StatusCode::NO_CONTENT
 }
 
 /// Serves [`router`] on `listener` until the process ends or accepting fails.

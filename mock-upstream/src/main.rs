@@ -21,6 +21,9 @@ struct Args {
     /// Answer 401 unless requests carry 'Authorization: Bearer KEY'.
     #[arg(long, value_name = "KEY")]
     require_api_key: Option<String>,
+    /// Simulate a prompt cache: report a repeated message prefix as cached tokens.
+    #[arg(long)]
+    prompt_cache: bool,
 }
 
 #[tokio::main]
@@ -31,6 +34,7 @@ async fn main() -> anyhow::Result<()> {
     let options = tollgate_mock_upstream::MockOptions {
         latency_ms: args.latency_ms,
         require_api_key: args.require_api_key,
+        prompt_cache: args.prompt_cache,
     };
     tokio::select! {
         served = tollgate_mock_upstream::serve(listener, options) => served.map_err(Into::into),

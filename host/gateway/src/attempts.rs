@@ -21,6 +21,7 @@ use super::upstream::response_head;
 use tollgate_plugin_host::{CallContext, ExchangeError, Session};
 use tollgate_routing::catalog::ModelRoute;
 use tollgate_routing::health::{Held, Permit};
+use tollgate_routing::traffic::InFlight;
 use tollgate_web::error::{ApiError, Failure};
 
 /// The caller's request in a provider's own dialect, for candidates whose
@@ -58,6 +59,9 @@ pub struct Answered {
     pub session: Session,
     pub response: reqwest::Response,
     pub started: Instant,
+    /// The request in the route's live traffic until the answer ends:
+    /// report [`InFlight::finished`] or [`InFlight::failed`] then.
+    pub flight: InFlight,
 }
 
 /// Tries `remaining` in order (popping each as it is tried). `attempt` is the
@@ -100,19 +104,21 @@ pub async fn first_answer(
                     continuation: call.continuation.clone(),
                 };
                 bill.calling(&route);
+                let mut flight = data.traffic.route(&route.id).start();
                 let sent = send(data, &route, &ctx, call.body, call.native).await;
                 bill.landed();
-                report(permit, &sent);
-                sent
+                report(permit, &mut flight, &sent, started, call.stream);
+                sent.map(|(session, response)| (session, response, flight))
             }
         };
         match outcome {
-            Ok((session, response)) => {
+            Ok((session, response, flight)) => {
                 return Ok(Answered {
                     route,
                     session,
                     response,
                     started,
+                    flight,
                 });
             }
             Err((error, status)) => {
@@ -184,17 +190,32 @@ fn held_error(route: &ModelRoute, held: Held) -> ApiError {
     }
 }
 
-/// Tells the model's health how the call went.
-fn report(permit: Permit<'_>, sent: &Result<(Session, reqwest::Response), (ApiError, Option<u16>)>) {
+/// Tells the model's health and its live traffic how the call went.
+fn report(
+    permit: Permit<'_>,
+    flight: &mut InFlight,
+    sent: &Result<(Session, reqwest::Response), (ApiError, Option<u16>)>,
+    started: Instant,
+    stream: bool,
+) {
     match sent {
-        Ok(_) => permit.succeeded(),
+        Ok(_) => {
+            permit.succeeded();
+            flight.answered(started.elapsed(), stream);
+        }
         Err((error, _)) => match error.failure {
-            Failure::RateLimited => permit.rate_limited(
-                error
-                    .retry_after
-                    .map(|secs| std::time::Duration::from_secs(u64::from(secs))),
-            ),
-            _ if error.is_health_failure() => permit.failed(),
+            Failure::RateLimited => {
+                flight.rate_limited();
+                permit.rate_limited(
+                    error
+                        .retry_after
+                        .map(|secs| std::time::Duration::from_secs(u64::from(secs))),
+                )
+            }
+            _ if error.is_health_failure() => {
+                flight.failed();
+                permit.failed()
+            }
             // Not the model's fault: the permit is dropped, a trial given back.
             _ => {}
         },

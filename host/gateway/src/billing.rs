@@ -373,6 +373,10 @@ impl Bill {
         self.log.reasoning_tokens = usage.and_then(|u| u.reasoning);
         self.log.attempts = trail.stored();
         self.log.attempt_count = trail.0.len() as u32;
+        // Kept only when routing chose: a plain request's row stays as small as before.
+        self.log.detail = trail
+            .decision()
+            .map(|decision| serde_json::json!({"route": decision.to_json()}).to_string());
         self.log.duration_ms = self.started.elapsed().as_millis() as i64;
         let request_id = self.log.request_id.clone();
         let settled = ledger.settle(self.hold.take(), metered.cost, self.log.clone()).await;

@@ -30,6 +30,8 @@ use super::upstream::response_head;
 use tollgate_identity::auth::Caller;
 use tollgate_plugin_host::Session;
 use tollgate_routing::catalog::ModelRoute;
+use tollgate_routing::select::Decision;
+use tollgate_routing::traffic::InFlight;
 use tollgate_web::error::ApiError;
 
 /// The chat operation, start to end.
@@ -48,8 +50,8 @@ pub async fn run(
         Err(error) => return Err(refused(data, site, caller, None, error).await),
     };
     let routes = data.routes();
-    let candidates = match candidates(data, &routes, &envelope, call.native.as_ref()) {
-        Ok(candidates) => candidates,
+    let (candidates, decision) = match candidates(data, &routes, &envelope, &body, call.native.as_ref()) {
+        Ok(selected) => selected,
         Err(error) => return Err(refused(data, site, caller, Some(&envelope.model), error).await),
     };
     let caps = OutputCaps::of(&envelope, &candidates, data.limits.default_max_output_tokens);
@@ -78,19 +80,21 @@ pub async fn run(
         continuation: envelope.continuation,
         injected_cap: caps.injected,
     };
-    attempts.run(candidates, bill).await
+    attempts.run(candidates, decision, bill).await
 }
 
-/// The candidates that may serve the request: `model` and its fallbacks
-/// resolved, only those taking a required native dialect, none whose
-/// maximum output is below the caller's limit.
+/// The candidates that may serve the request, in the order to try them, and
+/// the routing decision when routing chose (`crate::routing`); then only
+/// those taking a required native dialect, none whose maximum output is
+/// below the caller's limit.
 fn candidates(
     data: &DataPlane,
     routes: &Routes,
     envelope: &ChatEnvelope<'_>,
+    body: &[u8],
     native: Option<&NativeRequest>,
-) -> Result<Vec<Arc<ModelRoute>>, ApiError> {
-    let mut candidates = resolve_candidates(routes, envelope, data.ledger.is_some())?;
+) -> Result<(Vec<Arc<ModelRoute>>, Option<Decision>), ApiError> {
+    let (mut candidates, decision) = crate::routing::select(data, routes, envelope, body)?;
     if let Some(native) = native.filter(|n| n.required) {
         // Only an adapter that takes the dialect natively can carry the request.
         candidates.retain(|route| {
@@ -121,7 +125,7 @@ fn candidates(
         ))
         .with_param("max_tokens"));
     }
-    Ok(candidates)
+    Ok((candidates, decision))
 }
 
 /// The output the request may produce. Without a caller-set limit the
@@ -215,9 +219,14 @@ struct Attempts<'a> {
 impl Attempts<'_> {
     /// Tries the candidates until one answers; a whole answer is read,
     /// settled and recorded here, a stream by its pump.
-    async fn run(&self, candidates: Vec<Arc<ModelRoute>>, mut bill: Bill) -> Result<Answer, ApiError> {
+    async fn run(
+        &self,
+        candidates: Vec<Arc<ModelRoute>>,
+        decision: Option<Decision>,
+        mut bill: Bill,
+    ) -> Result<Answer, ApiError> {
         let request_id = self.site.request_id;
-        let mut trail = Trail::default();
+        let mut trail = Trail::routed(decision);
         let mut remaining: VecDeque<Arc<ModelRoute>> = candidates.into();
         let call = Call {
             request_id: &request_id.0,
@@ -232,7 +241,12 @@ impl Attempts<'_> {
             continuation: None,
         };
         let mut attempt = 0;
-        match first_answer(self.data, &mut remaining, &call, &mut attempt, &mut bill, &mut trail).await {
+        let first = first_answer(self.data, &mut remaining, &call, &mut attempt, &mut bill, &mut trail).await;
+        if let (Ok(answered), Some(conversation)) = (&first, trail.decision().and_then(|d| d.conversation)) {
+            // The next turn goes where this one's prompt is now cached.
+            self.data.affinity.record(&conversation, &answered.route.id);
+        }
+        match first {
             Ok(answered) if self.stream => {
                 let failover = Failover {
                     remaining,
@@ -251,7 +265,9 @@ impl Attempts<'_> {
                     request_id: &request_id.0,
                     started: answered.started,
                 };
-                let completion = exchange.whole(answered.session, answered.response, bill, trail).await?;
+                let completion = exchange
+                    .whole(answered.session, answered.response, answered.flight, bill, trail)
+                    .await?;
                 Ok(Answer::Whole(completion))
             }
             Err(error) => self.all_failed(error, bill, trail).await,
@@ -350,36 +366,6 @@ pub fn body_error(data: &DataPlane, rejection: &BytesRejection) -> ApiError {
     }
 }
 
-/// `model` followed by the fallbacks, each resolved in the catalog (404 for an
-/// unknown one, before anything is reserved). Duplicates are tried once. With
-/// the wallet ledger on, a model without a price cannot be billed and is refused.
-fn resolve_candidates(
-    routes: &Routes,
-    envelope: &ChatEnvelope<'_>,
-    billing: bool,
-) -> Result<Vec<Arc<ModelRoute>>, ApiError> {
-    let mut candidates: Vec<Arc<ModelRoute>> = Vec::with_capacity(1 + envelope.fallbacks.len());
-    for (index, name) in std::iter::once(&envelope.model).chain(&envelope.fallbacks).enumerate() {
-        let param = |error: ApiError| if index == 0 { error } else { error.with_param("models") };
-        let route = routes
-            .catalog
-            .resolve(name)
-            .ok_or_else(|| param(ApiError::model_not_found(name)))?;
-        if billing && let Some(reason) = route.unpriced_reason() {
-            return Err(param(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "model_unpriced",
-                format!("Model '{name}' cannot be billed: {reason}."),
-            )));
-        }
-        if !candidates.iter().any(|c| Arc::ptr_eq(c, route)) {
-            candidates.push(route.clone());
-        }
-    }
-    Ok(candidates)
-}
-
 /// One upstream attempt of a request.
 struct Exchange<'a> {
     data: &'a Arc<DataPlane>,
@@ -394,6 +380,7 @@ impl Exchange<'_> {
         &self,
         session: Session,
         response: reqwest::Response,
+        flight: InFlight,
         mut bill: Bill,
         mut trail: Trail,
     ) -> Result<Completion, ApiError> {
@@ -404,6 +391,7 @@ impl Exchange<'_> {
             Err(error) => {
                 if error.is_health_failure() {
                     self.data.health.failed_after_answer(&self.route.id);
+                    flight.failed();
                 }
                 // The upstream answered, so it may have charged us: bill a local estimate.
                 let metered = bill.meter(self.route, None, 1);
@@ -413,6 +401,9 @@ impl Exchange<'_> {
             }
         };
         let metered = bill.meter(self.route, usage, 1);
+        if let Some(usage) = metered.usage {
+            flight.finished(usage.input + usage.output, usage.output);
+        }
         trail.push(self.attempt("success", status, metered));
         let billed = bill.close(Some(self.route), &trail, "success", status).await;
         let service = Service {

@@ -8,6 +8,8 @@ use std::marker::PhantomData;
 
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+use tollgate_routing::affinity::KeySource;
 
 use tollgate_web::error::ApiError;
 
@@ -23,6 +25,11 @@ pub struct ChatEnvelope<'a> {
     /// Whether a stream may continue on the next candidate after content was
     /// sent (`"continuation": false` turns it off).
     pub continuation: bool,
+    /// The `provider` preferences object as written; routing reads it.
+    pub provider: Option<&'a RawValue>,
+    /// What names the conversation, when the caller says: `session_id`,
+    /// else `user` (strings only).
+    pub session: Option<(KeySource, &'a str)>,
 }
 
 /// Most candidates a request may list, `model` included.
@@ -46,6 +53,12 @@ struct Raw<'a> {
     fallbacks: Option<Vec<Cow<'a, str>>>,
     #[serde(default)]
     continuation: Option<bool>,
+    #[serde(borrow, default)]
+    provider: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    session_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    user: Option<&'a RawValue>,
 }
 
 /// A message, read for its role only. Written by hand because serde's derive
@@ -129,6 +142,16 @@ impl<'a> ChatEnvelope<'a> {
         if fallbacks.iter().any(|m| m.is_empty()) {
             return Err(ApiError::invalid_request("Fallback model names must not be empty.").with_param("models"));
         }
+        // A JSON string without escapes, as the bytes between its quotes.
+        let plain_string = |value: Option<&'a RawValue>| {
+            value
+                .map(RawValue::get)
+                .and_then(|text| text.strip_prefix('"')?.strip_suffix('"'))
+                .filter(|text| !text.is_empty())
+        };
+        let session = plain_string(raw.session_id)
+            .map(|id| (KeySource::Session, id))
+            .or_else(|| plain_string(raw.user).map(|user| (KeySource::User, user)));
         Ok(Self {
             model,
             stream: raw.stream.unwrap_or(false),
@@ -136,8 +159,31 @@ impl<'a> ChatEnvelope<'a> {
             max_output_tokens,
             fallbacks,
             continuation: raw.continuation.unwrap_or(true),
+            provider: raw.provider.filter(|p| p.get() != "null"),
+            session,
         })
     }
+}
+
+/// The start of a conversation that every later turn repeats: the messages up
+/// to and including the first `user` message, as the bytes the caller sent.
+/// Affinity hashes it when the caller names no session.
+pub fn conversation_prefix(body: &[u8]) -> Option<Vec<u8>> {
+    #[derive(Deserialize)]
+    struct Messages<'a> {
+        #[serde(borrow)]
+        messages: Vec<&'a RawValue>,
+    }
+    let Messages { messages } = serde_json::from_slice(body).ok()?;
+    let mut prefix = Vec::new();
+    for message in messages {
+        prefix.extend_from_slice(message.get().as_bytes());
+        let role: RawMessage<'_> = serde_json::from_str(message.get()).ok()?;
+        if role.role.as_deref() == Some("user") {
+            return Some(prefix);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod models;
 mod native;
 pub mod pipeline;
 mod provenance;
+mod routing;
 pub mod sigv4;
 mod stream;
 mod table;
@@ -37,8 +38,11 @@ use axum::routing::{get, post};
 use tollgate_identity::auth::AuthState;
 use tollgate_ledger::Ledger;
 use tollgate_plugin_host::Adapters;
+use tollgate_routing::affinity::Affinity;
 use tollgate_routing::catalog::Catalog;
-use tollgate_routing::health::Health;
+use tollgate_routing::groups::RoutingConfig;
+use tollgate_routing::health::{BreakerConfig, Health};
+use tollgate_routing::traffic::Traffic;
 
 pub use billing::{CeilingHold, CostCeiling};
 pub use http::ModelDelegate;
@@ -74,12 +78,35 @@ pub struct Books {
     pub wallet: Option<Ledger>,
 }
 
+/// What routing keeps between requests: the breakers, live traffic per
+/// route, the operator's groups and where each conversation was served.
+pub struct Routing {
+    health: Health,
+    traffic: Traffic,
+    groups: RoutingConfig,
+    affinity: Affinity,
+}
+
+impl Routing {
+    pub fn new(breaker: BreakerConfig, groups: RoutingConfig) -> Self {
+        Self {
+            health: Health::new(breaker),
+            traffic: Traffic::default(),
+            affinity: Affinity::new(std::time::Duration::from_secs(groups.affinity_ttl_secs)),
+            groups,
+        }
+    }
+}
+
 /// The data plane's handler state.
 pub struct DataPlane {
     routes: Arc<RouteTable>,
     adapters: Arc<Adapters>,
     upstream: Upstream,
     health: Health,
+    traffic: Traffic,
+    groups: RoutingConfig,
+    affinity: Affinity,
     /// `None` when `ledger.enabled = false`.
     ledger: Option<Ledger>,
     request_log: Ledger,
@@ -109,7 +136,7 @@ impl DataPlane {
         routes: Arc<RouteTable>,
         adapters: Arc<Adapters>,
         upstream: Upstream,
-        health: Health,
+        routing: Routing,
         books: Books,
         billing: Arc<tollgate_billing::Billing>,
         limits: DataLimits,
@@ -118,7 +145,10 @@ impl DataPlane {
             routes,
             adapters,
             upstream,
-            health,
+            health: routing.health,
+            traffic: routing.traffic,
+            groups: routing.groups,
+            affinity: routing.affinity,
             ledger: books.wallet,
             request_log: books.request_log,
             billing,

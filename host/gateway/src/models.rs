@@ -20,6 +20,7 @@ use tollgate_core::money::Kind;
 use tollgate_identity::auth::Caller;
 use tollgate_routing::catalog::{CAPABILITIES, ModelRoute, PriceSource};
 use tollgate_routing::health::Health;
+use tollgate_routing::traffic::Traffic;
 use tollgate_web::error::ApiError;
 use tollgate_web::server::RequestId;
 
@@ -42,7 +43,7 @@ fn unavailable_reason(route: &ModelRoute, health: &Health, billing: bool) -> Opt
         })
 }
 
-fn entry(route: &ModelRoute, health: &Health, snapshot_id: i64, billing: bool) -> Value {
+fn entry(route: &ModelRoute, health: &Health, traffic: &Traffic, snapshot_id: i64, billing: bool) -> Value {
     let provider = &route.provider;
     let reason = unavailable_reason(route, health, billing);
     let mut service = json!({
@@ -51,6 +52,7 @@ fn entry(route: &ModelRoute, health: &Health, snapshot_id: i64, billing: bool) -
         "provider_name": provider.name,
         "capabilities": provider.capabilities,
         "pricing_snapshot": snapshot_id,
+        "health": live_health(route, health, traffic),
     });
     if let Some(reason) = reason {
         service["unavailable_reason"] = Value::String(reason);
@@ -65,6 +67,24 @@ fn entry(route: &ModelRoute, health: &Health, snapshot_id: i64, billing: bool) -
         "max_output_tokens": route.max_output_tokens,
         "pricing": route.priced.then(|| pricing(route)),
         "service": service,
+    })
+}
+
+/// What this gateway has measured of the model in real traffic since it
+/// started: the breaker, recent success rate, medians of the last requests'
+/// time to the answer's head, time to first token (streams) and output
+/// tokens per second. Figures are `null` until traffic measured them.
+fn live_health(route: &ModelRoute, health: &Health, traffic: &Traffic) -> Value {
+    let measured = traffic.snapshot(&route.id).unwrap_or_default();
+    let round = |value: Option<f64>| value.map(|v| (v * 10.0).round() / 10.0);
+    json!({
+        "breaker": health.state(&route.id),
+        "requests": measured.requests,
+        "success_rate": measured.success_rate.map(|rate| (rate * 1000.0).round() / 1000.0),
+        "p50_latency_ms": round(measured.p50_latency_ms),
+        "p50_ttft_ms": round(measured.p50_ttft_ms),
+        "p50_tokens_per_second": round(measured.p50_tokens_per_second),
+        "in_flight": measured.in_flight,
     })
 }
 
@@ -189,7 +209,15 @@ pub async fn list_models(
         .catalog
         .routes()
         .filter(|route| filter.admits(route, &data.health, data.ledger.is_some()))
-        .map(|route| entry(route, &data.health, routes.snapshot_id, data.ledger.is_some()))
+        .map(|route| {
+            entry(
+                route,
+                &data.health,
+                &data.traffic,
+                routes.snapshot_id,
+                data.ledger.is_some(),
+            )
+        })
         .collect();
     axum::Json(json!({ "object": "list", "data": data })).into_response()
 }
@@ -203,7 +231,14 @@ pub async fn get_model(
     let routes = data.routes();
     match routes.catalog.resolve(&id) {
         Some(route) => {
-            axum::Json(entry(route, &data.health, routes.snapshot_id, data.ledger.is_some())).into_response()
+            let listed = entry(
+                route,
+                &data.health,
+                &data.traffic,
+                routes.snapshot_id,
+                data.ledger.is_some(),
+            );
+            axum::Json(listed).into_response()
         }
         None => ApiError::model_not_found(&id)
             .with_request_id(&request_id.0)

@@ -14,6 +14,7 @@ use tollgate_core::money::{Kind, Nanos, PicoPerToken};
 use tollgate_ledger::StoredAttempt;
 use tollgate_plugin_host::Usage;
 use tollgate_routing::catalog::ModelRoute;
+use tollgate_routing::select::Decision;
 
 /// Token counts and the exact cost billed for them.
 #[derive(Clone, Copy, Debug)]
@@ -72,11 +73,22 @@ pub struct Attempt {
 }
 
 /// Every attempt of a request, in order: `service.attempts` and the request log.
-/// The second field stamps when each attempt was pushed (it ended), for its span.
+/// The second field stamps when each attempt was pushed (it ended), for its
+/// span; the third is the routing decision that ordered them, if one was made.
 #[derive(Clone, Debug, Default)]
-pub struct Trail(pub Vec<Attempt>, Vec<Instant>);
+pub struct Trail(pub Vec<Attempt>, Vec<Instant>, Option<Arc<Decision>>);
 
 impl Trail {
+    /// A trail for candidates that routing chose and ordered.
+    pub fn routed(decision: Option<Decision>) -> Self {
+        Trail(Vec::new(), Vec::new(), decision.map(Arc::new))
+    }
+
+    /// Why the candidates were tried in this order (`service.route`).
+    pub fn decision(&self) -> Option<&Decision> {
+        self.2.as_deref()
+    }
+
     pub fn push(&mut self, attempt: Attempt) {
         self.0.push(attempt);
         self.1.push(Instant::now());
@@ -261,7 +273,7 @@ impl Service {
     /// The `service` block: request id, the model that answered, the exact
     /// cost and its breakdown, the attempts.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut service = json!({
             "request_id": self.request_id,
             "provider": self.route.provider.id,
             "model": self.route.id,
@@ -270,7 +282,11 @@ impl Service {
             "pricing_snapshot_id": self.snapshot_id,
             "cost_breakdown": self.trail.breakdown(self.billed),
             "attempts": self.trail.to_json(),
-        })
+        });
+        if let Some(decision) = self.trail.decision() {
+            service["route"] = decision.to_json();
+        }
+        service
     }
 }
 

@@ -32,6 +32,7 @@ use super::provenance::{Attempt, Metered, Service, Trail};
 use super::upstream::{error_chain, truncated};
 use tollgate_plugin_host::{Event, ExchangeError, Session};
 use tollgate_routing::catalog::ModelRoute;
+use tollgate_routing::traffic::InFlight;
 use tollgate_web::error::ApiError;
 use tollgate_web::server::RequestId;
 
@@ -102,7 +103,7 @@ pub fn respond(
         session,
         response: upstream,
         started,
-        ..
+        flight,
     } = answered;
     let (tx, events) = mpsc::channel::<StreamEvent>(32);
     let native = session.is_native();
@@ -120,6 +121,7 @@ pub fn respond(
         request_id: request_id.clone(),
         started,
         status,
+        flight,
         tx,
     };
     tokio::spawn(pump.run(upstream));
@@ -146,6 +148,8 @@ struct Pump {
     request_id: RequestId,
     started: Instant,
     status: u16,
+    /// This attempt in its route's live traffic.
+    flight: InFlight,
     tx: mpsc::Sender<StreamEvent>,
 }
 
@@ -162,7 +166,12 @@ impl Pump {
             let usage = self.session.usage().ok().flatten();
             let metered = self.bill.meter(&self.route, usage, self.chunks_sent);
             match outcome {
-                Ok(last_chunks) => return self.finish_ok(last_chunks, metered).await,
+                Ok(last_chunks) => {
+                    if let Some(usage) = metered.usage {
+                        self.flight.finished(usage.input + usage.output, usage.output);
+                    }
+                    return self.finish_ok(last_chunks, metered).await;
+                }
                 Err(Stop::ClientGone) => {
                     tracing::info!(request_id = %self.request_id.0, "client went away mid-stream");
                     self.record(metered, "client_disconnected");
@@ -175,6 +184,7 @@ impl Pump {
                 Err(Stop::Failed(error)) => {
                     if error.is_health_failure() {
                         self.data.health.failed_after_answer(&self.route.id);
+                        self.flight.failed();
                     }
                     if self.can_continue(&error) {
                         self.record(metered, error.code);
@@ -231,6 +241,7 @@ impl Pump {
         self.route = answered.route;
         self.status = answered.response.status().as_u16();
         self.started = answered.started;
+        self.flight = answered.flight;
         self.chunks_sent = 0;
         Ok(answered.response)
     }

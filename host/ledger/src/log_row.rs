@@ -43,8 +43,9 @@ pub struct RequestLogRow {
     pub parent_request_id: Option<String>,
     /// An actor run's signed provenance trail, kept with its row.
     pub provenance: Option<RunProvenance>,
-    /// What a row that is not a request carries for its event, as a JSON
-    /// object: a budget alert's budget, period, threshold, limit and spend.
+    /// What a row carries beside its columns, as a JSON object: a chat
+    /// request's routing decision (`{"route": …}`, when routing chose), or a
+    /// budget alert's budget, period, threshold, limit and spend.
     pub detail: Option<String>,
 }
 

@@ -12,7 +12,7 @@ macro_rules! logged_request_columns {
         "xid, seq, request_id, key_id, workspace_id, model, provider, upstream_model, streamed, outcome, status, \
          input_tokens, output_tokens, cached_tokens, reasoning_tokens, usage_source, cost_nano, reserved_nano, \
          snapshot_id, attempts, started_at_ms, duration_ms, settled_at_ms, source, kind, parent_request_id, run_id, \
-         provenance, provenance_signature, fee_nano"
+         provenance, provenance_signature, fee_nano, detail"
     };
 }
 pub(crate) use logged_request_columns;
@@ -49,6 +49,9 @@ pub(crate) struct LoggedRequest {
     provenance: Option<String>,
     provenance_signature: Option<String>,
     fee_nano: i64,
+    /// A chat request's routing decision (`{"route": …}`), a budget alert's
+    /// budget: what the row carries beside its columns.
+    detail: Option<String>,
 }
 
 impl LoggedRequest {
@@ -94,6 +97,13 @@ impl LoggedRequest {
         });
         if let Some(run_id) = &self.run_id {
             row["run_id"] = json!(run_id);
+        }
+        let detail = self
+            .detail
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<Value>(d).ok());
+        if let Some(route) = detail.as_ref().and_then(|d| d.get("route")) {
+            row["route"] = route.clone();
         }
         if let (Some(trail), Some(signature)) = (&self.provenance, &self.provenance_signature) {
             row["provenance"] = serde_json::from_str(trail).unwrap_or(Value::Null);

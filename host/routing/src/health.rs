@@ -126,6 +126,19 @@ impl Health {
         oldest.map(|(model, _)| model)
     }
 
+    /// For listings: `closed`, `open`, `half_open` (the cooldown is over and
+    /// the next request is a trial) or `rate_limited`.
+    pub fn state(&self, model: &str) -> &'static str {
+        let breakers = self.breakers.lock().expect("health lock poisoned");
+        let now = Instant::now();
+        match breakers.get(model) {
+            Some(b) if b.rate_limited_until.is_some_and(|until| now < until) => "rate_limited",
+            Some(b) if b.open_until.is_some_and(|until| now < until) => "open",
+            Some(b) if b.open_until.is_some() => "half_open",
+            _ => "closed",
+        }
+    }
+
     /// For listings: is the model being skipped right now?
     pub fn is_open(&self, model: &str) -> bool {
         let breakers = self.breakers.lock().expect("health lock poisoned");
@@ -257,6 +270,8 @@ mod tests {
         let permit = h.admit("p/m").expect("a success resets the count");
         permit.failed();
         assert!(matches!(h.admit("p/m"), Err(Held::Open { .. })) && h.is_open("p/m"));
+        assert_eq!(h.state("p/m"), "open");
+        assert_eq!(h.state("p/other"), "closed");
         assert!(
             h.admit("p/other").is_ok(),
             "other models of the provider are unaffected"

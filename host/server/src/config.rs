@@ -62,6 +62,8 @@ pub struct Config {
     pub retention: crate::retention::RetentionConfig,
     /// Per-provider circuit breakers.
     pub breaker: tollgate_routing::health::BreakerConfig,
+    /// Model groups, balancing and cache affinity (docs/routing.md).
+    pub routing: tollgate_routing::groups::RoutingConfig,
     /// Usage events (CloudEvents) and their sinks.
     pub metering: tollgate_metering::MeteringConfig,
     /// Logging options; OTLP export is configured by the standard `OTEL_*` variables.
@@ -98,6 +100,7 @@ impl Default for Config {
             ledger: tollgate_ledger::LedgerConfig::default(),
             retention: crate::retention::RetentionConfig::default(),
             breaker: tollgate_routing::health::BreakerConfig::default(),
+            routing: tollgate_routing::groups::RoutingConfig::default(),
             metering: tollgate_metering::MeteringConfig::default(),
             telemetry: tollgate_telemetry::TelemetryConfig::default(),
             control_plane: ControlPlaneConfig::default(),

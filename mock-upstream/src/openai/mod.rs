@@ -74,6 +74,10 @@ pub(crate) async fn chat(app: Shared, parts: Parts, recorded: Bytes, body: Bytes
     let directives = req.mock.as_ref().unwrap_or(&no_directives);
     let faults = Faults::resolve(directives, &req.model);
     sleep(faults.latency).await;
+    if let Some(status) = app.outage() {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        return error::fault_response(status, None, None);
+    }
     if let Some(status) = faults.status {
         let retry_after = directives.retry_after_header();
         return error::fault_response(status, directives.error_code.as_deref(), retry_after.as_deref());
@@ -91,7 +95,15 @@ pub(crate) async fn chat(app: Shared, parts: Parts, recorded: Bytes, body: Bytes
             );
         }
     };
-    let usage = Usage::new(req.prompt_tokens(), answer.completion_tokens()).cached(directives.cached_tokens);
+    let cached = match &app.prompt_cache {
+        Some(cache) => Some(
+            cache
+                .read_and_write(&req.messages)
+                .max(directives.cached_tokens.unwrap_or(0)),
+        ),
+        None => directives.cached_tokens,
+    };
+    let usage = Usage::new(req.prompt_tokens(), answer.completion_tokens()).cached(cached);
     let n = app.next_id();
     let meta = Meta {
         id: format!("chatcmpl-mock-{n}"),

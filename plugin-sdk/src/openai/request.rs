@@ -12,7 +12,7 @@ use crate::AdapterError;
 use crate::json::{RawObject, is_object};
 
 /// Request fields that belong to the gateway, not to any upstream.
-pub const GATEWAY_FIELDS: [&str; 3] = ["models", "fallbacks", "continuation"];
+pub const GATEWAY_FIELDS: [&str; 5] = ["models", "fallbacks", "continuation", "provider", "session_id"];
 
 /// Prepare the caller's chat-completions body for an OpenAI-compatible upstream.
 ///
@@ -169,6 +169,7 @@ mod tests {
     fn prepare_sets_model_and_strips_gateway_fields() {
         let body = json!({
             "model": "alias", "models": ["a", "b"], "fallbacks": [], "continuation": {"x": 1},
+            "provider": {"sort": "price"}, "session_id": "s1",
             "messages": [{"role": "user", "content": "hi"}],
             "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
             "tool_choice": "auto", "response_format": {"type": "json_object"},

@@ -16,7 +16,7 @@ use tollgate_control::ControlPlane;
 use tollgate_core::db::Database;
 use tollgate_core::money::Nanos;
 use tollgate_core::sealed::SealingKey;
-use tollgate_gateway::{DataLimits, DataPlane, RouteTable, upstream::Upstream};
+use tollgate_gateway::{DataLimits, DataPlane, RouteTable, Routing, upstream::Upstream};
 use tollgate_hosted_actors::Actors;
 use tollgate_identity::accounts::Accounts;
 use tollgate_identity::auth::{AuthState, KeyResolver};
@@ -24,7 +24,6 @@ use tollgate_ledger::Ledger;
 use tollgate_metering::Metering;
 use tollgate_packages::{Installs, Packages};
 use tollgate_plugin_host::Adapters;
-use tollgate_routing::health::Health;
 use tollgate_tools::{Components, Store as InstallStore};
 use tollgate_web::rate_limit::KeyRateLimiter;
 use tollgate_web::server::{Admission, Origins, Readiness};
@@ -229,11 +228,15 @@ impl Books {
 }
 
 fn data_plane(config: &Config, catalog: &Catalog, books: &Books, billing: Arc<Billing>) -> anyhow::Result<DataPlane> {
+    config
+        .routing
+        .validate(&catalog.routes.current().catalog)
+        .context("[routing]")?;
     Ok(DataPlane::new(
         catalog.routes.clone(),
         catalog.adapters.clone(),
         Upstream::new(&config.timeouts)?,
-        Health::new(config.breaker.clone()),
+        Routing::new(config.breaker.clone(), config.routing.clone()),
         tollgate_gateway::Books {
             request_log: books.request_log.clone(),
             wallet: books.wallet.clone(),

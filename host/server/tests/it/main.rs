@@ -29,6 +29,7 @@ mod models;
 mod payments;
 mod registry;
 mod retention;
+mod routing;
 mod sandbox;
 mod tenancy;
 mod tidy;

@@ -461,6 +461,7 @@ async fn hot_upgrade_under_load_fails_no_request() {
     let mock = start_mock(MockOptions {
         latency_ms: 50,
         require_api_key: None,
+        ..Default::default()
     })
     .await;
     let gw = Arc::new(Gateway::start(&standard_config(mock, "")).await);

@@ -37,7 +37,7 @@ use tollgate_web::server::RequestId;
 
 /// Request fields that are the gateway's own, not Anthropic's: removed from
 /// the body an adapter takes natively.
-const GATEWAY_FIELDS: [&str; 3] = ["models", "fallbacks", "continuation"];
+const GATEWAY_FIELDS: [&str; 5] = ["models", "fallbacks", "continuation", "provider", "session_id"];
 
 /// Request headers a provider taking Messages natively gets as the caller
 /// sent them: `anthropic-beta` turns on what beta body fields

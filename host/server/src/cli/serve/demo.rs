@@ -32,6 +32,7 @@ impl DemoProvider {
         let options = tollgate_mock_upstream::MockOptions {
             latency_ms: 0,
             require_api_key: Some("demo".into()),
+            ..Default::default()
         };
         tokio::spawn(async move {
             if let Err(e) = tollgate_mock_upstream::serve(listener, options).await {
