@@ -450,6 +450,13 @@ impl Bill {
             status,
             cost_nano: billed.0,
             attempts,
+            route: trail.decision().map(|decision| tollgate_telemetry::RouteRecord {
+                strategy: &decision.strategy,
+                group: decision.group.as_deref(),
+                reason: &decision.reason,
+                considered: decision.considered,
+                conversation: decision.conversation.map(|c| c.source.name()),
+            }),
         });
     }
 }

@@ -39,6 +39,21 @@ pub struct RequestRecord<'a> {
     pub status: Option<u16>,
     pub cost_nano: i64,
     pub attempts: Vec<AttemptRecord<'a>>,
+    /// The routing decision that ordered the attempts, when one was made.
+    pub route: Option<RouteRecord<'a>>,
+}
+
+/// What routing decided, as attributes of every attempt span of the request.
+pub struct RouteRecord<'a> {
+    /// `weighted`, `sort:price`, …
+    pub strategy: &'a str,
+    pub group: Option<&'a str>,
+    /// Why the first candidate was first.
+    pub reason: &'a str,
+    /// Candidates considered, before preferences excluded any.
+    pub considered: usize,
+    /// What named the conversation when affinity chose.
+    pub conversation: Option<&'a str>,
 }
 
 struct Instruments {
@@ -111,6 +126,17 @@ pub fn record(request: RequestRecord<'_>) {
         attributes.push(KeyValue::new(TOLLGATE_REQUEST_ID, request.request_id.to_string()));
         attributes.push(KeyValue::new(TOLLGATE_ATTEMPT, index as i64));
         attributes.push(KeyValue::new(TOLLGATE_COST_NANO_USD, attempt.cost_nano));
+        if let Some(route) = &request.route {
+            attributes.push(KeyValue::new(TOLLGATE_ROUTE_STRATEGY, route.strategy.to_string()));
+            attributes.push(KeyValue::new(TOLLGATE_ROUTE_REASON, route.reason.to_string()));
+            attributes.push(KeyValue::new(TOLLGATE_ROUTE_CONSIDERED, route.considered as i64));
+            if let Some(group) = route.group {
+                attributes.push(KeyValue::new(TOLLGATE_ROUTE_GROUP, group.to_string()));
+            }
+            if let Some(conversation) = route.conversation {
+                attributes.push(KeyValue::new(TOLLGATE_ROUTE_AFFINITY, conversation.to_string()));
+            }
+        }
         if let Some(tokens) = attempt.input_tokens {
             attributes.push(KeyValue::new(GEN_AI_USAGE_INPUT_TOKENS, tokens as i64));
         }

@@ -22,6 +22,13 @@ pub const TOLLGATE_OUTCOME: &str = "tollgate.outcome";
 pub const TOLLGATE_ATTEMPT: &str = "tollgate.attempt";
 pub const TOLLGATE_COST_NANO_USD: &str = "tollgate.cost.nano_usd";
 pub const TOLLGATE_ADAPTER: &str = "tollgate.adapter";
+/// Routing: the strategy or sort, the group, why the first candidate was
+/// first, how many were considered, and what named the conversation.
+pub const TOLLGATE_ROUTE_STRATEGY: &str = "tollgate.route.strategy";
+pub const TOLLGATE_ROUTE_GROUP: &str = "tollgate.route.group";
+pub const TOLLGATE_ROUTE_REASON: &str = "tollgate.route.reason";
+pub const TOLLGATE_ROUTE_CONSIDERED: &str = "tollgate.route.considered";
+pub const TOLLGATE_ROUTE_AFFINITY: &str = "tollgate.route.affinity";
 
 pub const METRIC_TOKEN_USAGE: &str = "gen_ai.client.token.usage";
 pub const METRIC_OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
