@@ -5,7 +5,8 @@
 //! - `egress`: each provider's allowed origins and declared credential slot;
 //! - `aws`: the SigV4 region and credential rules a provider is resolved with;
 //! - `health`: circuit breakers per `provider/model`;
-//! - `prices`: the sourced price table (`catalog/prices/prices.toml`) and its import;
+//! - `prices`: the sourced model table (`catalog/prices/prices.toml`), whose
+//!   models the catalog serves besides its own, and its import;
 //! - `snapshots`: content-addressed pricing snapshots (table `pricing_snapshots`).
 //!
 //! It depends only on `tollgate-core`. It sends nothing: the data plane does.

@@ -1,3 +1,6 @@
+//! The import against small LiteLLM-format fixtures: what it adds, what it
+//! leaves out and why, and that its numbers stay exact.
+
 use tollgate_core::money::PicoPerToken;
 
 use super::*;
