@@ -542,14 +542,12 @@ def test_every_available_model_has_a_price(client, stack):
         urllib.request.Request(f"{stack.url}/v1/models", headers={"authorization": f"Bearer {stack.api_key}"})
     ) as r:
         models = json.load(r)["data"]
-    assert len(models) > 200
+    assert len(models) > 1000
+    # Unpriced models are left out of the list (they still answer by id).
     for model in models:
-        if model["service"]["available"]:
-            assert model["pricing"] is not None, model["id"]
-        if model["pricing"] is None:
-            assert "no price" in model["service"]["unavailable_reason"], model["id"]
-    priced = [m for m in models if m["pricing"]]
-    assert sum(m["pricing"]["source"] == "price_table" for m in priced) >= 60
+        assert model["pricing"] is not None, model["id"]
+        assert model["service"]["pricing_source"]["name"], model["id"]
+    assert sum(m["pricing"]["source"] == "price_table" for m in models) >= 1000
 
 
 def test_streamed_chunks_carry_created(client):
@@ -575,6 +573,14 @@ def test_import_prices_refreshes_the_table(tmp_path):
                     "cache_read_input_token_cost": 2.5e-08,
                 },
                 "text-embedding-3-small": {"litellm_provider": "openai", "mode": "embedding", "input_cost_per_token": 2e-08},
+                "gpt-imported": {
+                    "litellm_provider": "openai",
+                    "mode": "chat",
+                    "input_cost_per_token": 3e-07,
+                    "output_cost_per_token": 1.2e-06,
+                    "max_input_tokens": 64000,
+                    "supports_prompt_caching": True,
+                },
             }
         )
     )
@@ -591,6 +597,7 @@ def test_import_prices_refreshes_the_table(tmp_path):
     line = next(l for l in out.splitlines() if "openai/gpt-4o-mini:" in l)
     assert line.startswith("changed") and line.endswith("-> in 0.1 / out 0.5 / cache read 0.025"), out
     assert "1 changed" in out
+    assert "new from the file: 1 (openai 1)" in out, out
     text = table.read_text()
     assert "MIT" in text and "Berri AI" in text and "test file" in text
 
@@ -613,6 +620,12 @@ def test_import_prices_refreshes_the_table(tmp_path):
         # Models the file lacks keep the built-in table's price.
         other = httpx.get(f"{url}/v1/models/openai/gpt-4o", headers={"authorization": f"Bearer {account['api_key']}"}).json()
         assert other["pricing"]["source"] == "price_table"
+        # A chat model the catalog does not list joins it from the file.
+        added = httpx.get(f"{url}/v1/models/openai/gpt-imported", headers={"authorization": f"Bearer {account['api_key']}"}).json()
+        assert added["pricing"]["output_per_mtok"] == "1.200000"
+        assert added["context_length"] == 64000
+        assert added["service"]["capabilities"] == ["streaming", "caching"]
+        assert added["service"]["pricing_source"]["release"] == "test file"
     finally:
         gateway.terminate()
         gateway.wait(timeout=10)

@@ -1,23 +1,48 @@
-"""`/v1/models` through the official OpenAI SDK: the whole catalog, Tollgate's
-extra fields, filters and their errors, and a bring-your-own provider that is
-configured only in tollgate.toml (`acme`) serving traffic and being listed."""
+"""`/v1/models` through the official OpenAI SDK: the whole priced catalog,
+Tollgate's extra fields, filters and their errors, and a bring-your-own provider
+that is configured only in tollgate.toml (`acme`) serving traffic and being listed."""
+
+import subprocess
+from pathlib import Path
 
 import openai
 import pytest
+from conftest import BIN
+
+
+def test_the_catalog_has_130_providers(stack):
+    # The promise is about what can be configured; the list shows priced models only.
+    out = subprocess.run(
+        [BIN, "catalog", "providers", "--config", str(Path(stack.dir.name) / "tollgate.toml")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = [line.split("\t") for line in out.splitlines() if "\t" in line]
+    assert len(rows) >= 130, out
+    assert out.splitlines()[-1] == f"{len(rows)} providers"
+    by_id = {row[0]: row for row in rows}
+    assert by_id["openai"][1] == "OpenAI" and "OPENAI_API_KEY" in by_id["openai"][3]
+    assert by_id["acme"][3] == "available"
 
 
 def test_list_covers_the_catalog_and_keeps_the_sdk_shape(client):
     models = list(client.models.list())
     assert all(m.object == "model" and "/" in m.id for m in models)
-    providers = {m.owned_by for m in models}
-    assert len(providers) >= 130
+    assert len(models) > 1000
     by_id = {m.id: m.to_dict() for m in models}
+    unpriced = [id for id, m in by_id.items() if m["pricing"] is None]
+    assert not unpriced, unpriced
     openai_4o = by_id["openai/gpt-4o"]
     assert openai_4o["service"]["provider_name"] == "OpenAI"
     assert "tools" in openai_4o["service"]["capabilities"]
     assert openai_4o["service"]["available"] is False
     assert "OPENAI_API_KEY" in openai_4o["service"]["unavailable_reason"]
     assert openai_4o["pricing"]["input_per_mtok"] == "2.500000"
+    source = openai_4o["service"]["pricing_source"]
+    assert source["name"].startswith("LiteLLM") and source["key"] == "gpt-4o"
+    assert source["release"].startswith("litellm") and len(source["retrieved"]) == 10
+    assert by_id["acme/small"]["service"]["pricing_source"] == {"name": "config"}
     # A local server is listed but off until the operator names it in [providers].
     ollama = by_id["ollama/llama3.2"]
     assert ollama["service"]["available"] is False

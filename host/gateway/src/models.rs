@@ -2,7 +2,8 @@
 //! live availability (a provider needs its key and any `{ENV}` placeholder of
 //! its URL, and is unavailable while its circuit breaker is open).
 //!
-//! The list takes filters, each repeatable or a comma list:
+//! The list shows priced models only; `GET /v1/models/{id}` answers for any.
+//! It takes filters, each repeatable or a comma list:
 //! `provider=<id>` (any of), `capability=<flag>` (all of) and
 //! `available=true|false`. Unknown parameters or values answer 400, so a typo
 //! never silently widens the list.
@@ -50,9 +51,10 @@ fn entry(route: &ModelRoute, health: &Health, traffic: &Traffic, snapshot_id: i6
         "available": reason.is_none(),
         "provider": provider.id,
         "provider_name": provider.name,
-        "capabilities": provider.capabilities,
+        "capabilities": route.capabilities,
         "pricing_snapshot": snapshot_id,
         "health": live_health(route, health, traffic),
+        "pricing_source": pricing_source(&route.price_source),
     });
     if let Some(reason) = reason {
         service["unavailable_reason"] = Value::String(reason);
@@ -108,10 +110,25 @@ fn pricing(route: &ModelRoute) -> Value {
         "currency": "USD",
         "source": route.price_source.name(),
     });
-    if let PriceSource::Table(key) = &route.price_source {
+    if let PriceSource::Table { key, .. } = &route.price_source {
         pricing["source_key"] = Value::String(key.clone());
     }
     pricing
+}
+
+/// Where the price came from: the table's source with its release, date and
+/// key for the model, or `config` / `catalog`.
+fn pricing_source(source: &PriceSource) -> Value {
+    match source {
+        PriceSource::Table { key, source } => json!({
+            "name": source.name,
+            "release": source.release,
+            "retrieved": source.retrieved,
+            "key": key,
+        }),
+        PriceSource::None => Value::Null,
+        other => json!({ "name": other.name() }),
+    }
 }
 
 /// The list's filters; an empty set means "no filter".
@@ -183,7 +200,7 @@ impl Filter {
     fn admits(&self, route: &ModelRoute, health: &Health, billing: bool) -> bool {
         let provider = &route.provider;
         (self.providers.is_empty() || self.providers.contains(&provider.id))
-            && self.capabilities.iter().all(|flag| provider.has_capability(flag))
+            && self.capabilities.iter().all(|flag| route.has_capability(flag))
             && self
                 .available
                 .is_none_or(|want| want == unavailable_reason(route, health, billing).is_none())
@@ -205,9 +222,13 @@ pub async fn list_models(
         Ok(filter) => filter,
         Err(error) => return error.with_request_id(&request_id.0).into_response(),
     };
+    // A model without a price anywhere is left out whether or not the wallet
+    // is on: the list promises a price for every model it shows. It still
+    // answers by id (with the reason), and serves once the operator prices it.
     let data: Vec<Value> = routes
         .catalog
         .routes()
+        .filter(|route| route.priced)
         .filter(|route| filter.admits(route, &data.health, data.ledger.is_some()))
         .map(|route| {
             entry(

@@ -108,6 +108,8 @@ impl Catalog {
     /// is, most specific first: its `[providers.<id>]` config, the table's
     /// entry, the catalog entry's own. Kind prices set in config (cache read
     /// or write, reasoning, per request) override the table's one by one.
+    /// Each provider also serves the table's models of it that neither the
+    /// catalog nor the config names, so the catalog need not repeat the table.
     pub fn build_priced(
         configured: &BTreeMap<String, ProviderConfig>,
         env: &dyn Fn(&str) -> Option<String>,
@@ -175,6 +177,8 @@ impl Catalog {
         }
 
         let mut catalog = Catalog::default();
+        let table_models = prices.by_provider();
+        let table_source = Arc::new(prices.source.clone());
         for (id, entry) in providers {
             let needs_enabling = entry.auth == AuthStyle::None && !configured.contains_key(&id);
             let api_key = configured.get(&id).and_then(|c| c.api_key.clone());
@@ -203,12 +207,23 @@ impl Catalog {
                 needs_enabling,
             });
             let operator_models = configured.get(&provider.id).map(|c| &c.models[..]).unwrap_or_default();
-            for model in entry.models {
-                let from_config = operator_models.contains(&model);
-                let route = resolve_model(&provider, &model, from_config, prices)?;
+            let mut named: Vec<&str> = Vec::new();
+            for model in &entry.models {
+                let from_config = operator_models.contains(model);
+                let route = resolve_model(&provider, model, from_config, prices, &table_source)?;
                 if catalog.routes.contains_key(&route.id) {
                     bail!("model '{}' is listed twice", route.id);
                 }
+                named.push(&model.id);
+                catalog.order.push(route.id.clone());
+                catalog.routes.insert(route.id.clone(), Arc::new(route));
+            }
+            for (name, _) in table_models.get(provider.id.as_str()).into_iter().flatten() {
+                if named.contains(name) {
+                    continue;
+                }
+                let model = ModelConfig::named(name);
+                let route = resolve_model(&provider, &model, false, prices, &table_source)?;
                 catalog.order.push(route.id.clone());
                 catalog.routes.insert(route.id.clone(), Arc::new(route));
             }
@@ -341,6 +356,90 @@ mod tests {
         assert!(openai.unavailable_reason().unwrap().contains("OPENAI_API_KEY"));
         assert!(openai.has_capability("tools") && !openai.has_capability("teleport"));
     }
+    #[test]
+    fn the_price_tables_models_become_routes_unless_named() {
+        let model = |key: &str, input: &str, capabilities: Option<&[&str]>| crate::prices::TableModel {
+            key: key.into(),
+            input: input.into(),
+            output: "2".into(),
+            cache_read: None,
+            cache_write: None,
+            reasoning: None,
+            context_length: Some(4096),
+            max_output_tokens: Some(1024),
+            capabilities: capabilities.map(|c| c.iter().map(|f| f.to_string()).collect()),
+        };
+        let mut table = PriceTable::default();
+        table.source.release = "r1".into();
+        table.models.insert(
+            "openai/gpt-new".into(),
+            model("gpt-new", "1", Some(&["streaming", "caching"])),
+        );
+        table
+            .models
+            .insert("openai/gpt-4o".into(), model("gpt-4o", "3", Some(&["streaming"])));
+        table
+            .models
+            .insert("openai/byo-priced".into(), model("byo-priced", "5", None));
+        table.models.insert("nowhere/x".into(), model("x", "1", None));
+        let mut configured = BTreeMap::new();
+        let mut byo = ModelConfig::named("byo-priced");
+        byo.input_price_per_mtok = Some("7".into());
+        byo.output_price_per_mtok = Some("8".into());
+        configured.insert(
+            "openai".to_string(),
+            ProviderConfig {
+                models: vec![byo],
+                ..Default::default()
+            },
+        );
+        let catalog = Catalog::build_priced(&configured, &no_env, &table).unwrap();
+
+        let added = catalog.resolve("openai/gpt-new").unwrap();
+        assert_eq!(added.upstream_model, "gpt-new");
+        assert_eq!(added.price.input, PicoPerToken(1_000_000));
+        assert!(
+            matches!(&added.price_source, PriceSource::Table { key, source } if key == "gpt-new" && source.release == "r1")
+        );
+        assert_eq!(
+            (added.context_length, added.max_output_tokens),
+            (Some(4096), Some(1024))
+        );
+        assert!(added.has_capability("caching") && !added.has_capability("tools"));
+        assert!(
+            added.provider.has_capability("tools"),
+            "the provider's flags stay its own"
+        );
+
+        // The catalog's own model keeps its context, takes the table's price and flags.
+        let catalogued = catalog.resolve("openai/gpt-4o").unwrap();
+        assert_eq!(catalogued.context_length, Some(128000));
+        assert_eq!(catalogued.price.input, PicoPerToken(3_000_000));
+        assert_eq!(catalogued.capabilities, ["streaming"]);
+        // Configured: one route, the config's price, the provider's flags when the table has none.
+        let configured = catalog.resolve("openai/byo-priced").unwrap();
+        assert_eq!(configured.price_source, PriceSource::Config);
+        assert_eq!(configured.capabilities, configured.provider.capabilities);
+        assert_eq!(catalog.routes().filter(|r| r.id == "openai/byo-priced").count(), 1);
+        // A provider the catalog does not build gets no routes from the table.
+        assert!(catalog.resolve("nowhere/x").is_none());
+    }
+
+    #[test]
+    fn the_builtin_catalog_builds_quickly() {
+        let start = std::time::Instant::now();
+        let models = PriceTable::builtin().models.len();
+        let parsed = start.elapsed();
+        let start = std::time::Instant::now();
+        let catalog = Catalog::build(&BTreeMap::new(), &no_env).unwrap();
+        let elapsed = start.elapsed();
+        let routes = catalog.routes().count();
+        println!("price table: {models} models parsed in {parsed:?}; Catalog::build: {routes} routes in {elapsed:?}");
+        assert!(routes > 1000, "the price table's models are routes");
+        // Generous for a debug build on a busy machine; a release build is far under.
+        assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
+    }
+
     #[test]
     fn rejects_bad_entries() {
         let mut configured = BTreeMap::new();

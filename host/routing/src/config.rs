@@ -86,3 +86,22 @@ pub struct ModelConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u64>,
 }
+
+impl ModelConfig {
+    /// A model known by name only: its price and facts come from elsewhere
+    /// (the price table).
+    pub fn named(id: &str) -> Self {
+        ModelConfig {
+            id: id.to_string(),
+            upstream: None,
+            input_price_per_mtok: None,
+            output_price_per_mtok: None,
+            cache_read_price_per_mtok: None,
+            cache_write_price_per_mtok: None,
+            reasoning_price_per_mtok: None,
+            request_price: None,
+            context_length: None,
+            max_output_tokens: None,
+        }
+    }
+}

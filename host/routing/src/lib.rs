@@ -8,7 +8,8 @@
 //! - `traffic`: live latency, throughput, load and rpm/tpm windows per route;
 //! - `groups`, `preferences`, `affinity` and `select`: which candidates a
 //!   request gets and in what order (docs/routing.md);
-//! - `prices`: the sourced price table (`catalog/prices/prices.toml`) and its import;
+//! - `prices`: the sourced model table (`catalog/prices/prices.toml`), whose
+//!   models the catalog serves besides its own, and its import;
 //! - `snapshots`: content-addressed pricing snapshots (table `pricing_snapshots`).
 //!
 //! It depends only on `tollgate-core`. It sends nothing: the data plane does.

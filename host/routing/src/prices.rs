@@ -1,23 +1,28 @@
-//! The sourced price table (`catalog/prices/prices.toml`, docs/pricing.md): each
-//! catalog model's price per token kind, taken from a public, licensed list
-//! (LiteLLM's `model_prices_and_context_window.json`, MIT), with the source,
-//! its licence and the date it was read. The table is embedded in the binary;
+//! The sourced model table (`catalog/prices/prices.toml`, docs/pricing.md):
+//! each model's price per token kind, context, output limit and capabilities,
+//! taken from a public, licensed list (LiteLLM's
+//! `model_prices_and_context_window.json`, MIT), with the source, its licence
+//! and the date it was read. The table is embedded in the binary;
 //! `catalog.prices_file` replaces it, and `tollgate catalog import-prices`
-//! writes a new one from that JSON format, reporting what changed. Pricing
-//! snapshots are never touched: a new table only ever yields new snapshots.
+//! writes a new one from that JSON format (`import`), reporting what changed.
+//! The catalog serves the table's models besides its own. Pricing snapshots
+//! are never touched: a new table only ever yields new snapshots.
 //!
 //! Money stays exact: the JSON's numbers are read as written (decimal text,
 //! never a float) and held as USD per million tokens; a price finer than a
 //! pico-USD per token is rounded up.
 
-use std::collections::{BTreeMap, HashMap};
+mod import;
+
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use tollgate_core::money::{PicoPerToken, Price};
+
+pub use import::{ImportReport, Wanted, import_litellm};
 
 const BUILTIN: &str = include_str!("../catalog/prices/prices.toml");
 
@@ -38,10 +43,11 @@ pub struct Source {
     pub retrieved: String,
 }
 
-/// One model's prices, USD per million tokens as exact decimal strings.
+/// One model: its prices, USD per million tokens as exact decimal strings,
+/// and what the source says of it.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
-pub struct TablePrice {
+pub struct TableModel {
     /// The source's key for this model.
     pub key: String,
     pub input: String,
@@ -52,9 +58,17 @@ pub struct TablePrice {
     pub cache_write: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    /// Flags from the catalog's `CAPABILITIES`; absent when the source does
+    /// not say, so the provider's flags apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
 }
 
-impl TablePrice {
+impl TableModel {
     pub fn price(&self) -> anyhow::Result<Price> {
         let read = |text: &str| PicoPerToken::from_usd_per_mtok(text).with_context(|| format!("price '{text}'"));
         let optional = |text: &Option<String>| text.as_deref().map(read).transpose();
@@ -66,6 +80,23 @@ impl TablePrice {
             reasoning: optional(&self.reasoning)?,
             ..Price::default()
         })
+    }
+
+    /// Whether both entries bill the same, whatever else they say.
+    pub fn same_price(&self, other: &TableModel) -> bool {
+        (
+            &self.input,
+            &self.output,
+            &self.cache_read,
+            &self.cache_write,
+            &self.reasoning,
+        ) == (
+            &other.input,
+            &other.output,
+            &other.cache_read,
+            &other.cache_write,
+            &other.reasoning,
+        )
     }
 
     /// `in 0.15 / out 0.6 / cache read 0.075`, USD per million tokens.
@@ -88,9 +119,10 @@ impl TablePrice {
 #[serde(deny_unknown_fields)]
 pub struct PriceTable {
     pub source: Source,
-    /// By route id (`provider/model`).
-    #[serde(default)]
-    pub prices: BTreeMap<String, TablePrice>,
+    /// By route id (`provider/model`). Tables written before the import added
+    /// models called this `prices`; they still load.
+    #[serde(default, alias = "prices")]
+    pub models: BTreeMap<String, TableModel>,
 }
 
 impl PriceTable {
@@ -101,8 +133,18 @@ impl PriceTable {
 
     pub fn parse(text: &str) -> anyhow::Result<Self> {
         let table: PriceTable = toml::from_str(text).context("the price table is malformed")?;
-        for (id, price) in &table.prices {
-            price.price().with_context(|| format!("price table entry '{id}'"))?;
+        for (id, model) in &table.models {
+            model.price().with_context(|| format!("price table entry '{id}'"))?;
+            anyhow::ensure!(
+                id.split_once('/').is_some_and(|(p, m)| !p.is_empty() && !m.is_empty()),
+                "price table entry '{id}' is not <provider>/<model>"
+            );
+            for flag in model.capabilities.iter().flatten() {
+                anyhow::ensure!(
+                    crate::catalog::CAPABILITIES.contains(&flag.as_str()),
+                    "price table entry '{id}' lists unknown capability '{flag}'"
+                );
+            }
         }
         Ok(table)
     }
@@ -113,17 +155,30 @@ impl PriceTable {
         Self::parse(&text).with_context(|| format!("price table {}", path.display()))
     }
 
-    pub fn get(&self, route_id: &str) -> Option<&TablePrice> {
-        self.prices.get(route_id)
+    pub fn get(&self, route_id: &str) -> Option<&TableModel> {
+        self.models.get(route_id)
+    }
+
+    /// The table's models by provider id, as (model id, entry).
+    pub fn by_provider(&self) -> BTreeMap<&str, Vec<(&str, &TableModel)>> {
+        let mut out: BTreeMap<&str, Vec<(&str, &TableModel)>> = BTreeMap::new();
+        for (id, model) in &self.models {
+            if let Some((provider, name)) = id.split_once('/') {
+                out.entry(provider).or_default().push((name, model));
+            }
+        }
+        out
     }
 
     /// The table as TOML, with a header naming the source and its licence.
     pub fn to_toml(&self) -> String {
         let source = &self.source;
         let header = format!(
-            "# Tollgate's price table: USD per million tokens, per token kind, for the models in\n\
-             # the built-in catalog. Generated by `tollgate catalog import-prices` (docs/pricing.md);\n\
-             # do not edit by hand: set a price under [providers.<id>] in tollgate.toml instead.\n\
+            "# Tollgate's model table: USD per million tokens, per token kind, context, output\n\
+             # limit and capabilities of the catalog's models and of every chat model the source\n\
+             # lists for a provider Tollgate serves. Generated by `tollgate catalog import-prices`\n\
+             # (docs/pricing.md); do not edit by hand: set a price under [providers.<id>] in\n\
+             # tollgate.toml instead.\n\
              #\n\
              # Source: {} ({}), {}, retrieved {}.\n\
              # Licence: {}, {}. The prices are facts taken from that file; the\n\
@@ -132,135 +187,6 @@ impl PriceTable {
         );
         header + &toml::to_string(self).expect("the price table serialises")
     }
-}
-
-/// A model of the catalog to price: its route id, provider and upstream name.
-pub struct Wanted<'a> {
-    pub route_id: &'a str,
-    pub provider: &'a str,
-    pub upstream_model: &'a str,
-}
-
-/// What an import changed, by route id.
-#[derive(Debug, Default)]
-pub struct ImportReport {
-    pub added: Vec<(String, TablePrice)>,
-    pub changed: Vec<(String, TablePrice, TablePrice)>,
-    pub unchanged: usize,
-    /// In the old table, not found in the file: kept as they were.
-    pub kept: Vec<String>,
-    /// Neither in the file nor in the old table.
-    pub missing: Vec<String>,
-}
-
-/// LiteLLM's provider names for a catalog provider: the prefixes its keys
-/// use and its `litellm_provider` values. Unlisted providers use their id.
-fn source_providers(provider: &str) -> &'static [&'static str] {
-    match provider {
-        "bedrock" => &["bedrock_converse", "bedrock"],
-        "cohere" => &["cohere_chat", "cohere"],
-        "azure-openai" => &["azure"],
-        "together" => &["together_ai"],
-        "fireworks" => &["fireworks_ai"],
-        "lambda" => &["lambda_ai"],
-        "nvidia-nim" => &["nvidia_nim"],
-        "cloudflare-workers-ai" => &["cloudflare"],
-        "dashscope" | "dashscope-cn" => &["dashscope"],
-        "moonshot" | "moonshot-cn" => &["moonshot"],
-        "minimax" | "minimax-cn" => &["minimax"],
-        "codestral" => &["codestral", "mistral"],
-        "snowflake-cortex" => &["snowflake"],
-        "friendli" => &["friendliai"],
-        "featherless" => &["featherless_ai"],
-        "gmi-cloud" => &["gmi"],
-        "wandb-inference" => &["wandb"],
-        "meta-llama-api" => &["meta_llama"],
-        "vercel-ai-gateway" => &["vercel_ai_gateway"],
-        _ => &[],
-    }
-}
-
-/// A LiteLLM entry's fields, numbers kept as written.
-type Entry = HashMap<String, Box<RawValue>>;
-
-/// Prices `wanted` from a LiteLLM-format JSON file, on top of `current`:
-/// models found in the file get its prices, the others keep theirs.
-pub fn import_litellm(
-    json: &str,
-    wanted: &[Wanted<'_>],
-    current: &PriceTable,
-    source: Source,
-) -> anyhow::Result<(PriceTable, ImportReport)> {
-    let entries: HashMap<String, Box<RawValue>> =
-        serde_json::from_str(json).context("the price file is not a JSON object")?;
-    let mut table = PriceTable {
-        source,
-        prices: BTreeMap::new(),
-    };
-    let mut report = ImportReport::default();
-    for model in wanted {
-        let found = find(&entries, model.provider, model.upstream_model)?;
-        let old = current.get(model.route_id);
-        match (found, old) {
-            (Some(new), Some(old)) if &new == old => report.unchanged += 1,
-            (Some(new), Some(old)) => report
-                .changed
-                .push((model.route_id.to_string(), old.clone(), new.clone())),
-            (Some(new), None) => report.added.push((model.route_id.to_string(), new.clone())),
-            (None, Some(_)) => report.kept.push(model.route_id.to_string()),
-            (None, None) => report.missing.push(model.route_id.to_string()),
-        }
-        if let Some(price) = find(&entries, model.provider, model.upstream_model)?.or_else(|| old.cloned()) {
-            table.prices.insert(model.route_id.to_string(), price);
-        }
-    }
-    Ok((table, report))
-}
-
-/// The chat entry for `model` under any of the provider's LiteLLM names.
-fn find(entries: &HashMap<String, Box<RawValue>>, provider: &str, model: &str) -> anyhow::Result<Option<TablePrice>> {
-    let names: Vec<&str> = match source_providers(provider) {
-        [] => vec![provider],
-        names => names.to_vec(),
-    };
-    for name in &names {
-        for key in [format!("{name}/{model}"), model.to_string()] {
-            let Some(raw) = entries.get(&key) else { continue };
-            let Ok(entry) = serde_json::from_str::<Entry>(raw.get()) else {
-                continue;
-            };
-            let field = |k: &str| entry.get(k).and_then(|v| serde_json::from_str::<String>(v.get()).ok());
-            if field("litellm_provider").as_deref() != Some(name) {
-                continue;
-            }
-            if field("mode").is_some_and(|m| m != "chat" && m != "responses") {
-                continue;
-            }
-            let per_mtok = |k: &str| {
-                entry
-                    .get(k)
-                    .filter(|v| v.get() != "null")
-                    .map(|v| per_mtok(v.get()).with_context(|| format!("'{key}'.{k}")))
-                    .transpose()
-            };
-            let (Some(input), Some(output)) = (per_mtok("input_cost_per_token")?, per_mtok("output_cost_per_token")?)
-            else {
-                continue;
-            };
-            let cache_read = per_mtok("cache_read_input_token_cost")?;
-            let cache_write = per_mtok("cache_creation_input_token_cost")?;
-            let reasoning = per_mtok("output_cost_per_reasoning_token")?;
-            return Ok(Some(TablePrice {
-                key: key.clone(),
-                input,
-                output,
-                cache_read,
-                cache_write,
-                reasoning,
-            }));
-        }
-    }
-    Ok(None)
 }
 
 /// A JSON number of USD per token, as written (`1.5e-07`, `0.000003`), →
@@ -320,65 +246,22 @@ mod tests {
     }
 
     #[test]
-    fn imports_by_provider_name_and_reports_changes() {
-        let json = r#"{
-            "gpt-4o-mini": {"litellm_provider": "openai", "mode": "chat", "input_cost_per_token": 1.5e-07,
-                            "output_cost_per_token": 6e-07, "cache_read_input_token_cost": 7.5e-08,
-                            "cache_creation_input_token_cost": null},
-            "together_ai/meta-llama/x": {"litellm_provider": "together_ai", "input_cost_per_token": 8.8e-07, "output_cost_per_token": 8.8e-07},
-            "text-embedding-3-small": {"litellm_provider": "openai", "mode": "embedding", "input_cost_per_token": 2e-08, "output_cost_per_token": 0}
-        }"#;
-        let wanted = [
-            Wanted {
-                route_id: "openai/gpt-4o-mini",
-                provider: "openai",
-                upstream_model: "gpt-4o-mini",
-            },
-            Wanted {
-                route_id: "together/meta-llama/x",
-                provider: "together",
-                upstream_model: "meta-llama/x",
-            },
-            Wanted {
-                route_id: "openai/text-embedding-3-small",
-                provider: "openai",
-                upstream_model: "text-embedding-3-small",
-            },
-            Wanted {
-                route_id: "openai/old",
-                provider: "openai",
-                upstream_model: "old",
-            },
-        ];
-        let mut current = PriceTable::default();
-        let old = TablePrice {
-            key: "gpt-4o-mini".into(),
-            input: "0.2".into(),
-            output: "0.6".into(),
-            cache_read: None,
-            cache_write: None,
-            reasoning: None,
-        };
-        current.prices.insert("openai/gpt-4o-mini".into(), old.clone());
-        current.prices.insert("openai/old".into(), old);
-        let (table, report) = import_litellm(json, &wanted, &current, Source::default()).unwrap();
-        assert_eq!(report.changed.len(), 1);
-        assert_eq!(report.changed[0].2.cache_read.as_deref(), Some("0.075"));
-        assert_eq!(report.added[0].0, "together/meta-llama/x");
-        assert_eq!(report.kept, ["openai/old"]);
-        assert_eq!(report.missing, ["openai/text-embedding-3-small"]);
-        assert_eq!(table.prices.len(), 3);
-        let reparsed = PriceTable::parse(&table.to_toml()).unwrap();
-        assert_eq!(reparsed, table);
-        let price = reparsed.get("openai/gpt-4o-mini").unwrap().price().unwrap();
-        assert_eq!(price.cache_read, Some(PicoPerToken(75_000)));
-    }
-
-    #[test]
     fn the_builtin_table_parses_and_names_its_source() {
         let table = PriceTable::builtin();
         assert_eq!(table.source.licence, "MIT");
         assert!(!table.source.retrieved.is_empty());
         assert!(table.get("openai/gpt-4o-mini").is_some());
+    }
+
+    #[test]
+    fn old_tables_load_and_bad_capabilities_are_refused() {
+        let old = "[source]\nname = \"n\"\nurl = \"u\"\nrelease = \"r\"\nlicence = \"MIT\"\ncopyright = \"c\"\nretrieved = \"2026-01-01\"\n\
+                   [prices.\"openai/x\"]\nkey = \"x\"\ninput = \"1\"\noutput = \"2\"\n";
+        let table = PriceTable::parse(old).unwrap();
+        assert_eq!(table.get("openai/x").unwrap().output, "2");
+        assert!(table.to_toml().contains("[models.\"openai/x\"]"));
+        let bad = old.replace("output = \"2\"", "output = \"2\"\ncapabilities = [\"telepathy\"]");
+        assert!(PriceTable::parse(&bad).is_err());
+        assert!(PriceTable::parse(&old.replace("openai/x", "x")).is_err());
     }
 }

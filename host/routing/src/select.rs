@@ -253,12 +253,8 @@ impl Selector<'_> {
         }
         // A provider whose capabilities nobody listed (one added only in
         // config) is not ruled out on a guess.
-        let known = !route.provider.capabilities.is_empty();
-        if let Some(missing) = wants
-            .needs
-            .iter()
-            .find(|flag| known && !route.provider.has_capability(flag))
-        {
+        let known = !route.capabilities.is_empty();
+        if let Some(missing) = wants.needs.iter().find(|flag| known && !route.has_capability(flag)) {
             return Some(format!("provider.require_parameters: it does not support {missing}"));
         }
         None

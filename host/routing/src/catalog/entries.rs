@@ -30,15 +30,18 @@ struct CatalogFile {
     provider: Vec<CatalogProvider>,
 }
 
-/// What a provider supports, as listed in `/v1/models` and filterable there.
-/// A catalog entry naming anything else is rejected at start.
-pub const CAPABILITIES: [&str; 6] = [
+/// What a provider or model supports, as listed in `/v1/models` and
+/// filterable there. A catalog entry naming anything else is rejected at
+/// start. `caching`: the model caches prompts (reads billed at the cache
+/// price), which the price table says per model.
+pub const CAPABILITIES: [&str; 7] = [
     "streaming",
     "tools",
     "json_mode",
     "structured_outputs",
     "vision",
     "reasoning",
+    "caching",
 ];
 
 /// One `[[provider]]` entry of a built-in catalog file, as written.

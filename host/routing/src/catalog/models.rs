@@ -9,7 +9,7 @@ use anyhow::Context;
 use tollgate_core::money::{Nanos, PicoPerToken, Price};
 
 use super::{ModelConfig, Provider};
-use crate::prices::PriceTable;
+use crate::prices::{PriceTable, Source};
 
 #[derive(Debug)]
 pub struct ModelRoute {
@@ -28,6 +28,9 @@ pub struct ModelRoute {
     pub context_length: Option<u64>,
     /// The most output tokens the model writes in one answer, when known.
     pub max_output_tokens: Option<u64>,
+    /// Flags from [`super::CAPABILITIES`]: the model's own where the price
+    /// table knows them, else its provider's.
+    pub capabilities: Vec<String>,
 }
 
 /// Where a model's price came from, most specific first.
@@ -36,7 +39,7 @@ pub enum PriceSource {
     /// `[providers.<id>]` in the configuration.
     Config,
     /// The sourced price table, under the source's key for the model.
-    Table(String),
+    Table { key: String, source: Arc<Source> },
     /// The catalog entry itself (local servers, which cost nothing per token).
     Catalog,
     /// No price anywhere.
@@ -47,7 +50,7 @@ impl PriceSource {
     pub fn name(&self) -> &'static str {
         match self {
             PriceSource::Config => "config",
-            PriceSource::Table(_) => "price_table",
+            PriceSource::Table { .. } => "price_table",
             PriceSource::Catalog => "catalog",
             PriceSource::None => "none",
         }
@@ -55,6 +58,10 @@ impl PriceSource {
 }
 
 impl ModelRoute {
+    pub fn has_capability(&self, flag: &str) -> bool {
+        self.capabilities.iter().any(|c| c == flag)
+    }
+
     /// Why this model cannot be served from a wallet: it has no price.
     pub fn unpriced_reason(&self) -> Option<String> {
         (!self.priced).then(|| {
@@ -65,11 +72,13 @@ impl ModelRoute {
         })
     }
 }
+/// `source` is `prices.source`, shared by every route priced from the table.
 pub(super) fn resolve_model(
     provider: &Arc<Provider>,
     model: &ModelConfig,
     from_config: bool,
     prices: &PriceTable,
+    source: &Arc<Source>,
 ) -> anyhow::Result<ModelRoute> {
     anyhow::ensure!(
         !model.id.is_empty(),
@@ -87,14 +96,20 @@ pub(super) fn resolve_model(
         (None, None) => None,
         _ => anyhow::bail!("model '{id}': set both input_price_per_mtok and output_price_per_mtok, or neither"),
     };
-    let table = prices
-        .get(&id)
+    let entry = prices.get(&id);
+    let table = entry
         .map(|entry| entry.price().map(|p| (p, entry.key.clone())))
         .transpose()
         .with_context(|| format!("model '{id}': price table entry"))?;
-    let (mut base, source) = match (inline, table) {
+    let (mut base, price_source) = match (inline, table) {
         (Some(price), _) if from_config => (price, PriceSource::Config),
-        (_, Some((price, key))) => (price, PriceSource::Table(key)),
+        (_, Some((price, key))) => (
+            price,
+            PriceSource::Table {
+                key,
+                source: source.clone(),
+            },
+        ),
         (Some(price), None) => (price, PriceSource::Catalog),
         (None, None) => (Price::default(), PriceSource::None),
     };
@@ -127,10 +142,13 @@ pub(super) fn resolve_model(
         id,
         provider: provider.clone(),
         upstream_model: model.upstream.clone().unwrap_or_else(|| model.id.clone()),
-        priced: source != PriceSource::None,
+        priced: price_source != PriceSource::None,
         price: base,
-        price_source: source,
-        context_length: model.context_length,
-        max_output_tokens: model.max_output_tokens,
+        price_source,
+        context_length: model.context_length.or(entry.and_then(|e| e.context_length)),
+        max_output_tokens: model.max_output_tokens.or(entry.and_then(|e| e.max_output_tokens)),
+        capabilities: entry
+            .and_then(|e| e.capabilities.clone())
+            .unwrap_or_else(|| provider.capabilities.clone()),
     })
 }

@@ -1,23 +1,36 @@
 //! `tollgate catalog import-prices FILE`: refresh the price table from a
 //! LiteLLM-format price file (docs/pricing.md). It prices every model the
-//! catalog (with this configuration's providers) lists, reports what changed,
-//! and writes the table; pricing snapshots in the database are not touched (a
-//! gateway takes the new table on its next start or SIGHUP, as a new snapshot).
+//! catalog (with this configuration's providers) lists, adds the file's other
+//! chat models of those providers, reports what changed, and writes the
+//! table; pricing snapshots in the database are not touched (a gateway takes
+//! the new table on its next start or SIGHUP, as a new snapshot).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use super::ConfigArgs;
-use tollgate_routing::catalog::Catalog;
+use tollgate_routing::catalog::{Catalog, builtin_entries};
 use tollgate_routing::prices::{self, PriceTable, Source, Wanted};
 
 #[derive(Subcommand, Debug)]
 pub enum CatalogCommand {
     /// Refresh the price table from a LiteLLM `model_prices_and_context_window.json`
-    /// and report what changed. Models the file lacks keep their price.
+    /// and report what changed. Catalog models the file lacks keep their price;
+    /// the file's other chat models of the catalog's providers are added.
     ImportPrices(ImportArgs),
+    /// List the catalog's providers (built in and configured): id, name, how
+    /// many models it serves and how many have a price, and whether it is
+    /// available with this configuration and environment.
+    Providers(ProvidersArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ProvidersArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
 }
 
 #[derive(Args, Debug)]
@@ -40,7 +53,37 @@ pub struct ImportArgs {
 pub fn run(command: CatalogCommand) -> anyhow::Result<()> {
     match command {
         CatalogCommand::ImportPrices(args) => import(&args),
+        CatalogCommand::Providers(args) => providers(&args),
     }
+}
+
+fn providers(args: &ProvidersArgs) -> anyhow::Result<()> {
+    let config = super::load(&args.config, None)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let catalog = match &config.catalog.prices_file {
+        Some(path) => Catalog::build_priced(&config.providers, &env, &PriceTable::load(path)?)?,
+        None => Catalog::build(&config.providers, &env)?,
+    };
+    // Routes come in provider order, each provider's together.
+    let mut rows: Vec<(&tollgate_routing::Provider, usize, usize)> = Vec::new();
+    for route in catalog.routes() {
+        match rows.last_mut() {
+            Some((provider, models, priced)) if provider.id == route.provider.id => {
+                *models += 1;
+                *priced += usize::from(route.priced);
+            }
+            _ => rows.push((&route.provider, 1, usize::from(route.priced))),
+        }
+    }
+    for (provider, models, priced) in &rows {
+        let state = provider.unavailable_reason().unwrap_or_else(|| "available".into());
+        println!(
+            "{}\t{}\t{models} models, {priced} priced\t{state}",
+            provider.id, provider.name
+        );
+    }
+    println!("{} providers", rows.len());
+    Ok(())
 }
 
 fn import(args: &ImportArgs) -> anyhow::Result<()> {
@@ -58,7 +101,20 @@ fn import(args: &ImportArgs) -> anyhow::Result<()> {
         PriceTable::builtin().clone()
     };
     let json = std::fs::read_to_string(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
-    let catalog = Catalog::build_priced(&config.providers, &|name| std::env::var(name).ok(), &current)?;
+    // Only the models the catalog and config name are "wanted": the table's
+    // own additions come from the file alone, so a model the file drops (or
+    // retires) leaves the table.
+    let catalog = Catalog::build_priced(
+        &config.providers,
+        &|name| std::env::var(name).ok(),
+        &PriceTable::default(),
+    )?;
+    let providers: BTreeSet<String> = builtin_entries()?
+        .into_iter()
+        .map(|(_, entry)| entry.id)
+        .chain(config.providers.keys().cloned())
+        .collect();
+    let providers: Vec<&str> = providers.iter().map(String::as_str).collect();
     let wanted: Vec<Wanted<'_>> = catalog
         .routes()
         .map(|route| Wanted {
@@ -75,7 +131,7 @@ fn import(args: &ImportArgs) -> anyhow::Result<()> {
         copyright: "Copyright (c) 2023 Berri AI".into(),
         retrieved: chrono::Utc::now().format("%Y-%m-%d").to_string(),
     };
-    let (table, report) = prices::import_litellm(&json, &wanted, &current, source)?;
+    let (table, report) = prices::import_litellm(&json, &wanted, &current, source, &providers)?;
 
     for (id, price) in &report.added {
         println!("added    {id}: {}", price.describe());
@@ -94,6 +150,20 @@ fn import(args: &ImportArgs) -> anyhow::Result<()> {
         report.kept.len(),
         report.missing.len()
     );
+    let mut by_provider: BTreeMap<&str, usize> = BTreeMap::new();
+    for id in &report.models {
+        *by_provider
+            .entry(id.split_once('/').map_or(id.as_str(), |(p, _)| p))
+            .or_default() += 1;
+    }
+    let counts: Vec<String> = by_provider.iter().map(|(p, n)| format!("{p} {n}")).collect();
+    println!(
+        "new from the file: {} ({}); retired before {}, left out: {}",
+        report.models.len(),
+        counts.join(", "),
+        table.source.retrieved,
+        report.deprecated
+    );
     if args.dry_run {
         println!("dry run: {} not written", out.display());
         return Ok(());
@@ -102,7 +172,7 @@ fn import(args: &ImportArgs) -> anyhow::Result<()> {
     println!(
         "wrote {} ({} models priced); pricing snapshots are unchanged: a gateway using it takes the new prices on its next start or SIGHUP",
         out.display(),
-        table.prices.len()
+        table.models.len()
     );
     Ok(())
 }
