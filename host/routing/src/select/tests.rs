@@ -1,3 +1,6 @@
+//! Selection over a group of three providers of one model at different
+//! prices: filters, sorts, strategies, held deployments and affinity.
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
