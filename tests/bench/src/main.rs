@@ -81,9 +81,14 @@ struct Args {
     /// Words (content chunks) per streamed answer, via `mock.words`.
     #[arg(long, default_value_t = 50)]
     stream_words: usize,
-    /// Model requested through the gateway.
-    #[arg(long, default_value = "mock/small")]
+    /// Model requested through the gateway: `mock/small`, or `bench`, a model
+    /// group over it and a second provider on the same mock (docs/routing.md).
+    #[arg(long, env = "TOLLGATE_BENCH_GATEWAY_MODEL", default_value = "mock/small")]
     gateway_model: String,
+    /// A `provider` preferences object (JSON) added to every request through
+    /// the gateway, to measure what routing costs; empty for none.
+    #[arg(long, env = "TOLLGATE_BENCH_PROVIDER", default_value = "")]
+    provider: String,
     /// Model requested from the mock directly.
     #[arg(long, default_value = "small")]
     direct_model: String,

@@ -26,13 +26,16 @@ pub async fn gateways(
     for &config in &args.configs {
         eprintln!("bench: configuration {} {:?}", config.name(), config.settings());
         let mut gateway = Gateway::start(&args.tollgate_bin, &mock.addr, config.env(), client, timeout).await?;
-        let target = Arc::new(Target::new(
-            "gateway",
-            &gateway.url,
-            Some(&gateway.api_key),
-            &args.gateway_model,
-            args.stream_words,
-        )?);
+        let target = Arc::new(
+            Target::new(
+                "gateway",
+                &gateway.url,
+                Some(&gateway.api_key),
+                &args.gateway_model,
+                args.stream_words,
+            )?
+            .with_provider(&args.provider)?,
+        );
         let measured = measure::row(client, plan, direct, &target).await;
         let peak_rss_kib = gateway.peak_rss_kib();
         let exited = gateway.exited();

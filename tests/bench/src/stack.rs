@@ -130,6 +130,17 @@ input_price_per_mtok = "0.50"
 output_price_per_mtok = "1.50"
 context_length = 128000
 
+# A second provider on the same mock, and a group over both: `--gateway-model
+# bench` measures a request that routing chooses for (docs/routing.md).
+[providers.mock2]
+adapter = "openai-compatible"
+base_url = "http://{mock_addr}/v1"
+api_key = "sk-bench"
+models = [{{ id = "small", input_price_per_mtok = "0.60", output_price_per_mtok = "1.50", context_length = 128000 }}]
+
+[routing.groups.bench]
+deployments = [{{ model = "mock/small" }}, {{ model = "mock2/small" }}]
+
 # The bench sends far more than Free's 1,000 requests a month from one
 # workspace: its plan here has no monthly limit (docs/billing.md).
 [billing.plans.free]

@@ -47,6 +47,21 @@ impl Target {
         })
     }
 
+    /// Adds a `provider` preferences object to both bodies (none when empty).
+    pub fn with_provider(mut self, preferences: &str) -> Result<Self> {
+        if preferences.trim().is_empty() {
+            return Ok(self);
+        }
+        let preferences: serde_json::Value =
+            serde_json::from_str(preferences).context("the provider preferences are not JSON")?;
+        for body in [&mut self.body, &mut self.stream_body] {
+            let mut object: serde_json::Value = serde_json::from_slice(body)?;
+            object["provider"] = preferences.clone();
+            *body = serde_json::to_vec(&object)?.into();
+        }
+        Ok(self)
+    }
+
     pub fn request(&self, client: &Client, body: &Bytes) -> RequestBuilder {
         let mut req = client
             .post(&self.url)
