@@ -233,7 +233,7 @@ pub fn output_cap(route: &ModelRoute, default: u32) -> u32 {
 /// Opens the adapter session for `route` (natively when the adapter takes the
 /// native body's dialect) and sends the request; a non-2xx answer is
 /// classified by the adapter. Errors carry the upstream status, if any.
-async fn send(
+pub(crate) async fn send(
     data: &DataPlane,
     route: &Arc<ModelRoute>,
     ctx: &CallContext,

@@ -22,6 +22,7 @@ mod ingress;
 mod models;
 mod native;
 pub mod pipeline;
+pub mod probe;
 mod provenance;
 mod routing;
 pub mod sigv4;

@@ -16,10 +16,11 @@ use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::DataPlane;
+use super::{DataPlane, Routes};
 use tollgate_core::money::Kind;
 use tollgate_identity::auth::Caller;
 use tollgate_routing::catalog::{CAPABILITIES, ModelRoute, PriceSource};
+use tollgate_routing::groups::GroupConfig;
 use tollgate_routing::health::Health;
 use tollgate_routing::traffic::Traffic;
 use tollgate_web::error::ApiError;
@@ -225,22 +226,106 @@ pub async fn list_models(
     // A model without a price anywhere is left out whether or not the wallet
     // is on: the list promises a price for every model it shows. It still
     // answers by id (with the reason), and serves once the operator prices it.
-    let data: Vec<Value> = routes
+    let mut listed: Vec<Value> = routes
         .catalog
         .routes()
         .filter(|route| route.priced)
         .filter(|route| filter.admits(route, &data.health, data.ledger.is_some()))
         .map(|route| {
-            entry(
+            let mut listed = entry(
                 route,
                 &data.health,
                 &data.traffic,
                 routes.snapshot_id,
                 data.ledger.is_some(),
-            )
+            );
+            if let Some(group) = data.groups.groups.get(&route.id) {
+                listed["service"]["group"] = group_json(group, &routes, &data);
+            }
+            listed
         })
         .collect();
-    axum::Json(json!({ "object": "list", "data": data })).into_response()
+    // Groups with ids of their own come after the catalog's models.
+    for (id, group) in &data.groups.groups {
+        if routes.catalog.resolve(id).is_some() {
+            continue;
+        }
+        let deployments = deployments(group, &routes);
+        let admitted = deployments
+            .iter()
+            .any(|route| filter.admits(route, &data.health, data.ledger.is_some()));
+        if admitted && let Some(entry) = group_entry(id, group, &routes, &data) {
+            listed.push(entry);
+        }
+    }
+    axum::Json(json!({ "object": "list", "data": listed })).into_response()
+}
+
+fn deployments(group: &GroupConfig, routes: &Routes) -> Vec<Arc<ModelRoute>> {
+    group
+        .deployments
+        .iter()
+        .filter_map(|d| routes.catalog.resolve(&d.model).cloned())
+        .collect()
+}
+
+/// A model group as a model: what a request naming it may cost at most (its
+/// dearest deployment's prices, which the wallet holds for), the limits every
+/// deployment honours, and each deployment, each also listed as itself.
+fn group_entry(id: &str, group: &GroupConfig, routes: &Routes, data: &DataPlane) -> Option<Value> {
+    let members = deployments(group, routes);
+    let dearest = members
+        .iter()
+        .filter(|route| route.priced)
+        .max_by_key(|route| route.price.input.0.saturating_add(route.price.output.0))?;
+    let billing = data.ledger.is_some();
+    let available = members
+        .iter()
+        .any(|route| unavailable_reason(route, &data.health, billing).is_none());
+    let capabilities: Vec<&String> = dearest
+        .capabilities
+        .iter()
+        .filter(|flag| members.iter().all(|route| route.has_capability(flag)))
+        .collect();
+    let mut service = json!({
+        "available": available,
+        "provider": "tollgate",
+        "capabilities": capabilities,
+        "pricing_snapshot": routes.snapshot_id,
+        "group": group_json(group, routes, data),
+    });
+    if !available {
+        service["unavailable_reason"] = Value::String("no deployment of the group is available".into());
+    }
+    Some(json!({
+        "id": id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "tollgate",
+        "name": format!("Group: {id}"),
+        "context_length": members.iter().filter_map(|r| r.context_length).min(),
+        "max_output_tokens": members.iter().filter_map(|r| r.max_output_tokens).min(),
+        "pricing": pricing(dearest),
+        "service": service,
+    }))
+}
+
+/// `service.group`: the strategy, affinity and each deployment with its
+/// weight and whether it can serve now.
+fn group_json(group: &GroupConfig, routes: &Routes, data: &DataPlane) -> Value {
+    let billing = data.ledger.is_some();
+    let deployments: Vec<Value> = group
+        .deployments
+        .iter()
+        .map(|d| {
+            let available = routes
+                .catalog
+                .resolve(&d.model)
+                .is_some_and(|route| unavailable_reason(route, &data.health, billing).is_none());
+            json!({"model": d.model, "weight": d.weight, "rpm": d.rpm, "tpm": d.tpm, "available": available})
+        })
+        .collect();
+    json!({"strategy": group.strategy.name(), "affinity": group.affinity, "deployments": deployments})
 }
 
 pub async fn get_model(
@@ -250,17 +335,25 @@ pub async fn get_model(
     Path(id): Path<String>,
 ) -> Response {
     let routes = data.routes();
-    match routes.catalog.resolve(&id) {
+    let group = data.groups.groups.get(&id);
+    let found = match routes.catalog.resolve(&id) {
         Some(route) => {
-            let listed = entry(
+            let mut listed = entry(
                 route,
                 &data.health,
                 &data.traffic,
                 routes.snapshot_id,
                 data.ledger.is_some(),
             );
-            axum::Json(listed).into_response()
+            if let Some(group) = group {
+                listed["service"]["group"] = group_json(group, &routes, &data);
+            }
+            Some(listed)
         }
+        None => group.and_then(|group| group_entry(&id, group, &routes, &data)),
+    };
+    match found {
+        Some(listed) => axum::Json(listed).into_response(),
         None => ApiError::model_not_found(&id)
             .with_request_id(&request_id.0)
             .into_response(),

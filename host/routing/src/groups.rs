@@ -25,6 +25,7 @@ pub struct RoutingConfig {
     /// turn: about as long as providers keep a prompt cache (5 minutes).
     pub affinity_ttl_secs: u64,
     pub groups: BTreeMap<String, GroupConfig>,
+    pub probe: ProbeConfig,
 }
 
 impl Default for RoutingConfig {
@@ -32,8 +33,20 @@ impl Default for RoutingConfig {
         Self {
             affinity_ttl_secs: 300,
             groups: BTreeMap::new(),
+            probe: ProbeConfig::default(),
         }
     }
+}
+
+/// `[routing.probe]`: a one-token request to each listed model every
+/// `interval_secs`, measured like traffic; off unless both are set.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProbeConfig {
+    /// 0: off.
+    pub interval_secs: u64,
+    /// Catalog models or groups (each deployment is probed).
+    pub models: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -107,6 +120,12 @@ impl RoutingConfig {
     /// Checks every group against the catalog the gateway starts with, so a
     /// typo fails at start and not on a request.
     pub fn validate(&self, catalog: &Catalog) -> anyhow::Result<()> {
+        for model in &self.probe.models {
+            anyhow::ensure!(
+                catalog.resolve(model).is_some() || self.groups.contains_key(model),
+                "[routing.probe]: '{model}' is neither a model of the catalog nor a group"
+            );
+        }
         for (id, group) in &self.groups {
             anyhow::ensure!(!id.is_empty(), "[routing.groups]: a group id is empty");
             anyhow::ensure!(!group.deployments.is_empty(), "routing group '{id}' has no deployments");
@@ -190,5 +209,7 @@ mod tests {
             assert!(error.contains(says), "{error}");
         }
         assert!(toml::from_str::<RoutingConfig>("[groups.g]\nstrategy = \"fastest\"\ndeployments = []").is_err());
+        let probe = config("[probe]\ninterval_secs = 30\nmodels = [\"nope/x\"]");
+        assert!(probe.validate(&catalog).unwrap_err().to_string().contains("nope/x"));
     }
 }

@@ -50,6 +50,7 @@ impl Gateway {
             billing.budgets().start(wallet.clone());
         }
         let data = Arc::new(data_plane(&config, &catalog, &books, billing.clone())?);
+        tollgate_gateway::probe::start(&data);
         let components = Arc::new(Components::new(catalog.component_installs.clone(), data.clone()));
         let actors = Arc::new(Actors::new(
             database.clone(),

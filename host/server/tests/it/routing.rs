@@ -134,6 +134,15 @@ async fn preferences_filter_before_any_upstream_call() {
         }
         total
     };
+    // The group is a model of the list, priced at its dearest deployment.
+    let group = gateway.model("m").await;
+    assert_eq!(group["service"]["group"]["strategy"], "weighted", "{group}");
+    assert_eq!(group["service"]["group"]["deployments"].as_array().unwrap().len(), 3);
+    assert_eq!(group["pricing"]["input_per_mtok"], "3.000000", "{group}");
+    assert_eq!(group["service"]["available"], true);
+    let list: Value = gateway.get("/v1/models").send().await.unwrap().json().await.unwrap();
+    assert!(list["data"].as_array().unwrap().iter().any(|m| m["id"] == "m"));
+
     let before = calls(mocks).await;
     let (status, _, error) = gateway
         .chat(ask(json!({"max_price": {"prompt": 0.5, "completion": 10}})))
@@ -337,4 +346,27 @@ async fn affinity_keeps_conversations_on_their_cache_and_moves_them_once_on_fail
     }
     assert!(moved > 0);
     eprintln!("{moved} of 100 conversations moved off '{down}' and stayed");
+}
+
+#[tokio::test]
+async fn the_probe_measures_models_nobody_has_called() {
+    let mocks = mocks([5, 0, 0], false).await;
+    let config = config(&mocks, "weighted") + "[routing.probe]\ninterval_secs = 1\nmodels = [\"cheap/m\"]\n";
+    let gateway = Gateway::start(&config).await;
+    let mut health = Value::Null;
+    for _ in 0..50 {
+        health = gateway.model("cheap/m").await["service"]["health"].clone();
+        if health["requests"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(health["requests"].as_u64().unwrap() >= 2, "{health}");
+    assert!(health["p50_latency_ms"].as_f64().unwrap() >= 5.0, "{health}");
+    assert_eq!(
+        gateway.model("mid/m").await["service"]["health"]["requests"],
+        0,
+        "only the listed model"
+    );
+    assert!(mock_chat_requests(mocks[0]).await >= 2);
 }
