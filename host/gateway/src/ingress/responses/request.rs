@@ -73,10 +73,20 @@ pub fn to_chat_form(mut request: Map<String, Value>) -> Result<Chat, ApiError> {
         }
         request.remove(field);
     }
+    // The client's own conversation key (Codex sends its session id) keeps
+    // the conversation where its prompt is cached; the gateway reads it as
+    // `session_id`, its own field, which no upstream sees.
+    let session = match request.get("prompt_cache_key") {
+        Some(Value::String(key)) if !key.is_empty() => Some(key.clone()),
+        _ => None,
+    };
     for field in DROPPED {
         request.remove(field);
     }
     let mut chat = Map::new();
+    if let Some(session) = session {
+        chat.insert("session_id".into(), Value::String(session));
+    }
     let model = match request.remove("model") {
         Some(Value::String(model)) if !model.is_empty() => model,
         _ => return Err(invalid("'model' is required and must be a string.", "model")),
@@ -354,6 +364,15 @@ mod tests {
         assert_eq!(out["response_format"]["json_schema"]["name"], "out");
         assert_eq!(out["max_tokens"], 20);
         assert_eq!(out["models"], json!(["m/y"]));
+        let keyed = to_chat(
+            json!({"model": "m/x", "input": "hi", "prompt_cache_key": "thread-1"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        assert_eq!(keyed["session_id"], "thread-1", "the conversation key routing reads");
+        assert!(keyed.get("prompt_cache_key").is_none());
         assert!(out.get("store").is_none());
     }
 
