@@ -231,19 +231,7 @@ pub async fn list_models(
         .routes()
         .filter(|route| route.priced)
         .filter(|route| filter.admits(route, &data.health, data.ledger.is_some()))
-        .map(|route| {
-            let mut listed = entry(
-                route,
-                &data.health,
-                &data.traffic,
-                routes.snapshot_id,
-                data.ledger.is_some(),
-            );
-            if let Some(group) = data.groups.groups.get(&route.id) {
-                listed["service"]["group"] = group_json(group, &routes, &data);
-            }
-            listed
-        })
+        .map(|route| model_entry(route, &routes, &data))
         .collect();
     // Groups with ids of their own come after the catalog's models.
     for (id, group) in &data.groups.groups {
@@ -259,6 +247,16 @@ pub async fn list_models(
         }
     }
     axum::Json(json!({ "object": "list", "data": listed })).into_response()
+}
+
+/// A catalog model's entry; an equivalents group named after it adds `service.group`.
+fn model_entry(route: &ModelRoute, routes: &Routes, data: &DataPlane) -> Value {
+    let billing = data.ledger.is_some();
+    let mut listed = entry(route, &data.health, &data.traffic, routes.snapshot_id, billing);
+    if let Some(group) = data.groups.groups.get(&route.id) {
+        listed["service"]["group"] = group_json(group, routes, data);
+    }
+    listed
 }
 
 fn deployments(group: &GroupConfig, routes: &Routes) -> Vec<Arc<ModelRoute>> {
@@ -335,22 +333,9 @@ pub async fn get_model(
     Path(id): Path<String>,
 ) -> Response {
     let routes = data.routes();
-    let group = data.groups.groups.get(&id);
     let found = match routes.catalog.resolve(&id) {
-        Some(route) => {
-            let mut listed = entry(
-                route,
-                &data.health,
-                &data.traffic,
-                routes.snapshot_id,
-                data.ledger.is_some(),
-            );
-            if let Some(group) = group {
-                listed["service"]["group"] = group_json(group, &routes, &data);
-            }
-            Some(listed)
-        }
-        None => group.and_then(|group| group_entry(&id, group, &routes, &data)),
+        Some(route) => Some(model_entry(route, &routes, &data)),
+        None => (data.groups.groups.get(&id)).and_then(|group| group_entry(&id, group, &routes, &data)),
     };
     match found {
         Some(listed) => axum::Json(listed).into_response(),

@@ -20,16 +20,9 @@ fn world(strategy: Strategy) -> (Catalog, RoutingConfig) {
                 base_url: Some(format!("http://127.0.0.1:9/{id}/v1")),
                 api_key: Some(tollgate_core::secret::Secret::new("k")),
                 models: vec![ModelConfig {
-                    id: "m".into(),
-                    upstream: None,
                     input_price_per_mtok: Some(input.into()),
                     output_price_per_mtok: Some(output.into()),
-                    cache_read_price_per_mtok: None,
-                    cache_write_price_per_mtok: None,
-                    reasoning_price_per_mtok: None,
-                    request_price: None,
-                    context_length: None,
-                    max_output_tokens: None,
+                    ..ModelConfig::named("m")
                 }],
                 ..Default::default()
             },
