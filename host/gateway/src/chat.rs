@@ -50,7 +50,7 @@ pub async fn run(
         Err(error) => return Err(refused(data, site, caller, None, error).await),
     };
     let routes = data.routes();
-    let (candidates, decision) = match candidates(data, &routes, &envelope, &body, call.native.as_ref()) {
+    let (candidates, decision) = match candidates(data, &routes, &envelope, &body, caller, call.native.as_ref()) {
         Ok(selected) => selected,
         Err(error) => return Err(refused(data, site, caller, Some(&envelope.model), error).await),
     };
@@ -92,9 +92,11 @@ fn candidates(
     routes: &Routes,
     envelope: &ChatEnvelope<'_>,
     body: &[u8],
+    caller: &Caller,
     native: Option<&NativeRequest>,
 ) -> Result<(Vec<Arc<ModelRoute>>, Option<Decision>), ApiError> {
-    let (mut candidates, decision) = crate::routing::select(data, routes, envelope, body)?;
+    let workspace = &caller.0.workspace_id;
+    let (mut candidates, decision) = crate::routing::select(data, routes, envelope, body, workspace)?;
     if let Some(native) = native.filter(|n| n.required) {
         // Only an adapter that takes the dialect natively can carry the request.
         candidates.retain(|route| {

@@ -21,6 +21,7 @@ pub fn select(
     routes: &Routes,
     envelope: &ChatEnvelope<'_>,
     body: &[u8],
+    workspace: &str,
 ) -> Result<(Vec<Arc<ModelRoute>>, Option<Decision>), ApiError> {
     let preferences = envelope
         .provider
@@ -31,11 +32,15 @@ pub fn select(
         Some(prefs) if prefs.require_parameters => needed_capabilities(body),
         _ => Vec::new(),
     };
+    // Keyed by workspace too: one tenant's session id never tells another
+    // where a conversation of the same name was served.
     let conversation = |group: &str| {
-        Some(match envelope.session {
-            Some((source, id)) => Conversation::new(group, source, id.as_bytes()),
-            None => Conversation::new(group, KeySource::Prefix, &conversation_prefix(body)?),
-        })
+        let (source, identity) = match envelope.session {
+            Some((source, id)) => (source, id.as_bytes().to_vec()),
+            None => (KeySource::Prefix, conversation_prefix(body)?),
+        };
+        let scope = format!("{group}\u{0}{workspace}");
+        Some(Conversation::new(&scope, source, &identity))
     };
     let names: Vec<&str> = std::iter::once(&envelope.model)
         .chain(&envelope.fallbacks)
