@@ -131,6 +131,9 @@ models = [
   {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
   {{ id = "cutter", upstream = "cut-3", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
 ]
+[routing.groups.acme-pair]
+strategy = "lowest-cost"
+deployments = [{{ model = "acme/echo" }}, {{ model = "acme/small" }}]
 [components]
 allow_internal_origins = ["http://127.0.0.1:{self.internal_port}"]
 """

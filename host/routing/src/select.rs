@@ -299,9 +299,11 @@ impl Selector<'_> {
         if group.is_some_and(|g| g.affinity && sticky && ready.len() > 1)
             && let Some(conversation) = (wants.conversation)(name)
         {
-            reason = self.stick(&mut ready, &conversation, prefs, strategy);
-            if first_tier {
-                decision.conversation = Some(conversation);
+            if let Some(why) = self.stick(&mut ready, &conversation, prefs, strategy) {
+                reason = why;
+                if first_tier {
+                    decision.conversation = Some(conversation);
+                }
             }
         }
         if ready.is_empty() && !held.is_empty() {
@@ -321,14 +323,14 @@ impl Selector<'_> {
     /// Moves the conversation's deployment to the front, chosen among the
     /// members equal to the best one (same `order` position, and same price
     /// when ranking by price): the one that served its last turn, else the
-    /// rendezvous winner.
+    /// rendezvous winner. `None` when the best one has no equal.
     fn stick(
         &self,
         ready: &mut [Member<'_>],
         conversation: &Conversation,
         prefs: &Preferences,
         strategy: Strategy,
-    ) -> String {
+    ) -> Option<String> {
         let by_price = prefs.sort == Some(Sort::Price) || strategy == Strategy::LowestCost;
         let band_of = |m: &Member<'_>| {
             (
@@ -338,6 +340,10 @@ impl Selector<'_> {
         };
         let best = band_of(&ready[0]);
         let band = ready.iter().take_while(|m| band_of(m) == best).count();
+        if band < 2 {
+            // One best candidate: nothing for affinity to choose.
+            return None;
+        }
         let remembered = self.affinity.last_served(conversation);
         let (index, reason) = match ready[..band]
             .iter()
@@ -355,7 +361,7 @@ impl Selector<'_> {
             }
         };
         ready[..=index].rotate_right(1);
-        format!("{reason} ({})", conversation.source.name())
+        Some(format!("{reason} ({})", conversation.source.name()))
     }
 }
 
