@@ -225,3 +225,37 @@ fn affinity_keeps_a_conversation_and_moves_it_when_its_deployment_fails() {
     assert!(decision.reason.contains("last turn"), "{}", decision.reason);
     assert_eq!(decision.conversation, Some(conversation));
 }
+
+/// What selection itself costs per request, in a release build:
+/// `cargo test -p tollgate-routing --release -- --ignored --nocapture selection_cost`.
+#[test]
+#[ignore = "a measurement, not a check: run it in release"]
+fn selection_cost() {
+    let fixture = Fixture::new(Strategy::Weighted);
+    let prefs = Preferences::parse(r#"{"sort":"price","ignore":["none"]}"#).unwrap();
+    let conversation = |group: &str| Some(Conversation::new(group, KeySource::Session, b"s1"));
+    let rounds = 200_000;
+    for (label, names, preferences) in [
+        ("plain model", vec!["a/m"], None),
+        ("plain model + preferences", vec!["a/m"], Some(&prefs)),
+        ("group of 3 (weighted, affinity)", vec!["m"], None),
+        ("group of 3 + sort price", vec!["m"], Some(&prefs)),
+    ] {
+        let wants = Wants {
+            names: names.clone(),
+            preferences,
+            needs: &[],
+            billing: true,
+            conversation: &conversation,
+        };
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            let selection = fixture.selector().select(&wants).unwrap();
+            if let Some(decision) = &selection.decision {
+                std::hint::black_box(decision.to_json().to_string());
+            }
+        }
+        let each = started.elapsed() / rounds;
+        eprintln!("{label}: {each:?} per request (selection and its JSON)");
+    }
+}
