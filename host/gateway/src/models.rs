@@ -238,10 +238,12 @@ pub async fn list_models(
         if routes.catalog.resolve(id).is_some() {
             continue;
         }
+        // A group is the gateway's model, not a provider's: a provider filter leaves it out.
         let deployments = deployments(group, &routes);
-        let admitted = deployments
-            .iter()
-            .any(|route| filter.admits(route, &data.health, data.ledger.is_some()));
+        let admitted = filter.providers.is_empty()
+            && deployments
+                .iter()
+                .any(|route| filter.admits(route, &data.health, data.ledger.is_some()));
         if admitted && let Some(entry) = group_entry(id, group, &routes, &data) {
             listed.push(entry);
         }
@@ -290,6 +292,7 @@ fn group_entry(id: &str, group: &GroupConfig, routes: &Routes, data: &DataPlane)
         "provider": "tollgate",
         "capabilities": capabilities,
         "pricing_snapshot": routes.snapshot_id,
+        "pricing_source": pricing_source(&dearest.price_source),
         "group": group_json(group, routes, data),
     });
     if !available {
