@@ -334,16 +334,9 @@ mod tests {
                 base_url: Some("https://{TG_TEST_UNSET_ACCOUNT}.example/v1".into()),
                 api_key: Some(Secret::new("k")),
                 models: vec![ModelConfig {
-                    id: "m".into(),
-                    upstream: None,
                     input_price_per_mtok: Some("0".into()),
                     output_price_per_mtok: Some("0".into()),
-                    cache_read_price_per_mtok: None,
-                    cache_write_price_per_mtok: None,
-                    reasoning_price_per_mtok: None,
-                    request_price: None,
-                    context_length: None,
-                    max_output_tokens: None,
+                    ..ModelConfig::named("m")
                 }],
                 ..Default::default()
             },
