@@ -22,6 +22,9 @@
 //!   `input_tokens` as the answer would bill them
 //! - `POST /v2/chat`: Cohere v2 Chat (JSON, or SSE events with `"stream":
 //!   true`); the key goes in `Authorization: Bearer`
+//! - `POST /v1/responses` (also `/responses`): OpenAI's Responses API (a
+//!   `response` object, or its named SSE events with `"stream": true`); the
+//!   key goes in `Authorization: Bearer`
 //! - `GET /__mock/requests`: the last 64 recorded API requests, oldest first,
 //!   as `[{"method","path","headers":{lowercase name: value},"body":<JSON>}]`;
 //!   `DELETE /__mock/requests` clears them
@@ -113,6 +116,7 @@ mod neutral;
 mod openai;
 mod prompt_cache;
 mod recorder;
+mod responses;
 mod sse;
 mod stripe;
 mod text;
@@ -230,6 +234,7 @@ pub fn router(opts: MockOptions) -> Router {
         .merge(gemini::routes())
         .merge(anthropic::routes())
         .merge(cohere::routes())
+        .merge(responses::routes())
         .merge(bedrock::routes())
         .merge(stripe::routes())
         .route("/v1/models", get(openai::models))

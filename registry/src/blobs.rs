@@ -2,6 +2,12 @@
 //! default, any S3-compatible service by configuration. A blob is stored under
 //! its SHA-256 and checked against it both when written and when read, so a
 //! blob altered at rest is refused rather than served.
+//!
+//! Gateways that share a Postgres database but keep blobs on their own disks
+//! (the default `local` backend) also keep a copy of each blob in the
+//! database ([`BlobStore::with_database_copies`]): a package published
+//! through one gateway is then fetched by digest, verified and cached by any
+//! other the first time it needs it. With S3 the bucket is the shared copy.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -59,6 +65,8 @@ pub struct BlobStore {
     store: Arc<dyn ObjectStore>,
     prefix: String,
     description: String,
+    /// Where other gateways find what this one stored (`registry_blob_copies`).
+    copies: Option<sqlx::AnyPool>,
 }
 
 /// An opened object store: where keys go (with the configured key prefix,
@@ -140,7 +148,17 @@ impl BlobStore {
             store,
             prefix,
             description,
+            copies: None,
         })
+    }
+
+    /// Also keeps every blob in `pool`'s `registry_blob_copies` table, and
+    /// reads a blob missing from this store from there. For gateways that
+    /// share a database but not a blob store.
+    pub fn with_database_copies(mut self, pool: sqlx::AnyPool) -> Self {
+        self.description.push_str(", with copies in the database");
+        self.copies = Some(pool);
+        self
     }
 
     /// Where the blobs are, for logs.
@@ -162,30 +180,83 @@ impl BlobStore {
                 actual,
             });
         }
+        if let Some(pool) = &self.copies {
+            // Copied before the local write, so a blob this gateway has is
+            // one every gateway can have.
+            sqlx::query(
+                "INSERT INTO registry_blob_copies (digest, content, size) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            )
+            .bind(expected.to_string())
+            .bind(content.to_vec())
+            .bind(content.len() as i64)
+            .execute(pool)
+            .await
+            .map_err(|e| BlobError::Storage(format!("copying the blob to the database: {e}")))?;
+        }
+        self.put_here(expected, content).await
+    }
+
+    async fn put_here(&self, digest: &Digest, content: Bytes) -> Result<(), BlobError> {
         self.store
-            .put(&self.path(expected), PutPayload::from_bytes(content))
+            .put(&self.path(digest), PutPayload::from_bytes(content))
             .await
             .map_err(|e| BlobError::Storage(e.to_string()))?;
         Ok(())
     }
 
-    /// The blob with this digest, verified.
+    /// Stores `content` here unless it already is (the built-ins, which
+    /// every gateway carries, at each start). No database copy is made:
+    /// every gateway has these bytes.
+    pub async fn ensure_here(&self, expected: &Digest, content: Bytes) -> Result<(), BlobError> {
+        verify(expected, &content)?;
+        match self.store.head(&self.path(expected)).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotFound { .. }) => self.put_here(expected, content).await,
+            Err(e) => Err(BlobError::Storage(e.to_string())),
+        }
+    }
+
+    /// The blob with this digest, verified. Missing here, it is read from
+    /// the database copy (when kept), verified, and stored here for next time.
     pub async fn get(&self, digest: &Digest) -> Result<Bytes, BlobError> {
-        let result = match self.store.get(&self.path(digest)).await {
-            Ok(result) => result,
-            Err(object_store::Error::NotFound { .. }) => return Err(BlobError::NotFound(digest.clone())),
+        let content = match self.store.get(&self.path(digest)).await {
+            Ok(result) => result.bytes().await.map_err(|e| BlobError::Storage(e.to_string()))?,
+            Err(object_store::Error::NotFound { .. }) => {
+                let content = self.copy_of(digest).await?;
+                verify(digest, &content)?;
+                self.put_here(digest, content.clone()).await?;
+                return Ok(content);
+            }
             Err(e) => return Err(BlobError::Storage(e.to_string())),
         };
-        let content = result.bytes().await.map_err(|e| BlobError::Storage(e.to_string()))?;
-        let actual = Digest::of(&content);
-        if &actual != digest {
-            return Err(BlobError::DigestMismatch {
-                expected: digest.clone(),
-                actual,
-            });
-        }
+        verify(digest, &content)?;
         Ok(content)
     }
+
+    async fn copy_of(&self, digest: &Digest) -> Result<Bytes, BlobError> {
+        let Some(pool) = &self.copies else {
+            return Err(BlobError::NotFound(digest.clone()));
+        };
+        let found: Option<Vec<u8>> = sqlx::query_scalar("SELECT content FROM registry_blob_copies WHERE digest = $1")
+            .bind(digest.to_string())
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| BlobError::Storage(format!("reading the blob's database copy: {e}")))?;
+        found
+            .map(Bytes::from)
+            .ok_or_else(|| BlobError::NotFound(digest.clone()))
+    }
+}
+
+fn verify(expected: &Digest, content: &[u8]) -> Result<(), BlobError> {
+    let actual = Digest::of(content);
+    if &actual != expected {
+        return Err(BlobError::DigestMismatch {
+            expected: expected.clone(),
+            actual,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

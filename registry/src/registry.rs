@@ -231,6 +231,53 @@ mod tests {
         }
     }
 
+    /// Two gateways on one database, each with its own blob directory: what
+    /// one publishes, the other reads from the database copy, verifies and
+    /// keeps; a copy altered in the database is refused.
+    #[tokio::test]
+    async fn a_gateway_reads_a_blob_it_lacks_from_the_database_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let with_copies = |registry: Registry| {
+            let pool = registry.index.pool.clone();
+            Registry::new(registry.index, registry.blobs.with_database_copies(pool))
+        };
+        let first = with_copies(registry(dir.path()).await);
+        let second_blobs = dir.path().join("second");
+        let second = Registry::new(
+            first.index.clone(),
+            BlobStore::open(&StorageConfig::Local, &second_blobs)
+                .unwrap()
+                .with_database_copies(first.index.pool.clone()),
+        );
+        let adapter = Bytes::from(component_exporting("tollgate:provider/adapter@0.1.0"));
+        let v1 = manifest(PackageKind::ProviderAdapter, "1.0.0", &adapter);
+        first.publish(&v1, adapter.clone(), "ws_1").await.unwrap();
+        let record = second.index.version(&v1.name, &v1.version).await.unwrap();
+        assert_eq!(second.content(&record).await.unwrap(), adapter);
+        let cached = second_blobs.join("blobs/sha256").join(v1.content.digest.hex());
+        assert_eq!(std::fs::read(&cached).unwrap(), adapter, "kept in the second store");
+
+        // Without the copy, a store that lacks the blob says so.
+        let plain = BlobStore::open(&StorageConfig::Local, &dir.path().join("third")).unwrap();
+        assert!(matches!(
+            plain.get(&v1.content.digest).await,
+            Err(BlobError::NotFound(_))
+        ));
+
+        sqlx::query("UPDATE registry_blob_copies SET content = $1")
+            .bind(b"tampered".to_vec())
+            .execute(&first.index.pool)
+            .await
+            .unwrap();
+        let fourth = BlobStore::open(&StorageConfig::Local, &dir.path().join("fourth"))
+            .unwrap()
+            .with_database_copies(first.index.pool.clone());
+        assert!(matches!(
+            fourth.get(&v1.content.digest).await,
+            Err(BlobError::DigestMismatch { .. })
+        ));
+    }
+
     /// A publish reads, then writes: its transaction must hold SQLite's
     /// write lock from the start, or a commit by another connection in
     /// between (a gateway's ledger writer) makes it fail "database is locked".

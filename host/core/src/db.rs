@@ -106,7 +106,11 @@ impl Database {
         let options: AnyConnectOptions = url
             .parse()
             .with_context(|| format!("invalid database_url '{}'", redact_url(url)))?;
-        let options = options.log_statements(tracing::log::LevelFilter::Trace);
+        // A statement past SLOW_STATEMENT is a warning: on the request path a
+        // database wait is the gateway's own latency.
+        let options = options
+            .log_statements(tracing::log::LevelFilter::Trace)
+            .log_slow_statements(tracing::log::LevelFilter::Warn, SLOW_STATEMENT);
         let setup = (backend == Backend::Sqlite).then(|| SqliteSetup {
             file: sqlite_file(url),
             sync,
@@ -228,6 +232,10 @@ impl Database {
         }
     }
 }
+
+/// Statements slower than this are logged as warnings (sqlx's
+/// `slow statement` event, target `sqlx::query`).
+pub const SLOW_STATEMENT: Duration = Duration::from_millis(100);
 
 /// How often the background task checkpoints: often enough that the log stays
 /// a few MB under load, so each checkpoint is short.

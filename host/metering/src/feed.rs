@@ -99,14 +99,21 @@ const READ_POSTGRES: &str = "SELECT xid, seq, request_id, key_id, workspace_id, 
      WHERE (xid, seq) > ($1, $2) AND xid < $3 \
      AND NOT (kind = 'chat' AND attempt_count = 0 AND COALESCE(status, 0) >= 400) ORDER BY xid, seq LIMIT $4";
 
-const BACKLOG_SQLITE: &str = "SELECT c.sink, COUNT(r.seq), MIN(r.settled_at_ms) FROM metering_cursors c \
-     LEFT JOIN request_log r ON r.xid = c.xid AND r.seq > c.seq \
-     AND NOT (r.kind = 'chat' AND r.attempt_count = 0 AND COALESCE(r.status, 0) >= 400) \
-     GROUP BY c.sink ORDER BY c.sink";
-const BACKLOG_POSTGRES: &str = "SELECT c.sink, COUNT(r.seq), MIN(r.settled_at_ms) FROM metering_cursors c \
-     LEFT JOIN request_log r ON (r.xid, r.seq) > (c.xid, c.seq) \
-     AND NOT (r.kind = 'chat' AND r.attempt_count = 0 AND COALESCE(r.status, 0) >= 400) \
-     GROUP BY c.sink ORDER BY c.sink";
+// The backlog reads counters and one index entry per sink, never a count
+// of rows: the count over every row past each cursor grew with the table and
+// stalled for seconds every 30 s (issue 41's soak). The number is the log's
+// newest sequence number less the cursor's, so rows the feed skips (refusals
+// before any upstream call) are counted too; on Postgres, rows whose
+// transactions commit out of order make it approximate. The oldest is the
+// first row after the cursor, by the feed's own index.
+const BACKLOG_SQLITE: &str = "SELECT c.sink, \
+     MAX(COALESCE((SELECT MAX(seq) FROM request_log), 0) - c.seq, 0), \
+     (SELECT r.settled_at_ms FROM request_log r WHERE r.xid = c.xid AND r.seq > c.seq ORDER BY r.seq LIMIT 1) \
+     FROM metering_cursors c ORDER BY c.sink";
+const BACKLOG_POSTGRES: &str = "SELECT c.sink, \
+     GREATEST((SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM request_log_seq_seq) - c.seq, 0), \
+     (SELECT r.settled_at_ms FROM request_log r WHERE (r.xid, r.seq) > (c.xid, c.seq) ORDER BY r.xid, r.seq LIMIT 1) \
+     FROM metering_cursors c ORDER BY c.sink";
 
 /// Rows with an `xid` below this are final: no transaction that could still
 /// add one is running.
@@ -340,8 +347,9 @@ pub async fn release(database: &Database, sink: &str, owner: &str) -> sqlx::Resu
     Ok(())
 }
 
-/// Undelivered events of each of `sinks`, oldest first. Cursors of sinks no
-/// longer configured are left alone: such a sink resumes if it comes back.
+/// How far each of `sinks` is behind the log: rows after its cursor and the
+/// oldest one's settlement time. Cursors of sinks no longer configured are
+/// left alone: such a sink resumes if it comes back.
 pub async fn backlog(database: &Database, sinks: &[String]) -> sqlx::Result<Vec<Backlog>> {
     let sql = match database.backend {
         Backend::Sqlite => BACKLOG_SQLITE,
@@ -399,5 +407,54 @@ mod tests {
         // The limit and the position hold.
         let rest = reader.read(own[0].position(), 1).await.unwrap();
         assert_eq!(format!("{rest:?}"), format!("{:?}", &pooled[1..]));
+    }
+
+    /// The backlog is the rows after each cursor and the first one's time,
+    /// read from counters and the feed's index.
+    #[tokio::test]
+    async fn the_backlog_counts_rows_after_each_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = Database::open(&sqlite_url(&dir.path().join("feed.db")), SqliteSync::Normal)
+            .await
+            .unwrap();
+        let sinks = ["behind".to_string(), "current".to_string()];
+        ensure_cursor(&database, "behind", 1).await.unwrap();
+        assert_eq!(
+            backlog(&database, &sinks).await.unwrap(),
+            [Backlog {
+                sink: "behind".into(),
+                events: 0,
+                oldest_settled_at_ms: None
+            }]
+        );
+        for (id, settled) in [("req_1", 1_000), ("req_2", 2_000), ("req_3", 3_000)] {
+            sqlx::query(
+                "INSERT INTO request_log (request_id, key_id, workspace_id, model, streamed, outcome, usage_source, \
+                 cost_nano, reserved_nano, attempts, attempt_count, started_at_ms, duration_ms, settled_at_ms, kind) \
+                 VALUES ($1, 'key_1', 'ws_1', 'acme/small', 0, 'success', 'upstream', 1, 1, '[]', 1, 0, 1, $2, 'chat')",
+            )
+            .bind(id)
+            .bind(settled)
+            .execute(&database.pool)
+            .await
+            .unwrap();
+        }
+        ensure_cursor(&database, "current", 1).await.unwrap();
+        let found = backlog(&database, &sinks).await.unwrap();
+        assert_eq!(
+            found,
+            [
+                Backlog {
+                    sink: "behind".into(),
+                    events: 3,
+                    oldest_settled_at_ms: Some(1_000)
+                },
+                Backlog {
+                    sink: "current".into(),
+                    events: 0,
+                    oldest_settled_at_ms: None
+                },
+            ]
+        );
     }
 }

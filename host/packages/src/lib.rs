@@ -32,7 +32,7 @@ pub use error::PackageError;
 pub use installs::Installs;
 
 use namespaces::Namespaces;
-use tollgate_core::db::Database;
+use tollgate_core::db::{Backend, Database};
 use tollgate_gateway::RouteTable;
 use tollgate_identity::auth::Principal;
 use tollgate_identity::auth::permissions::Role;
@@ -62,7 +62,7 @@ impl Default for RegistryConfig {
         Self {
             storage: StorageConfig::default(),
             operator_workspaces: Vec::new(),
-            install_poll_ms: 2_000,
+            install_poll_ms: 1_000,
             workspace_quota_bytes: 1 << 30,
         }
     }
@@ -73,10 +73,17 @@ pub const BUILTIN_NAMESPACE: &str = "tollgate";
 /// Stands for the gateway itself as the owner of [`BUILTIN_NAMESPACE`].
 pub const GATEWAY_OWNER: &str = "";
 
-pub fn open(config: &RegistryConfig, data_dir: &Path, pool: sqlx::AnyPool) -> anyhow::Result<Registry> {
-    let blobs = BlobStore::open(&config.storage, &data_dir.join("registry")).context("registry storage")?;
+/// Opens the registry on `database`. With blobs on this gateway's own disk
+/// and the index in Postgres, which other gateways may share, every blob is
+/// also kept in the database, so a package published through any gateway
+/// loads on all of them (an S3 bucket is shared already).
+pub fn open(config: &RegistryConfig, data_dir: &Path, database: &Database) -> anyhow::Result<Registry> {
+    let mut blobs = BlobStore::open(&config.storage, &data_dir.join("registry")).context("registry storage")?;
+    if config.storage == StorageConfig::Local && database.backend == Backend::Postgres {
+        blobs = blobs.with_database_copies(database.pool.clone());
+    }
     tracing::info!(storage = blobs.describe(), "package registry");
-    Ok(Registry::new(Index::new(pool), blobs))
+    Ok(Registry::new(Index::new(database.pool.clone()), blobs))
 }
 
 /// The packages concern's handler state: the registry, the installs, the
@@ -352,6 +359,13 @@ pub async fn seed_builtins(registry: &Registry) -> anyhow::Result<()> {
         for builtin in components {
             let manifest = builtin_manifest(kind, builtin)?;
             if registry.index.version(&manifest.name, &manifest.version).await.is_ok() {
+                // Published by another gateway on this database: its bytes
+                // must still be in this gateway's own store.
+                registry
+                    .blobs
+                    .ensure_here(&manifest.content.digest, Bytes::from_static(builtin.bytes))
+                    .await
+                    .with_context(|| format!("storing the built-in {}", manifest.name))?;
                 continue;
             }
             match registry

@@ -28,7 +28,7 @@ pub use entries::{AuthStyle, CAPABILITIES, CatalogProvider, builtin_entries, val
 use models::resolve_model;
 pub use models::{ModelRoute, PriceSource};
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Provider {
     pub id: String,
     pub name: String,
@@ -286,6 +286,7 @@ mod tests {
                     request_price: Some("0.001".into()),
                     context_length: Some(1000),
                     max_output_tokens: Some(500),
+                    adapter: None,
                 }],
                 ..Default::default()
             },
@@ -361,6 +362,7 @@ mod tests {
             context_length: Some(4096),
             max_output_tokens: Some(1024),
             capabilities: capabilities.map(|c| c.iter().map(|f| f.to_string()).collect()),
+            adapter: None,
         };
         let mut table = PriceTable::default();
         table.source.release = "r1".into();
@@ -375,6 +377,9 @@ mod tests {
             .models
             .insert("openai/byo-priced".into(), model("byo-priced", "5", None));
         table.models.insert("nowhere/x".into(), model("x", "1", None));
+        let mut pro = model("gpt-new-pro", "10", None);
+        pro.adapter = Some("openai-responses".into());
+        table.models.insert("openai/gpt-new-pro".into(), pro);
         let mut configured = BTreeMap::new();
         let mut byo = ModelConfig::named("byo-priced");
         byo.input_price_per_mtok = Some("7".into());
@@ -416,6 +421,13 @@ mod tests {
         assert_eq!(catalog.routes().filter(|r| r.id == "openai/byo-priced").count(), 1);
         // A provider the catalog does not build gets no routes from the table.
         assert!(catalog.resolve("nowhere/x").is_none());
+        // A Responses-only model: OpenAI's URL and key, its own adapter.
+        let pro = catalog.resolve("openai/gpt-new-pro").unwrap();
+        assert_eq!(pro.provider.adapter, "openai-responses");
+        assert_eq!(pro.provider.id, "openai");
+        assert_eq!(pro.provider.base_url, added.provider.base_url);
+        assert_eq!(added.provider.adapter, "openai-compatible");
+        assert!(catalog.adapter_names().any(|name| name == "openai-responses"));
     }
 
     #[test]

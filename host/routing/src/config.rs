@@ -85,6 +85,11 @@ pub struct ModelConfig {
     /// when a request sets none, and the most a request may ask for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u64>,
+    /// The adapter that serves this model when it is not its provider's,
+    /// with the provider's URL and key: `openai-responses` for a model an
+    /// OpenAI-compatible provider serves only through its Responses API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
 }
 
 impl ModelConfig {
@@ -102,6 +107,7 @@ impl ModelConfig {
             request_price: None,
             context_length: None,
             max_output_tokens: None,
+            adapter: None,
         }
     }
 }

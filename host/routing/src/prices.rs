@@ -66,6 +66,11 @@ pub struct TableModel {
     /// not say, so the provider's flags apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Vec<String>>,
+    /// The adapter that serves the model when not its provider's:
+    /// `openai-responses` for a model OpenAI serves only through its
+    /// Responses API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
 }
 
 impl TableModel {

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use rand::Rng;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::affinity::{Affinity, Conversation};
 use crate::catalog::{Catalog, ModelRoute};
@@ -76,28 +76,50 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn to_json(&self) -> Value {
-        let mut route = json!({
-            "strategy": self.strategy,
-            "considered": self.considered,
-            "order": self.order,
-            "reason": self.reason,
-        });
-        if let Some(group) = &self.group {
-            route["group"] = Value::String(group.clone());
-        }
-        if !self.excluded.is_empty() {
-            route["excluded"] = self
+    /// What the answer's `service.route` and the request log's `detail.route`
+    /// show.
+    pub fn view(&self) -> DecisionView<'_> {
+        DecisionView {
+            considered: self.considered,
+            conversation: self.conversation.as_ref().map(|c| c.source.name()),
+            excluded: self
                 .excluded
                 .iter()
-                .map(|(model, reason)| json!({"model": model, "reason": reason}))
-                .collect();
+                .map(|(model, reason)| Excluded { model, reason })
+                .collect(),
+            group: self.group.as_deref(),
+            order: &self.order,
+            reason: &self.reason,
+            strategy: &self.strategy,
         }
-        if let Some(conversation) = &self.conversation {
-            route["conversation"] = Value::String(conversation.source.name().to_string());
-        }
-        route
     }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).unwrap_or(Value::Null)
+    }
+}
+
+/// A [`Decision`] as JSON, serialized straight from the decision (the
+/// request log writes it with every routed request). Fields in alphabetical
+/// order, as a JSON object value lists them.
+#[derive(serde::Serialize)]
+pub struct DecisionView<'a> {
+    considered: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversation: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    excluded: Vec<Excluded<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<&'a str>,
+    order: &'a [String],
+    reason: &'a str,
+    strategy: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct Excluded<'a> {
+    model: &'a str,
+    reason: &'a str,
 }
 
 /// A candidate within a tier.

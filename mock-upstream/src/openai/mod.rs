@@ -2,7 +2,7 @@
 //! directive, fault and generation machinery.
 
 pub(crate) mod answer;
-mod error;
+pub(crate) mod error;
 pub(crate) mod request;
 mod response;
 

@@ -22,6 +22,8 @@ pub struct AuthState {
     keys: KeyResolver,
     /// Per-key request rates (`[auth] key_requests_per_minute`).
     key_rates: KeyRateLimiter,
+    /// The same rates across gateways sharing the database (Postgres).
+    cluster_rates: Option<super::cluster_rates::ClusterRates>,
     /// Console sign-in: sessions, OIDC providers (`signin.rs`).
     pub(crate) signin: super::signin::SignIn,
     /// Request-log rows for refused callers; `None` with the ledger off.
@@ -44,9 +46,31 @@ impl AuthState {
         Self {
             keys,
             key_rates,
+            cluster_rates: None,
             signin,
             refusals,
         }
+    }
+
+    /// Holds per-key rates across every gateway on `pool`'s database too.
+    pub fn with_cluster_rates(mut self, pool: sqlx::AnyPool) -> Self {
+        self.cluster_rates = Some(super::cluster_rates::ClusterRates::new(pool));
+        self
+    }
+
+    /// Counts one request by `principal` on this gateway and, when shared,
+    /// across the gateways. `Err` holds how long to wait.
+    async fn admit(&self, principal: &Principal) -> Result<(), std::time::Duration> {
+        self.key_rates.check(&principal.key_id, principal.requests_per_minute)?;
+        if let Some(shared) = &self.cluster_rates
+            && let Some(rate) = tollgate_web::rate_limit::effective_per_minute(
+                self.key_rates.default_per_minute(),
+                principal.requests_per_minute,
+            )
+        {
+            shared.admit(&principal.key_id, rate).await?;
+        }
+        Ok(())
     }
 
     /// Counts one more request by `principal` against its key's rate, for a
@@ -165,7 +189,7 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Ref
             .with_request_id(&request_id.0);
             Err((error, Some(principal)))
         }
-        Ok(Some(principal)) => match auth.key_rates.check(&principal.key_id, principal.requests_per_minute) {
+        Ok(Some(principal)) => match auth.admit(&principal).await {
             Ok(()) => Ok(Caller(principal)),
             Err(wait) => Err((rate_limited(&principal, auth, wait, &request_id), Some(principal))),
         },

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 mod caller;
+pub mod cluster_rates;
 pub mod oidc;
 pub mod permissions;
 pub mod refusals;

@@ -138,17 +138,28 @@ pub(super) fn resolve_model(
     if let Some(text) = &model.request_price {
         base.per_request = Nanos::from_usd(text).with_context(|| format!("model '{id}': request_price"))?;
     }
+    // A model its provider serves through another API (OpenAI's
+    // Responses-only models) names its own adapter; the URL, key and egress
+    // stay the provider's.
+    let capabilities = entry
+        .and_then(|e| e.capabilities.clone())
+        .unwrap_or_else(|| provider.capabilities.clone());
+    let provider = match model.adapter.as_deref().or(entry.and_then(|e| e.adapter.as_deref())) {
+        Some(adapter) if adapter != provider.adapter => Arc::new(Provider {
+            adapter: adapter.to_string(),
+            ..Provider::clone(provider)
+        }),
+        _ => provider.clone(),
+    };
     Ok(ModelRoute {
         id,
-        provider: provider.clone(),
+        provider,
         upstream_model: model.upstream.clone().unwrap_or_else(|| model.id.clone()),
         priced: price_source != PriceSource::None,
         price: base,
         price_source,
         context_length: model.context_length.or(entry.and_then(|e| e.context_length)),
         max_output_tokens: model.max_output_tokens.or(entry.and_then(|e| e.max_output_tokens)),
-        capabilities: entry
-            .and_then(|e| e.capabilities.clone())
-            .unwrap_or_else(|| provider.capabilities.clone()),
+        capabilities,
     })
 }

@@ -111,6 +111,16 @@ fn chat_callable(entry: &Entry) -> bool {
     }
 }
 
+/// The adapter that serves OpenAI's models that answer only on its
+/// Responses API (`mode: responses` without the chat endpoint).
+pub const RESPONSES_ADAPTER: &str = "openai-responses";
+
+/// Whether the entry is a Responses-API model that chat completions do not
+/// reach: Tollgate serves it through [`RESPONSES_ADAPTER`], on OpenAI only.
+fn responses_only(entry: &Entry) -> bool {
+    text(entry, "mode").as_deref() == Some("responses") && !chat_callable(entry)
+}
+
 /// The entry as a table model, or `None` when it lacks an input or output
 /// price (nothing could be billed for it).
 fn read_model(key: &str, entry: &Entry) -> anyhow::Result<Option<TableModel>> {
@@ -149,6 +159,7 @@ fn read_model(key: &str, entry: &Entry) -> anyhow::Result<Option<TableModel>> {
         context_length: count(entry, "max_input_tokens").or_else(|| count(entry, "max_tokens")),
         max_output_tokens: count(entry, "max_output_tokens"),
         capabilities: Some(capabilities),
+        adapter: None,
     }))
 }
 
@@ -156,7 +167,8 @@ fn read_model(key: &str, entry: &Entry) -> anyhow::Result<Option<TableModel>> {
 /// models found in the file get its prices, the others keep theirs. Every
 /// chat model the file lists for one of `providers` (the ids the catalog
 /// builds) that `wanted` lacks is added, unless it is a fine-tuning template,
-/// unpriced, or retired before `source.retrieved`.
+/// unpriced, or retired before `source.retrieved`; so is every OpenAI model
+/// served only on the Responses API, with [`RESPONSES_ADAPTER`].
 pub fn import_litellm(
     json: &str,
     wanted: &[Wanted<'_>],
@@ -218,7 +230,8 @@ pub fn import_litellm(
         let Some(targets) = serves.get(name.as_str()) else {
             continue;
         };
-        if key.starts_with("ft:") || !chat_callable(entry) {
+        let through_responses = responses_only(entry);
+        if key.starts_with("ft:") || !(chat_callable(entry) || through_responses) {
             continue;
         }
         let prefixed = key.strip_prefix(&format!("{name}/"));
@@ -227,12 +240,20 @@ pub fn import_litellm(
         if model.starts_with("together-ai-") || FLAT_NAMES.contains(&name.as_str()) && model.contains('/') {
             continue;
         }
-        let Some(found) = read_model(key, entry)? else { continue };
+        let Some(mut found) = read_model(key, entry)? else {
+            continue;
+        };
+        if through_responses {
+            found.adapter = Some(RESPONSES_ADAPTER.to_string());
+        }
         if text(entry, "deprecation_date").is_some_and(|date| date.as_str() < today.as_str()) {
             report.deprecated += 1;
             continue;
         }
         for &(provider, rank) in targets {
+            if through_responses && provider != "openai" {
+                continue;
+            }
             let id = format!("{provider}/{model}");
             if listed.contains(&(provider, model)) || table.models.contains_key(&id) {
                 continue;

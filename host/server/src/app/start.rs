@@ -140,7 +140,7 @@ impl Catalog {
             .map(|(name, file)| (name.clone(), file.path.as_path()))
             .collect();
         let adapters = Arc::new(Adapters::load(&config.plugins, &config.cache_dir(), &files)?);
-        let registry = tollgate_packages::open(&config.registry, &config.data_dir, database.pool.clone())?;
+        let registry = tollgate_packages::open(&config.registry, &config.data_dir, database)?;
         tollgate_packages::seed_builtins(&registry).await?;
         let poll = Duration::from_millis(config.registry.install_poll_ms);
         let component_host =
@@ -271,10 +271,16 @@ fn auth_state(
         signup_credit,
         tollgate_identity::auth::sessions::PlainHttp::new(config.control_plane.public_url.as_deref(), &config.listen),
     )?;
-    Ok(AuthState::new(
+    let state = AuthState::new(
         keys,
         KeyRateLimiter::new(config.auth.key_requests_per_minute),
         signin,
         Some(tollgate_identity::auth::refusals::RefusalLog::new(request_log.clone())),
-    ))
+    );
+    // Gateways may share Postgres, never SQLite: only there is a key's rate
+    // also held across them.
+    Ok(match database.backend {
+        tollgate_core::db::Backend::Postgres => state.with_cluster_rates(database.pool.clone()),
+        tollgate_core::db::Backend::Sqlite => state,
+    })
 }

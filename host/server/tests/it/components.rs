@@ -10,14 +10,14 @@ use serde_json::{Value, json};
 use crate::common::{Gateway, standard_config, start_mock};
 use crate::control_plane::helpers::method;
 
-async fn install(gateway: &Gateway, params: Value) -> Value {
+pub(crate) async fn install(gateway: &Gateway, params: Value) -> Value {
     method(gateway, Some(&gateway.api_key), "installs.create", params)
         .await
         .unwrap_or_else(|e| panic!("install failed: {e:?}"))
 }
 
 /// Publishes the tool-caller test skill as `<namespace>/caller@1.0.0`.
-async fn publish_tool_caller(gateway: &Gateway, namespace: &str) {
+pub(crate) async fn publish_tool_caller(gateway: &Gateway, namespace: &str) {
     let content = std::fs::read(tollgate_plugin_host::TOOL_CALLER_TEST_COMPONENT).unwrap();
     method(
         gateway,
@@ -51,7 +51,7 @@ async fn publish_tool_caller(gateway: &Gateway, namespace: &str) {
     .unwrap_or_else(|e| panic!("publish failed: {e:?}"));
 }
 
-async fn run(gateway: &Gateway, input: Value) -> (u16, Value) {
+pub(crate) async fn run(gateway: &Gateway, input: Value) -> (u16, Value) {
     let response = gateway
         .post("/v1/skills/caller")
         .json(&json!({ "input": input }))

@@ -179,12 +179,13 @@ async fn lists_every_priced_catalog_and_table_model_with_its_prices_and_provider
 /// OpenAI, Anthropic and Gemini keys set, every model of theirs the catalog or
 /// the table holds is available, each at the sourced table's price.
 ///
-/// The issue asks for 150 of them. litellm 1.109.1 yields 119 under the
-/// import's rules: OpenAI retired 26 of its chat models before the import
-/// date (gpt-3.5-turbo, gpt-4, gpt-4-turbo, … on 2026-10-23) and 24 more
-/// answer the Responses API only (o3-pro, gpt-5-pro, the codex models),
-/// which the OpenAI adapter does not speak. The floor below is that figure,
-/// so a lost model still fails the test.
+/// The issue asks for 150 of them. litellm 1.109.1 yields 132 under the
+/// import's rules: 119 chat models, and the 13 Responses-only OpenAI models
+/// (o3-pro, gpt-5-pro, gpt-5.3-codex, …) served through the
+/// `openai-responses` adapter. OpenAI retired 26 of its chat models and 11
+/// Responses-only ones before the import date (gpt-3.5-turbo, gpt-4,
+/// gpt-4-turbo, o1-pro, … on 2026-10-23), and those are left out. The floor
+/// below is that figure, so a lost model still fails the test.
 #[tokio::test]
 async fn with_three_keys_their_models_are_available_at_the_tables_prices() {
     let mock = start_mock(Default::default()).await;
@@ -217,7 +218,12 @@ async fn with_three_keys_their_models_are_available_at_the_tables_prices() {
         }
     }
     assert_eq!(ids(&body), expected, "every model of the three is listed and available");
-    assert!(data.len() >= 119, "only {} models available", data.len());
+    assert!(data.len() >= 132, "only {} models available", data.len());
+    let pro = data
+        .iter()
+        .find(|m| m["id"] == "openai/o3-pro")
+        .expect("a Responses-only model is listed");
+    assert_eq!(pro["service"]["available"], true, "{pro}");
     for model in data {
         let id = model["id"].as_str().unwrap();
         let row = table

@@ -225,6 +225,7 @@ fn only_a_tables_owner_queries_it() {
         ("identity/src/auth/", &["api_keys", "memberships"]),
         ("identity/src/auth/sessions.rs", &["console_sessions"]),
         ("identity/src/auth/signin.rs", &["oidc_identities", "oidc_logins"]),
+        ("identity/src/auth/cluster_rates.rs", &["key_rate_cells"]),
         ("control/src/tasks.rs", &["a2a_tasks"]),
         ("packages/src/namespaces.rs", &["namespaces"]),
         ("packages/src/installs.rs", &["registry_installs"]),

@@ -54,6 +54,7 @@ fn imports_by_provider_name_and_reports_changes() {
         context_length: None,
         max_output_tokens: None,
         capabilities: None,
+        adapter: None,
     };
     current.models.insert("openai/gpt-4o-mini".into(), old.clone());
     current.models.insert("openai/old".into(), old);
@@ -110,6 +111,8 @@ const FIXTURE: &str = r#"{
         "input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06},
     "azure/gpt-9": {"litellm_provider": "azure", "mode": "chat",
         "input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06},
+    "azure/gpt-9-pro": {"litellm_provider": "azure", "mode": "responses", "supported_endpoints": ["/v1/responses"],
+        "input_cost_per_token": 1e-05, "output_cost_per_token": 1e-05},
     "together-ai-4.1b-8b": {"litellm_provider": "together_ai", "mode": "chat",
         "input_cost_per_token": 2e-07, "output_cost_per_token": 2e-07},
     "mistral/mistral-9": {"litellm_provider": "mistral", "mode": "chat",
@@ -157,13 +160,21 @@ fn adds_every_chat_model_of_a_served_provider_and_nothing_else() {
             "openai/gpt-3-retiring",
             "openai/gpt-4o",
             "openai/gpt-9",
+            "openai/gpt-9-pro",
             "openai/plain-chat",
         ],
-        "embedding, image, responses-only, retired, fine-tune, half-priced, unknown-provider, \
-         regional and template entries are left out; mistral does not fill codestral"
+        "embedding, image, responses-only beyond OpenAI, retired, fine-tune, half-priced, \
+         unknown-provider, regional and template entries are left out; mistral does not fill codestral"
     );
     assert_eq!(report.deprecated, 1);
-    assert_eq!(report.models.len(), 8, "the catalog's own gpt-4o is priced, not added");
+    assert_eq!(report.models.len(), 9, "the catalog's own gpt-4o is priced, not added");
+    // OpenAI's Responses-only model is served through its own adapter; the
+    // one that also answers chat completions is not.
+    assert_eq!(
+        table.get("openai/gpt-9-pro").unwrap().adapter.as_deref(),
+        Some("openai-responses")
+    );
+    assert_eq!(table.get("openai/gpt-9").unwrap().adapter, None);
     assert_eq!(report.added.len(), 1);
 
     // The provider-prefixed key wins over the bare one, and its facts come along.

@@ -156,6 +156,34 @@ impl Gateway {
         .await
     }
 
+    /// Another gateway on the same database, as on another host: its own
+    /// data directory (so its own blob store and caches), sharing only what
+    /// an operator shares between hosts, the database and the key files.
+    pub async fn another_host(&self, name: &str) -> Gateway {
+        let data = self.dir.path().join("data");
+        let own = self.dir.path().join(name);
+        let mut env = self.env.clone();
+        env.extend([
+            ("TOLLGATE_DATA_DIR".to_string(), own.display().to_string()),
+            (
+                "TOLLGATE_CREDENTIAL_KEY_FILE".to_string(),
+                data.join("credentials.key").display().to_string(),
+            ),
+            (
+                "TOLLGATE_PROVENANCE_KEY_FILE".to_string(),
+                data.join("provenance.key").display().to_string(),
+            ),
+        ]);
+        Self::launch(
+            self.dir.clone(),
+            self.config_path.clone(),
+            self.api_key.clone(),
+            self.workspace_id.clone(),
+            env,
+        )
+        .await
+    }
+
     async fn launch(
         dir: Arc<tempfile::TempDir>,
         config_path: PathBuf,
