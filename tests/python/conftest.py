@@ -130,6 +130,7 @@ api_key = "sk-primary"
 models = [
   {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
   {{ id = "cutter", upstream = "cut-3", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "pro", upstream = "gpt-9-pro", adapter = "openai-responses", input_price_per_mtok = "15", output_price_per_mtok = "120" }},
 ]
 [routing.groups.acme-pair]
 strategy = "lowest-cost"
