@@ -38,7 +38,6 @@ use serde_json::{Map, Value};
 
 use self::render::Rendered;
 use crate::Shared;
-use crate::faults::StreamFault;
 use crate::neutral;
 use crate::sse::{Playback, abort_after_flush};
 
@@ -102,29 +101,14 @@ async fn chat(State(app): State<Shared>, request: Request) -> Response {
         return json_response(rendered.whole().to_string().into());
     }
     let (mut events, opening) = rendered.events();
-    // The OpenAI route's counts include its role chunk, so n frames there are
-    // the opening events and n - 1 deltas here; never the real `message-end`.
-    let keep = |n: usize| (opening + n.saturating_sub(1)).min(events.len() - 1);
-    let abort = match faults.stream {
-        StreamFault::None => false,
-        StreamFault::CutAfter(n) => {
-            events.truncate(keep(n));
-            true
-        }
-        StreamFault::ErrorAfter(n) => {
-            events.truncate(keep(n));
-            events.push(rendered.error_end(errors::RATE_LIMITED));
-            false
-        }
-        StreamFault::EndAfter(n) => {
-            events.truncate(keep(n));
-            false
-        }
-    };
+    let cut = faults.stream.cut(&mut events, opening);
+    if cut.error {
+        events.push(rendered.error_end(errors::RATE_LIMITED));
+    }
     Playback {
         frames: events.iter().map(render::sse_frame).collect(),
         delay: faults.chunk_delay,
-        abort,
+        abort: cut.abort,
     }
     .into_response()
 }

@@ -23,10 +23,36 @@ pub enum StreamFault {
     EndAfter(usize),
 }
 
+/// What a [`StreamFault`] left of a stream: whether the connection drops
+/// after the kept events, and whether the protocol's error event follows them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cut {
+    pub abort: bool,
+    pub error: bool,
+}
+
 impl StreamFault {
     /// Whether a non-streamed answer is cut (head sent, body aborted).
     pub fn cuts_whole_answer(self) -> bool {
         matches!(self, StreamFault::CutAfter(_) | StreamFault::EndAfter(_))
+    }
+
+    /// Cuts `events` as the fault asks, for a protocol whose first `opening`
+    /// events come before any content and whose last event is its terminal
+    /// one. The OpenAI route's counts include its role chunk, so `n` frames
+    /// there are the opening events and `n - 1` content events here; a fault
+    /// never keeps the terminal event.
+    pub fn cut<T>(self, events: &mut Vec<T>, opening: usize) -> Cut {
+        let n = match self {
+            StreamFault::None => return Cut::default(),
+            StreamFault::CutAfter(n) | StreamFault::ErrorAfter(n) | StreamFault::EndAfter(n) => n,
+        };
+        let keep = (opening + n.saturating_sub(1)).min(events.len().saturating_sub(1));
+        events.truncate(keep);
+        Cut {
+            abort: matches!(self, StreamFault::CutAfter(_)),
+            error: matches!(self, StreamFault::ErrorAfter(_)),
+        }
     }
 }
 
@@ -150,5 +176,28 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Faults::resolve(&d, "small").stream, StreamFault::EndAfter(5));
+    }
+
+    #[test]
+    fn a_cut_keeps_the_opening_and_never_the_terminal_event() {
+        let events = || (0..10).collect::<Vec<u32>>();
+        let mut cut = events();
+        assert_eq!(
+            StreamFault::CutAfter(3).cut(&mut cut, 2),
+            Cut {
+                abort: true,
+                error: false
+            }
+        );
+        assert_eq!(cut, [0, 1, 2, 3], "the opening two, then two of content");
+        let mut errored = events();
+        assert!(StreamFault::ErrorAfter(1).cut(&mut errored, 2).error);
+        assert_eq!(errored, [0, 1]);
+        let mut ended = events();
+        assert_eq!(StreamFault::EndAfter(50).cut(&mut ended, 2), Cut::default());
+        assert_eq!(ended.len(), 9, "everything but the terminal event");
+        let mut whole = events();
+        assert_eq!(StreamFault::None.cut(&mut whole, 2), Cut::default());
+        assert_eq!(whole.len(), 10);
     }
 }

@@ -29,7 +29,6 @@ use serde_json::{Map, Value};
 
 use self::render::Rendered;
 use crate::Shared;
-use crate::faults::StreamFault;
 use crate::neutral;
 use crate::openai::error::{error_response, fault_response, invalid_api_key};
 use crate::sse::{Playback, abort_after_flush};
@@ -94,27 +93,14 @@ async fn create(State(app): State<Shared>, request: Request) -> Response {
             .into_response();
     }
     let (mut events, opening) = rendered.events();
-    let keep = |n: usize| (opening + n.saturating_sub(1)).min(events.len() - 1);
-    let abort = match faults.stream {
-        StreamFault::None => false,
-        StreamFault::CutAfter(n) => {
-            events.truncate(keep(n));
-            true
-        }
-        StreamFault::ErrorAfter(n) => {
-            events.truncate(keep(n));
-            events.push(render::rate_limited_event());
-            false
-        }
-        StreamFault::EndAfter(n) => {
-            events.truncate(keep(n));
-            false
-        }
-    };
+    let cut = faults.stream.cut(&mut events, opening);
+    if cut.error {
+        events.push(render::rate_limited_event());
+    }
     Playback {
         frames: events.iter().map(render::sse_frame).collect(),
         delay: faults.chunk_delay,
-        abort,
+        abort: cut.abort,
     }
     .into_response()
 }
