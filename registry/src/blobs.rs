@@ -180,20 +180,56 @@ impl BlobStore {
                 actual,
             });
         }
-        if let Some(pool) = &self.copies {
-            // Copied before the local write, so a blob this gateway has is
-            // one every gateway can have.
-            sqlx::query(
-                "INSERT INTO registry_blob_copies (digest, content, size) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            )
-            .bind(expected.to_string())
-            .bind(content.to_vec())
-            .bind(content.len() as i64)
-            .execute(pool)
-            .await
-            .map_err(|e| BlobError::Storage(format!("copying the blob to the database: {e}")))?;
-        }
+        // Copied before the local write, so a blob this gateway has is one
+        // every gateway can have.
+        self.copy_to_database(expected, &content).await?;
         self.put_here(expected, content).await
+    }
+
+    async fn copy_to_database(&self, digest: &Digest, content: &[u8]) -> Result<(), BlobError> {
+        let Some(pool) = &self.copies else {
+            return Ok(());
+        };
+        sqlx::query(
+            "INSERT INTO registry_blob_copies (digest, content, size) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(digest.to_string())
+        .bind(content.to_vec())
+        .bind(content.len() as i64)
+        .execute(pool)
+        .await
+        .map_err(|e| BlobError::Storage(format!("copying the blob to the database: {e}")))?;
+        Ok(())
+    }
+
+    /// Copies to the database the blobs of published versions that have no
+    /// copy there but are in this store: what gateways stored before they
+    /// kept copies. Returns how many were copied; a blob this store lacks is
+    /// left for the gateway that has it.
+    pub async fn share_missing_copies(&self) -> Result<usize, BlobError> {
+        let Some(pool) = &self.copies else {
+            return Ok(0);
+        };
+        let missing: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT v.digest FROM registry_versions v \
+             WHERE NOT EXISTS (SELECT 1 FROM registry_blob_copies c WHERE c.digest = v.digest)",
+        )
+        .fetch_all(pool)
+        .await
+        .map_err(|e| BlobError::Storage(format!("listing blobs without a database copy: {e}")))?;
+        let mut copied = 0;
+        for digest in missing {
+            let Ok(digest) = digest.parse::<Digest>() else { continue };
+            let content = match self.store.get(&self.path(&digest)).await {
+                Ok(found) => found.bytes().await.map_err(|e| BlobError::Storage(e.to_string()))?,
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(BlobError::Storage(e.to_string())),
+            };
+            verify(&digest, &content)?;
+            self.copy_to_database(&digest, &content).await?;
+            copied += 1;
+        }
+        Ok(copied)
     }
 
     async fn put_here(&self, digest: &Digest, content: Bytes) -> Result<(), BlobError> {

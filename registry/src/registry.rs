@@ -250,6 +250,7 @@ mod tests {
                 .with_database_copies(first.index.pool.clone()),
         );
         let adapter = Bytes::from(component_exporting("tollgate:provider/adapter@0.1.0"));
+        let adapter_v2 = Bytes::from(component_exporting("tollgate:provider/adapter@0.2.0"));
         let v1 = manifest(PackageKind::ProviderAdapter, "1.0.0", &adapter);
         first.publish(&v1, adapter.clone(), "ws_1").await.unwrap();
         let record = second.index.version(&v1.name, &v1.version).await.unwrap();
@@ -263,6 +264,22 @@ mod tests {
             plain.get(&v1.content.digest).await,
             Err(BlobError::NotFound(_))
         ));
+
+        // A gateway that stored blobs before it kept copies shares them later.
+        let older = Registry::new(
+            first.index.clone(),
+            BlobStore::open(&StorageConfig::Local, &dir.path().join("older")).unwrap(),
+        );
+        let v2 = manifest(PackageKind::ProviderAdapter, "2.0.0", &adapter_v2);
+        older.publish(&v2, adapter_v2.clone(), "ws_1").await.unwrap();
+        let record = second.index.version(&v2.name, &v2.version).await.unwrap();
+        assert!(second.content(&record).await.is_err(), "no copy yet");
+        let sharing = BlobStore::open(&StorageConfig::Local, &dir.path().join("older"))
+            .unwrap()
+            .with_database_copies(first.index.pool.clone());
+        assert_eq!(sharing.share_missing_copies().await.unwrap(), 1);
+        assert_eq!(sharing.share_missing_copies().await.unwrap(), 0, "once");
+        assert_eq!(second.content(&record).await.unwrap(), adapter_v2);
 
         sqlx::query("UPDATE registry_blob_copies SET content = $1")
             .bind(b"tampered".to_vec())

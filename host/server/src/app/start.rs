@@ -142,6 +142,15 @@ impl Catalog {
         let adapters = Arc::new(Adapters::load(&config.plugins, &config.cache_dir(), &files)?);
         let registry = tollgate_packages::open(&config.registry, &config.data_dir, database)?;
         tollgate_packages::seed_builtins(&registry).await?;
+        // Blobs stored before gateways kept database copies, shared now.
+        match registry.blobs.share_missing_copies().await {
+            Ok(0) => {}
+            Ok(shared) => tracing::info!(
+                shared,
+                "copied earlier package blobs to the database for other gateways"
+            ),
+            Err(error) => tracing::warn!(%error, "could not copy earlier package blobs to the database"),
+        }
         let poll = Duration::from_millis(config.registry.install_poll_ms);
         let component_host =
             tollgate_components::ComponentHost::new(adapters.engine(), &config.cache_dir(), config.components.clone())?;
