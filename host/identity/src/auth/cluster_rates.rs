@@ -110,11 +110,17 @@ impl ClusterRates {
     /// back the lock to claim a new slice under.
     fn take(&self, key_id: &str) -> Result<(), Arc<tokio::sync::Mutex<()>>> {
         let mut slices = self.slices.lock().expect("rates poisoned");
-        let slice = slices.entry(key_id.to_string()).or_insert_with(|| Slice {
-            left: 0,
-            until: Instant::now(),
-            claiming: Arc::default(),
-        });
+        // Looked up before inserting: the key's id is copied only the first
+        // time, not on every admission.
+        if !slices.contains_key(key_id) {
+            let fresh = Slice {
+                left: 0,
+                until: Instant::now(),
+                claiming: Arc::default(),
+            };
+            slices.insert(key_id.to_string(), fresh);
+        }
+        let slice = slices.get_mut(key_id).expect("inserted above");
         if slice.left > 0 && slice.until > Instant::now() {
             slice.left -= 1;
             return Ok(());

@@ -2,21 +2,12 @@
 
 use crate::common;
 
-use common::{Gateway, standard_config, start_mock};
+use common::{Gateway, mock_requests, standard_config, start_mock};
 use serde_json::{Value, json};
 
 async fn setup() -> (Gateway, std::net::SocketAddr) {
     let mock = start_mock(Default::default()).await;
     (Gateway::start(&standard_config(mock, "")).await, mock)
-}
-
-async fn mock_requests(mock: std::net::SocketAddr) -> Vec<Value> {
-    reqwest::get(format!("http://{mock}/__mock/requests"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 #[tokio::test]

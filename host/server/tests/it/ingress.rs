@@ -41,13 +41,8 @@ models = [
 
 /// The bodies of the Messages requests the mock upstream received, oldest first.
 async fn upstream_messages(mock: std::net::SocketAddr) -> Vec<Value> {
-    let recorded: Vec<Value> = reqwest::get(format!("http://{mock}/__mock/requests"))
+    common::mock_requests(mock)
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    recorded
         .into_iter()
         .filter(|r| r["path"] == "/v1/messages")
         .map(|r| r["body"].clone())

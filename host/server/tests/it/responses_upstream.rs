@@ -23,13 +23,7 @@ output_price_per_mtok = "120"
 "#;
 
 async fn last_upstream_request(mock: std::net::SocketAddr) -> Value {
-    let recorded: Vec<Value> = reqwest::get(format!("http://{mock}/__mock/requests"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    recorded.last().cloned().unwrap()
+    common::mock_requests(mock).await.pop().unwrap()
 }
 
 #[tokio::test]

@@ -105,3 +105,46 @@ async fn an_adapter_finds_nothing_an_earlier_request_left_in_its_memory() {
         }
     }
 }
+
+/// A model that names its own adapter (`adapter` on the model, as the
+/// Responses-only models do) gets that adapter in the same sandbox, with its
+/// provider's origin and key and nothing more: a trapping adapter named by
+/// one model fails only that model's request, and the provider's other
+/// models, on its own adapter, keep serving.
+#[tokio::test]
+async fn a_hostile_adapter_named_by_one_model_fails_only_that_models_request() {
+    let mock = start_mock(Default::default()).await;
+    let extra = r#"
+[[providers.mock.models]]
+id = "trap-by-model"
+upstream = "trap"
+adapter = "misbehaving"
+input_price_per_mtok = "1"
+output_price_per_mtok = "1"
+[[providers.mock.models]]
+id = "fine-by-model"
+upstream = "fine"
+adapter = "misbehaving"
+input_price_per_mtok = "1"
+output_price_per_mtok = "1"
+"#;
+    let gateway = Gateway::start(&standard_config(mock, extra)).await;
+    let ask = |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+
+    let (status, _, body) = gateway.chat(ask("mock/trap-by-model")).await;
+    assert_eq!(status, 502, "{body}");
+    let error = assert_error_shape(&body);
+    assert_eq!(error["code"], "adapter_failed");
+    assert!(error["message"].as_str().unwrap().contains("'misbehaving'"), "{body}");
+    gateway.assert_still_serving().await;
+
+    // Served by the model's adapter, sent only to the provider's own origin
+    // with the provider's own key.
+    let (status, _, body) = gateway.chat(ask("mock/fine-by-model")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["service"]["attempts"][0]["adapter"], "misbehaving");
+    let sent = common::mock_requests(mock).await;
+    let last = sent.last().unwrap();
+    assert_eq!(last["body"]["model"], "fine");
+    assert_eq!(last["headers"]["authorization"], "Bearer sk-test-upstream");
+}

@@ -33,6 +33,17 @@ pub async fn start_mock(options: tollgate_mock_upstream::MockOptions) -> SocketA
     address
 }
 
+/// The API requests `mock` received (its `/__mock/requests` recorder), oldest
+/// first: `{"method","path","headers","body"}`.
+pub async fn mock_requests(mock: SocketAddr) -> Vec<serde_json::Value> {
+    reqwest::get(format!("http://{mock}/__mock/requests"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub struct Gateway {
     pub url: String,
     pub api_key: String,
