@@ -167,6 +167,11 @@ impl Billing {
         &self.plans
     }
 
+    /// The audit log, where what a payment changed is recorded.
+    pub fn audit(&self) -> tollgate_audit::AuditLog {
+        tollgate_audit::AuditLog::new(self.database.clone())
+    }
+
     /// Spend controls.
     pub fn budgets(&self) -> &Budgets {
         &self.budgets

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod actor_agents;
+pub mod audit;
 pub mod card;
 mod config;
 #[cfg(feature = "a2a-conformance")]
@@ -56,6 +57,8 @@ pub struct Concerns {
     pub components: Arc<tollgate_tools::Installs>,
     /// Hosted actors, their deployments and runs.
     pub actors: Arc<Actors>,
+    /// Where every change is recorded (`audit.rs`).
+    pub audit: tollgate_audit::AuditLog,
 }
 
 /// Sign-up, the only unauthenticated write: a budget per client, and the

@@ -12,12 +12,15 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::audit;
 use super::error::OpError;
 use super::ops::actors as act;
+use super::ops::audit as audit_ops;
 use super::ops::components as comp;
 use super::ops::packages as pkg;
 use super::ops::{billing, budgets, members, payments, workspaces};
 use super::{ControlPlane, Limits, Signups};
+use tollgate_audit::AuditLog;
 use tollgate_billing::Billing;
 use tollgate_hosted_actors::Actors;
 use tollgate_identity::accounts::Accounts;
@@ -92,6 +95,7 @@ uses! {
     Packages => |control| &control.apis.packages;
     tollgate_tools::Installs => |control| &control.apis.components;
     Actors => |control| &control.apis.actors;
+    AuditLog => |control| &control.apis.audit;
     Signups => |control| &control.signups;
     Limits => |control| &control.limits;
 }
@@ -128,6 +132,12 @@ impl Op {
             Access::Workspace(permission) => Some(permission),
             _ => None,
         }
+    }
+
+    /// Runs the handler alone, with `ctx` already checked (reading the
+    /// state a change is about to replace, for the audit log).
+    pub(crate) async fn invoke(&self, control: &ControlPlane, ctx: &Ctx, params: Value) -> Result<Value, OpError> {
+        (self.handler)(control, ctx, params).await
     }
 }
 
@@ -260,6 +270,8 @@ pub fn ops() -> &'static [Op] {
                 act::deployment, act::DeploymentParams => act::DeploymentShown),
             op!("deployments.delete", Workspace(ActorWrite), "Delete a deployment; its URL answers 404 at once.",
                 act::undeploy, act::DeploymentParams => act::Undeployed),
+            op!("audit.list", Workspace(AuditRead), "List the workspace's audit log, newest first: every control-plane change, sign-in and payment, with actor, target, before and after (owners and admins).",
+                audit_ops::list, audit_ops::ListParams => audit_ops::AuditPage),
             op!("runs.get", Workspace(ActorRead), "Show an actor run: its signed provenance trail, the signature and the public key.",
                 act::run, act::RunParams => act::RunShown),
         ]
@@ -293,6 +305,24 @@ pub async fn run(
         scope: None,
         client_ip,
     };
+    let checked = check(op, control, &mut ctx, &params).await;
+    let before = match (&checked, audit::changes_state(op)) {
+        (Ok(()), true) => audit::before(control, &ctx, op, &params).await,
+        _ => None,
+    };
+    let outcome = match checked {
+        Ok(()) => (op.handler)(control, &ctx, params.clone()).await,
+        Err(error) => Err(error),
+    };
+    if let Some(change) = audit::change(op, &ctx, &params, before, &outcome) {
+        control.apis.audit.record(change).await;
+    }
+    outcome
+}
+
+/// Authentication, then the workspace scope and permission; sets the scope
+/// on `ctx`.
+async fn check(op: &Op, control: &ControlPlane, ctx: &mut Ctx, params: &Value) -> Result<(), OpError> {
     match op.access {
         Access::Public => {}
         Access::Authenticated => {
@@ -304,7 +334,7 @@ pub async fn run(
                 Some(Value::String(id)) => Some(id.clone()),
                 Some(_) => return Err(OpError::InvalidParams("workspace_id must be a string".into())),
             };
-            let scope = resolve_scope(&control.apis.accounts, &ctx, target).await?;
+            let scope = resolve_scope(&control.apis.accounts, ctx, target).await?;
             if !scope.role.allows(permission) {
                 return Err(OpError::PermissionDenied(format!(
                     "role '{}' lacks permission '{}' needed by {}",
@@ -316,7 +346,7 @@ pub async fn run(
             ctx.scope = Some(scope);
         }
     }
-    (op.handler)(control, &ctx, params).await
+    Ok(())
 }
 
 /// The caller's role in `target` (default: the key's workspace). A workspace the

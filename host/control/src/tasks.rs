@@ -77,51 +77,11 @@ pub fn op_task(op: &str, request: &Value, context_id: &str, outcome: &Result<Val
     task
 }
 
-/// What the task store keeps in place of a secret.
-pub const REDACTED: &str = "[redacted]";
-
-/// Object keys whose values are secrets wherever they appear in a task: a
-/// minted key (`api_key`), a credential's `value` (under `credentials`), and
-/// the usual names for passwords and tokens, so an op added later is covered
-/// without remembering to list it.
-const SECRET_KEYS: &[&str] = &[
-    "api_key",
-    "secret",
-    "client_secret",
-    "password",
-    "token",
-    "access_token",
-    "refresh_token",
-    "webhook_secret",
-];
-
-/// A copy of `task` fit to rest in the store: every secret replaced by
-/// [`REDACTED`]. The caller that created a secret sees it once, in the answer
-/// to its own call; `GetTask`/`ListTasks` never do.
-pub fn redacted(task: &Value) -> Value {
-    let mut task = task.clone();
-    redact(&mut task, false);
-    task
-}
-
-fn redact(value: &mut Value, in_credentials: bool) {
-    match value {
-        Value::Object(object) => {
-            for (key, value) in object.iter_mut() {
-                let secret = SECRET_KEYS.contains(&key.as_str()) || (in_credentials && key == "value");
-                match secret {
-                    true if !value.is_null() => *value = Value::String(REDACTED.into()),
-                    true => {}
-                    false => redact(value, in_credentials || key == "credentials"),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| redact(item, in_credentials)),
-        // A full key is a secret wherever it appears (a hint is shortened with "…").
-        Value::String(text) if text.starts_with("tg_live_") && !text.contains('…') => *text = REDACTED.into(),
-        _ => {}
-    }
-}
+/// The task store keeps no secret: a minted key (`api_key`), a credential's
+/// `value` and the usual secret names are redacted wherever they appear
+/// (the rule the audit log uses too). The caller that created a secret sees
+/// it once, in the answer to its own call; `GetTask`/`ListTasks` never do.
+pub use tollgate_audit::redact::{REDACTED, redacted};
 
 pub async fn save(database: &Database, owner: &str, task: &Value) -> sqlx::Result<()> {
     let task = redacted(task);

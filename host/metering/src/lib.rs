@@ -1,4 +1,5 @@
-//! Usage metering: one CloudEvents 1.0 usage event per metered request.
+//! Usage metering: one CloudEvents 1.0 usage event per metered request, and
+//! the audit log's rows as events to the same sinks (`audit_feed.rs`).
 //!
 //! The event is not a separate write. The ledger's settle transaction writes the
 //! request log row, and that row is the event's only record, so an event exists
@@ -10,6 +11,7 @@
 //! See docs/metering.md.
 #![forbid(unsafe_code)]
 
+mod audit_feed;
 mod config;
 mod dispatcher;
 mod event;
@@ -23,6 +25,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+pub use audit_feed::{
+    AUDIT_EVENT_TYPE, AUDIT_SCHEMA, AUDIT_SCHEMA_PATH, delivered_everywhere as audit_delivered_everywhere,
+};
 pub use config::{HttpMode, MeteringConfig, SinkConfig};
 pub use event::{BUDGET_SCHEMA, BUDGET_SCHEMA_PATH, BUDGET_THRESHOLD_EVENT_TYPE, EVENT_TYPE, SCHEMA, SCHEMA_PATH};
 pub use feed::{Backlog, Position, Reader as FeedReader, SettledRequest, backlog, delivered_everywhere};
@@ -108,6 +113,9 @@ impl Metering {
             feed::ensure_cursor(database, name, now_ms())
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot create the metering cursor of sink '{name}': {e}"))?;
+            audit_feed::ensure_cursor(database, name)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot create the audit cursor of sink '{name}': {e}"))?;
         }
         for (name, sink) in &self.sinks {
             let dispatcher = dispatcher::Dispatcher {
@@ -122,6 +130,17 @@ impl Metering {
                 owner: self.owner(name),
             };
             tokio::spawn(dispatcher.run());
+            tokio::spawn(
+                audit_feed::AuditDispatcher {
+                    database: database.clone(),
+                    sink_name: name.clone(),
+                    sink: sink.clone(),
+                    identity: self.identity.clone(),
+                    config: self.config.clone(),
+                    owner: self.owner(name),
+                }
+                .run(),
+            );
         }
         tokio::spawn(monitor_backlog(
             database.clone(),
@@ -144,6 +163,9 @@ impl Metering {
         for (name, _) in &self.sinks {
             if let Err(error) = feed::release(database, name, &self.owner(name)).await {
                 tracing::warn!(sink = %name, %error, "cannot release the metering cursor; it frees itself after lease_ms");
+            }
+            if let Err(error) = audit_feed::release(database, name, &self.owner(name)).await {
+                tracing::warn!(sink = %name, %error, "cannot release the audit cursor; it frees itself after lease_ms");
             }
         }
     }

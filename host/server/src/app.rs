@@ -160,6 +160,7 @@ impl Gateway {
         axum::Router::new()
             .route(tollgate_metering::SCHEMA_PATH, get(usage_schema))
             .route(tollgate_metering::BUDGET_SCHEMA_PATH, get(budget_schema))
+            .route(tollgate_metering::AUDIT_SCHEMA_PATH, get(audit_schema))
             .merge(tollgate_gateway::routes())
             .merge(tollgate_control::routes(&self.config.control_plane))
             .merge(tollgate_packages::api::routes())
@@ -186,6 +187,15 @@ async fn usage_schema() -> Response {
     (
         [(header::CONTENT_TYPE, "application/schema+json")],
         tollgate_metering::SCHEMA,
+    )
+        .into_response()
+}
+
+/// The JSON Schema that audit events name as their `dataschema`.
+async fn audit_schema() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/schema+json")],
+        tollgate_metering::AUDIT_SCHEMA,
     )
         .into_response()
 }

@@ -2,6 +2,7 @@
 //! control plane over HTTP (`client.rs`), and publish and install packages.
 
 mod actors;
+mod audit;
 mod catalog;
 mod client;
 mod output;
@@ -77,9 +78,9 @@ enum AdminCommand {
     /// Show one request's log entry: the auditable trace of that request,
     /// from the database or, once retention moved it, from the archive.
     Request(RequestArgs),
-    /// Move request-log rows past `[retention] request_log_days` (and
-    /// delivered to every metering sink) to the archive now, as the server
-    /// does every `interval_secs`.
+    /// Move request-log rows past `[retention] request_log_days` and audit-log
+    /// rows past `audit_log_days` (both delivered to every metering sink) to
+    /// the archive now, as the server does every `interval_secs`.
     Archive(ArchiveArgs),
     /// Plans (docs/billing.md).
     #[command(subcommand)]
@@ -87,6 +88,10 @@ enum AdminCommand {
     /// Payments (docs/billing.md, "Payments").
     #[command(subcommand)]
     Payments(AdminPaymentsCommand),
+    /// Check the audit log's hash chain from its anchor to its head; exits
+    /// non-zero at the first row that was changed, removed or inserted
+    /// (docs/audit.md).
+    AuditVerify(audit::VerifyArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -214,6 +219,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let database = open_database(&args.config).await?;
             let created =
                 tollgate_identity::accounts::signup(&database, &args.name, args.email.as_deref(), credit).await?;
+            audit::operator_change(
+                &database,
+                "admin.create-account",
+                &created.workspace_id,
+                serde_json::to_value(&created)?,
+            )
+            .await;
             if args.json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
@@ -242,6 +254,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let database = open_database(&args.config).await?;
             tollgate_ledger::credit(&database, &args.workspace, amount).await?;
             let wallet = tollgate_ledger::wallet(&database, &args.workspace).await?;
+            let after = serde_json::json!({"credited_usd": amount.usd_string(), "wallet": &wallet});
+            audit::operator_change(&database, "admin.credit", &args.workspace, after).await;
             println!(
                 "credited {} USD; available {} USD",
                 amount.usd_string(),
@@ -300,12 +314,21 @@ async fn run(command: Command) -> anyhow::Result<()> {
             };
             let archive = config.retention.open_archive(&config.data_dir)?;
             let retention = &config.retention;
-            let report = crate::retention::run_once(
+            let mut report = crate::retention::run_once(
                 &database,
                 &archive,
                 retention.request_log_days,
                 retention.rows_per_file,
                 now,
+            )
+            .await?;
+            crate::retention::archive_audit(
+                &database,
+                &archive,
+                retention.audit_log_days,
+                retention.rows_per_file,
+                now,
+                &mut report,
             )
             .await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
@@ -318,20 +341,26 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 database.clone(),
                 tollgate_identity::auth::KeyResolver::new(database.pool.clone()),
             );
-            let billing = tollgate_billing::Billing::new(&config.billing, accounts, database)?;
+            let billing = tollgate_billing::Billing::new(&config.billing, accounts, database.clone())?;
             let plan = billing.set_plan(&args.workspace, &args.plan).await?;
+            let after = serde_json::json!({"plan": plan.id});
+            audit::operator_change(&database, "admin.plan.set", &args.workspace, after).await;
             println!("workspace {} is on plan '{}'", args.workspace, plan.id);
             Ok(())
         }
         Command::Admin(AdminCommand::Payments(AdminPaymentsCommand::Release(args))) => {
             let database = open_database(&args.config).await?;
-            if tollgate_billing::payments::release_hold(&database, &args.workspace).await? {
+            let released = tollgate_billing::payments::release_hold(&database, &args.workspace).await?;
+            let after = serde_json::json!({"released": released});
+            audit::operator_change(&database, "admin.payments.release", &args.workspace, after).await;
+            if released {
                 println!("top-ups of workspace {} are no longer held", args.workspace);
             } else {
                 println!("workspace {} had no hold on its top-ups", args.workspace);
             }
             Ok(())
         }
+        Command::Admin(AdminCommand::AuditVerify(args)) => audit::verify(args).await,
         Command::Client(command) => client::run(command).await,
         Command::Packages(command) => packages::run(command).await,
         Command::Actors(command) => actors::run(command).await,

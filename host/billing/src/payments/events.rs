@@ -48,6 +48,9 @@ pub struct Handled {
     /// The workspace whose plan this event may have changed.
     #[serde(skip)]
     pub plan_changed: Option<String>,
+    /// The workspace whose wallet, hold or plan this event changed.
+    #[serde(skip)]
+    pub workspace_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -67,6 +70,8 @@ struct EventData {
 struct Outcome {
     what: &'static str,
     plan_changed: Option<String>,
+    /// The workspace whose wallet or hold the event changed.
+    changed: Option<String>,
 }
 
 impl From<&'static str> for Outcome {
@@ -74,6 +79,16 @@ impl From<&'static str> for Outcome {
         Outcome {
             what,
             plan_changed: None,
+            changed: None,
+        }
+    }
+}
+
+impl Outcome {
+    fn changed(what: &'static str, workspace_id: &str) -> Self {
+        Outcome {
+            changed: Some(workspace_id.to_string()),
+            ..what.into()
         }
     }
 }
@@ -87,6 +102,7 @@ pub async fn handle(database: &Database, payload: &[u8], plans: &Plans) -> Resul
         event_id: event.id.clone(),
         event_type: event.event_type.clone(),
         outcome: outcome.what,
+        workspace_id: outcome.changed.or_else(|| outcome.plan_changed.clone()),
         plan_changed: outcome.plan_changed,
     };
     if !store::claim_event(&mut tx, &event.id, &event.event_type).await? {
@@ -150,7 +166,10 @@ async fn session_completed(tx: &mut Tx, session: &Value, async_succeeded: bool) 
     let paid = async_succeeded || text(session, "/payment_status") == Some("paid");
     if checkout.kind == "subscription" {
         let moved = store::transition(tx, &checkout.id, &["creating", "open", "processing"], "paid", None).await?;
-        return Ok(if moved { "subscribed" } else { "already_paid" }.into());
+        return Ok(match moved {
+            true => Outcome::changed("subscribed", &checkout.workspace_id),
+            false => "already_paid".into(),
+        });
     }
     if !paid {
         // Paid by a method that settles later: async_payment_* follows.
@@ -170,7 +189,7 @@ async fn session_completed(tx: &mut Tx, session: &Value, async_succeeded: bool) 
     }
     tollgate_ledger::credit_in(tx, &checkout.workspace_id, Nanos(checkout.amount_nano)).await?;
     tracing::info!(checkout = %checkout.id, workspace = %checkout.workspace_id, amount_usd = %Nanos(checkout.amount_nano).usd_decimal(), "top-up credited");
-    Ok("credited".into())
+    Ok(Outcome::changed("credited", &checkout.workspace_id))
 }
 
 async fn session_ended(tx: &mut Tx, session: &Value, to: &'static str) -> Result<Outcome, WebhookError> {
@@ -210,7 +229,7 @@ async fn refunded(tx: &mut Tx, charge: &Value) -> Result<Outcome, WebhookError> 
     }
     tollgate_ledger::debit_in(tx, &checkout.workspace_id, Nanos(increase * CENT)).await?;
     tracing::warn!(checkout = %checkout.id, workspace = %checkout.workspace_id, cents = increase, "top-up refunded: wallet debited");
-    Ok("debited".into())
+    Ok(Outcome::changed("debited", &checkout.workspace_id))
 }
 
 /// A dispute holds the workspace's further top-ups until an operator looks.
@@ -224,7 +243,7 @@ async fn disputed(tx: &mut Tx, dispute: &Value) -> Result<Outcome, WebhookError>
     );
     store::hold(tx, &checkout.workspace_id, &reason).await?;
     tracing::warn!(workspace = %checkout.workspace_id, %reason, "top-ups held");
-    Ok("held".into())
+    Ok(Outcome::changed("held", &checkout.workspace_id))
 }
 
 /// A subscription's state decides the workspace's plan: active (or retrying
@@ -294,6 +313,7 @@ async fn subscription(
     Ok(Outcome {
         what: outcome,
         plan_changed: Some(workspace),
+        changed: None,
     })
 }
 
@@ -330,5 +350,6 @@ async fn invoice_paid(tx: &mut Tx, invoice: &Value) -> Result<Outcome, WebhookEr
     Ok(Outcome {
         what: "renewed",
         plan_changed: Some(workspace),
+        changed: None,
     })
 }

@@ -11,6 +11,7 @@ use axum::routing::post;
 
 use super::WebhookError;
 use crate::Billing;
+use tollgate_audit::{Actor, ActorKind, Change};
 use tollgate_web::error::ApiError;
 
 pub const WEBHOOK_PATH: &str = "/v1/billing/stripe/webhook";
@@ -50,6 +51,13 @@ async fn webhook(State(billing): State<Arc<Billing>>, headers: HeaderMap, payloa
         Ok(handled) => {
             if let Some(workspace_id) = &handled.plan_changed {
                 billing.forget_plan(workspace_id);
+            }
+            if let Some(workspace_id) = &handled.workspace_id {
+                let change = Change::new("payments.webhook", Actor::of_kind(ActorKind::Processor))
+                    .workspace(workspace_id.clone())
+                    .target(serde_json::json!({"event_id": handled.event_id, "type": handled.event_type}))
+                    .after(serde_json::json!({"outcome": handled.outcome}));
+                billing.audit().record(change).await;
             }
             tracing::debug!(event = %handled.event_id, outcome = handled.outcome, "payment event handled");
             (

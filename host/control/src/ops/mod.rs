@@ -6,6 +6,7 @@
 //! rules, and checks the caller before any runs.
 
 pub mod actors;
+pub mod audit;
 pub mod billing;
 pub mod budgets;
 pub mod components;

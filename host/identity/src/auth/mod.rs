@@ -79,6 +79,22 @@ pub struct Principal {
     pub requests_per_minute: Option<u32>,
 }
 
+/// Who a principal is in the audit log: a key, or a console session of a
+/// user signed in through OIDC (whose principal carries the session's id,
+/// `sess_…`, in place of a key's).
+pub fn audit_actor(principal: &Principal) -> tollgate_audit::Actor {
+    let oidc = principal.key_id.starts_with("sess_");
+    tollgate_audit::Actor {
+        kind: match oidc {
+            true => tollgate_audit::ActorKind::Oidc,
+            false => tollgate_audit::ActorKind::Key,
+        },
+        user_id: principal.user_id.clone(),
+        key_id: (!oidc).then(|| principal.key_id.clone()),
+        session_id: oidc.then(|| principal.key_id.clone()),
+    }
+}
+
 /// A freshly minted key. `secret` must be shown once and then forgotten.
 pub struct NewKey {
     pub secret: String,

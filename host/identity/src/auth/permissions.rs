@@ -44,10 +44,12 @@ pub enum Permission {
     ActorRead,
     /// Publish actors and create, move and delete deployments.
     ActorWrite,
+    /// Read the workspace's audit log (owners and admins).
+    AuditRead,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 19] = [
+    pub const ALL: [Permission; 20] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -67,6 +69,7 @@ impl Permission {
         Permission::InstallWrite,
         Permission::ActorRead,
         Permission::ActorWrite,
+        Permission::AuditRead,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -90,6 +93,7 @@ impl Permission {
             Permission::InstallWrite => "install.write",
             Permission::ActorRead => "actor.read",
             Permission::ActorWrite => "actor.write",
+            Permission::AuditRead => "audit.read",
         }
     }
 }

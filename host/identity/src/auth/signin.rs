@@ -11,13 +11,14 @@
 //! Nothing here grants more than a key would: a session resolves to a
 //! [`Principal`](super::Principal) and every call is checked as one.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{ConnectInfo, FromRef, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use subtle::ConstantTimeEq;
@@ -27,9 +28,11 @@ use super::permissions::Permission;
 use super::sessions::{self, NewSession, PlainHttp, SESSION_COOKIE, Sessions};
 use super::{AuthState, KeyResolver};
 use crate::accounts::{AccountError, Accounts};
+use tollgate_audit::{Actor, ActorKind, AuditLog, Change};
 use tollgate_core::db::{Database, now_ms};
 use tollgate_core::money::Nanos;
 use tollgate_web::error::ApiError;
+use tollgate_web::rate_limit::TrustedProxy;
 use tollgate_web::server::RequestId;
 
 /// `[auth]`: console sign-in.
@@ -74,6 +77,11 @@ pub struct SignIn {
     signup_credit: Nanos,
     /// When a session cookie may go without `Secure` (docs/console.md).
     plain_http: PlainHttp,
+    /// Sign-ins and sign-outs are recorded there.
+    audit: AuditLog,
+    /// `control_plane.trusted_proxies`: whose `X-Forwarded-For` names the
+    /// client an audit row records.
+    trusted_proxies: Vec<TrustedProxy>,
 }
 
 impl SignIn {
@@ -85,6 +93,7 @@ impl SignIn {
         public_url: Option<String>,
         signup_credit: Nanos,
         plain_http: PlainHttp,
+        trusted_proxies: Vec<TrustedProxy>,
     ) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(10))
@@ -94,11 +103,39 @@ impl SignIn {
             sessions: Sessions::new(database.clone(), keys.clone(), sealing, config.session_ttl_secs),
             providers: Providers::new(&config.oidc, http)?,
             accounts: Accounts::new(database.clone(), keys),
+            audit: AuditLog::new(database.clone()),
             database,
             public_url,
             signup_credit,
             plain_http,
+            trusted_proxies,
         })
+    }
+
+    fn client_ip(&self, peer: Option<Extension<ConnectInfo<SocketAddr>>>, headers: &HeaderMap) -> Option<IpAddr> {
+        tollgate_web::rate_limit::client_ip(
+            peer.map(|Extension(ConnectInfo(address))| address.ip()),
+            headers,
+            &self.trusted_proxies,
+        )
+    }
+
+    /// Records a session's start or end (`auth.signin`, `auth.signout`).
+    async fn audit(
+        &self,
+        op: &str,
+        actor: Actor,
+        workspace_id: &str,
+        session_id: &str,
+        how: serde_json::Value,
+        ip: Option<IpAddr>,
+    ) {
+        let mut target = json!({ "session_id": session_id });
+        if let (Some(target), Some(how)) = (target.as_object_mut(), how.as_object()) {
+            target.extend(how.clone());
+        }
+        let change = Change::new(op, actor).workspace(workspace_id).target(target).ip(ip);
+        self.audit.record(change).await;
     }
 
     /// Whether this request's session cookie may go without `Secure`.
@@ -193,6 +230,7 @@ fn session_response(auth: &AuthState, headers: &HeaderMap, new: &NewSession, sta
 async fn sign_in_with_key(
     State(auth): State<Arc<AuthState>>,
     request_id: RequestId,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Result<Json<KeySignIn>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
@@ -201,16 +239,29 @@ async fn sign_in_with_key(
         return fail(ApiError::invalid_request("Send {\"api_key\": \"tg_live_…\"} as JSON."));
     };
     let secret = body.api_key.trim();
-    match auth.resolve(secret).await {
-        Ok(Some(_)) => {}
+    let principal = match auth.resolve(secret).await {
+        Ok(Some(principal)) => principal,
         Ok(None) => return fail(ApiError::invalid_token("Invalid API key.")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
             return fail(ApiError::internal("Could not check the API key."));
         }
-    }
+    };
     match auth.sessions().create_for_key(&super::hash_key(secret)).await {
-        Ok(new) => session_response(&auth, &headers, &new, StatusCode::CREATED),
+        Ok(new) => {
+            let ip = auth.signin.client_ip(peer, &headers);
+            auth.signin
+                .audit(
+                    "auth.signin",
+                    super::audit_actor(&principal),
+                    &principal.workspace_id,
+                    &new.id,
+                    json!({"method": "key"}),
+                    ip,
+                )
+                .await;
+            session_response(&auth, &headers, &new, StatusCode::CREATED)
+        }
         Err(e) => {
             tracing::error!(error = %e, "creating a session failed");
             fail(ApiError::internal("Could not create the session."))
@@ -277,7 +328,12 @@ async fn session_info(State(auth): State<Arc<AuthState>>, request_id: RequestId,
     )
 }
 
-async fn sign_out(State(auth): State<Arc<AuthState>>, request_id: RequestId, headers: HeaderMap) -> Response {
+async fn sign_out(
+    State(auth): State<Arc<AuthState>>,
+    request_id: RequestId,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+) -> Response {
     let fail = |error: ApiError| error.with_request_id(&request_id.0).into_response();
     let info = match auth.sessions().from_request(&headers, true).await {
         Ok(Some(Ok(info))) => Some(info),
@@ -288,11 +344,22 @@ async fn sign_out(State(auth): State<Arc<AuthState>>, request_id: RequestId, hea
             return fail(ApiError::internal("Could not read the session."));
         }
     };
-    if let Some(info) = info
-        && let Err(e) = auth.sessions().end(&info.id).await
-    {
-        tracing::error!(error = %e, "ending a session failed");
-        return fail(ApiError::internal("Could not end the session."));
+    if let Some(info) = info {
+        if let Err(e) = auth.sessions().end(&info.id).await {
+            tracing::error!(error = %e, "ending a session failed");
+            return fail(ApiError::internal("Could not end the session."));
+        }
+        let ip = auth.signin.client_ip(peer, &headers);
+        auth.signin
+            .audit(
+                "auth.signout",
+                super::audit_actor(&info.principal),
+                &info.principal.workspace_id,
+                &info.id,
+                json!({"method": info.kind}),
+                ip,
+            )
+            .await;
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     let clear = sessions::set_cookie(
@@ -364,9 +431,11 @@ async fn oidc_callback(
     request_id: RequestId,
     Path(name): Path<String>,
     Query(query): Query<Callback>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
 ) -> Response {
-    let outcome = callback(&auth, &name, query, &headers).await;
+    let ip = auth.signin.client_ip(peer, &headers);
+    let outcome = callback(&auth, &name, query, &headers, ip).await;
     // The state cookie has done its job either way.
     let clear = sessions::set_cookie(
         STATE_COOKIE,
@@ -387,7 +456,23 @@ async fn oidc_callback(
         }
         Err(error) => {
             tracing::info!(provider = %name, error = %error.message, "OIDC sign-in refused");
-            no_store(error.with_request_id(&request_id.0).into_response())
+            // A browser is sent back to the console, which says why and offers
+            // the sign-in again; other clients get the documented JSON error.
+            let browser = headers
+                .get(header::ACCEPT)
+                .and_then(|accept| accept.to_str().ok())
+                .is_some_and(|accept| accept.contains("text/html"));
+            if browser {
+                let encode = |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+                let location = format!(
+                    "/console/#/signin-failed?reason={}&request_id={}",
+                    encode(&error.message),
+                    encode(&request_id.0)
+                );
+                no_store((StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response())
+            } else {
+                no_store(error.with_request_id(&request_id.0).into_response())
+            }
         }
     };
     if let Ok(value) = HeaderValue::from_str(&clear) {
@@ -404,6 +489,7 @@ async fn callback(
     name: &str,
     query: Callback,
     headers: &HeaderMap,
+    ip: Option<IpAddr>,
 ) -> Result<(NewSession, bool), ApiError> {
     let signin = &auth.signin;
     let provider = signin
@@ -440,6 +526,15 @@ async fn callback(
         .create_for_user(&user_id, &workspace_id, first_key.as_deref())
         .await
         .map_err(internal)?;
+    let actor = Actor {
+        user_id: Some(user_id),
+        session_id: Some(new.id.clone()),
+        ..Actor::of_kind(ActorKind::Oidc)
+    };
+    let how = json!({"method": "oidc", "provider": name, "first_sign_in": first_key.is_some()});
+    signin
+        .audit("auth.signin", actor, &workspace_id, &new.id, how, ip)
+        .await;
     Ok((new, first_key.is_some()))
 }
 

@@ -79,6 +79,7 @@ impl Gateway {
                 packages: catalog.packages.clone(),
                 components: catalog.component_installs,
                 actors: actors.clone(),
+                audit: tollgate_audit::AuditLog::new(database.clone()),
             },
             database.clone(),
             config.auth.key_requests_per_minute,
@@ -279,6 +280,7 @@ fn auth_state(
         config.control_plane.public_url.clone(),
         signup_credit,
         tollgate_identity::auth::sessions::PlainHttp::new(config.control_plane.public_url.as_deref(), &config.listen),
+        config.control_plane.trusted_proxies.clone(),
     )?;
     let state = AuthState::new(
         keys,

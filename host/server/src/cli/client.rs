@@ -1,5 +1,5 @@
 //! The control-plane client: `tollgate signup`, `workspaces …`, `keys …`,
-//! `members …`, `namespaces …`, `wallet`, `plan …`, `budget …`, `usage`, `request ID`, and the
+//! `members …`, `namespaces …`, `wallet`, `plan …`, `budget …`, `usage`, `audit`, `request ID`, and the
 //! tool-server and skill installs (`install`, `upgrade`, `uninstall`, `installs`). Each command is
 //! one JSON-RPC call of an extension method on `POST /a2a`, so the CLI has
 //! exactly the permissions of its key. The server URL and key come from flags,

@@ -1,4 +1,6 @@
-//! The request-log archive in the blob store: one zstd-compressed JSON Lines
+//! The archive in the blob store: the audit log's archived rows under
+//! `audit_log/` (one file per stretch of the chain, named by its first and
+//! last `seq`), and the request log's: one zstd-compressed JSON Lines
 //! file per batch of requests, under `request_log/day=YYYY-MM-DD/` (UTC, by
 //! settlement), each line a request exactly as `tollgate admin request`
 //! prints it. Readable with standard tools: `zstdcat *.jsonl.zst | jq`.
@@ -65,12 +67,35 @@ impl Archive {
             serde_json::to_writer(&mut lines, &row.record)?;
             lines.push(b'\n');
         }
+        self.put_compressed(&path, lines).await?;
+        Ok(path)
+    }
+
+    /// Writes audit rows (consecutive in the chain) as one file under
+    /// `audit_log/`, named by their first and last `seq`; returns its path.
+    pub async fn store_audit(&self, rows: &[tollgate_audit::Record]) -> anyhow::Result<String> {
+        let (first, last) = (rows[0].seq, rows[rows.len() - 1].seq);
+        let unique = uuid::Uuid::now_v7().simple();
+        let path = format!(
+            "{}audit_log/{first:012}-{last:012}-{unique}.jsonl.zst",
+            self.opened.prefix
+        );
+        let mut lines = Vec::with_capacity(rows.len() * 1024);
+        for row in rows {
+            serde_json::to_writer(&mut lines, row)?;
+            lines.push(b'\n');
+        }
+        self.put_compressed(&path, lines).await?;
+        Ok(path)
+    }
+
+    async fn put_compressed(&self, path: &str, lines: Vec<u8>) -> anyhow::Result<()> {
         let compressed = tokio::task::spawn_blocking(move || zstd::encode_all(lines.as_slice(), LEVEL)).await??;
         self.opened
             .store
-            .put(&ObjectPath::from(path.as_str()), PutPayload::from(compressed))
+            .put(&ObjectPath::from(path), PutPayload::from(compressed))
             .await?;
-        Ok(path)
+        Ok(())
     }
 
     /// Looks `request_id` up in the archive.

@@ -1,4 +1,6 @@
-//! Request-log retention: rows older than `[retention] request_log_days`, and
+//! Retention. The audit log's rows past `[retention] audit_log_days` move to
+//! the archive with the chain's anchor moved past them ([`archive_audit`]).
+//! Request-log rows older than `[retention] request_log_days`, and
 //! delivered to every metering sink, move to an archive in the blob store
 //! (zstd JSON Lines, one directory per UTC day; see `archive.rs`) and leave
 //! the database, which then gives the space back. Journal postings stay:
@@ -34,6 +36,11 @@ pub struct RetentionConfig {
     /// Request-log rows older than this many days (by settlement) move to the
     /// archive; 0 keeps them in the database forever.
     pub request_log_days: u32,
+    /// Audit-log rows older than this many days (and delivered to every
+    /// metering sink) move to the archive, under `audit_log/`; the chain
+    /// keeps the last archived row's hash as its anchor. 0 keeps them in the
+    /// database forever.
+    pub audit_log_days: u32,
     /// How often a gateway looks for rows to archive (seconds).
     pub interval_secs: u64,
     /// Most requests in one archive file.
@@ -47,6 +54,7 @@ impl Default for RetentionConfig {
     fn default() -> Self {
         Self {
             request_log_days: 30,
+            audit_log_days: 365,
             interval_secs: 3_600,
             rows_per_file: 50_000,
             store: StorageConfig::Local,
@@ -66,6 +74,8 @@ pub struct Report {
     pub archived: u64,
     pub deleted: u64,
     pub files: Vec<String>,
+    /// Audit-log rows archived (and deleted).
+    pub audit_archived: u64,
     /// The database was converted to incremental vacuum (once, on SQLite).
     pub converted_to_incremental_vacuum: bool,
 }
@@ -139,9 +149,36 @@ async fn flush(
     Ok(())
 }
 
+/// Archives the audit log's rows appended more than `days` before `now_ms`
+/// and delivered to every sink, oldest first, a file at a time; each file is
+/// stored before its rows leave the database and the anchor moves past them.
+pub async fn archive_audit(
+    database: &Database,
+    archive: &Archive,
+    days: u32,
+    rows_per_file: usize,
+    now_ms: i64,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    if days == 0 {
+        return Ok(());
+    }
+    let cutoff = now_ms - i64::from(days) * DAY_MS;
+    let delivered = tollgate_metering::audit_delivered_everywhere(database).await?;
+    let log = tollgate_audit::AuditLog::new(database.clone());
+    loop {
+        let rows = log
+            .archivable(cutoff, delivered.unwrap_or(i64::MAX), rows_per_file.clamp(1, PAGE_ROWS))
+            .await?;
+        let Some(last) = rows.last() else { return Ok(()) };
+        report.files.push(archive.store_audit(&rows).await?);
+        report.audit_archived += log.forget_through(last).await?;
+    }
+}
+
 /// Runs a pass every `interval_secs`, the first a minute after start.
 pub fn start(database: Database, archive: Archive, config: RetentionConfig) {
-    if config.request_log_days == 0 {
+    if config.request_log_days == 0 && config.audit_log_days == 0 {
         return;
     }
     tokio::spawn(async move {
@@ -149,6 +186,21 @@ pub fn start(database: Database, archive: Archive, config: RetentionConfig) {
         loop {
             tokio::time::sleep(next).await;
             next = Duration::from_secs(config.interval_secs.max(60));
+            let mut audit = Report::default();
+            if let Err(error) = archive_audit(
+                &database,
+                &archive,
+                config.audit_log_days,
+                config.rows_per_file,
+                now_ms(),
+                &mut audit,
+            )
+            .await
+            {
+                tracing::warn!(%error, "audit-log retention pass failed; retrying next interval");
+            } else if audit.audit_archived > 0 {
+                tracing::info!(archived = audit.audit_archived, "archived old audit-log rows");
+            }
             match run_once(
                 &database,
                 &archive,

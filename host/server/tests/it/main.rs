@@ -6,6 +6,7 @@
 mod actors;
 mod actors_cli;
 mod actors_limits;
+mod audit;
 mod billing;
 mod breakers;
 mod budgets;

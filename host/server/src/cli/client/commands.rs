@@ -89,6 +89,29 @@ pub enum ClientCommand {
         #[arg(long)]
         cursor: Option<String>,
     },
+    /// The workspace's audit log, newest first: every control-plane change,
+    /// sign-in and payment (owners and admins; docs/audit.md).
+    Audit {
+        #[command(flatten)]
+        connection: Connection,
+        /// Only this op, e.g. keys.create or auth.signin.
+        #[arg(long)]
+        op: Option<String>,
+        /// Only changes by this user, key or console session (its id).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Only changes since this time (Unix milliseconds).
+        #[arg(long)]
+        since_ms: Option<i64>,
+        /// Only changes before this time (Unix milliseconds).
+        #[arg(long)]
+        until_ms: Option<i64>,
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The `next_cursor` printed by the previous page.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
     /// One request's full trace, including attempts.
     Request {
         #[command(flatten)]

@@ -35,6 +35,7 @@ impl ClientCommand {
             | C::Plan { connection, .. }
             | C::Budget { connection, .. }
             | C::Usage { connection, .. }
+            | C::Audit { connection, .. }
             | C::Request { connection, .. }
             | C::Install { connection, .. }
             | C::Upgrade { connection, .. }
@@ -163,6 +164,18 @@ impl ClientCommand {
             } => (
                 "usage.list",
                 json!({"since_ms": since_ms, "until_ms": until_ms, "key_id": key, "limit": limit, "cursor": cursor}),
+            ),
+            C::Audit {
+                op,
+                actor,
+                since_ms,
+                until_ms,
+                limit,
+                cursor,
+                ..
+            } => (
+                "audit.list",
+                json!({"op": op, "actor": actor, "since_ms": since_ms, "until_ms": until_ms, "limit": limit, "cursor": cursor}),
             ),
             C::Request { request_id, .. } => ("requests.get", json!({"request_id": request_id})),
             C::Install {

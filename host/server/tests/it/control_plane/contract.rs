@@ -188,6 +188,9 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         ("deployments.delete", deployment.clone()),
         ("deployments.get", deployment.clone()),
         ("runs.get", json!({"run_id": "run_missing"})),
+        // Rows differ between the worlds (seq, hash); `audited` checks them.
+        ("audit.list", json!({"op": "no.such.op"})),
+        ("audit.list", json!({"limit": 0})),
         ("packages.publish", json!({"manifest": {}, "content_base64": ""})),
         ("namespaces.delete", json!({"name": "team"})),
         ("workspaces.get", json!({"workspace_id": helper.workspace_id})),
@@ -218,7 +221,9 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
 
 #[tokio::test]
 async fn every_op_answers_the_same_through_send_message_and_its_extension_method() {
-    contract(gateway().await).await;
+    let gateway = gateway().await;
+    let url = tollgate_core::db::sqlite_url(&gateway.dir.path().join("data").join("tollgate.db"));
+    contract(gateway, &url).await;
 }
 
 #[tokio::test]
@@ -228,10 +233,10 @@ async fn the_contract_holds_on_postgres() {
     };
     let mock = start_mock(Default::default()).await;
     let config = format!("database_url = \"{}\"\n{}", schema.url, standard_config(mock, EXTRA));
-    contract(Gateway::start(&config).await).await;
+    contract(Gateway::start(&config).await, &schema.url).await;
 }
 
-async fn contract(gateway: Gateway) {
+async fn contract(gateway: Gateway, database_url: &str) {
     let by_send = script(&gateway, "alpha", true).await;
     let by_method = script(&gateway, "beta", false).await;
     assert_eq!(by_send.len(), by_method.len());
@@ -248,6 +253,7 @@ async fn contract(gateway: Gateway) {
     let ops = card["capabilities"]["extensions"][0]["params"]["operations"]
         .as_array()
         .unwrap();
+    audited(&gateway, database_url, ops, &by_send).await;
     for op in ops {
         let name = op["op"].as_str().unwrap();
         assert!(
@@ -314,6 +320,11 @@ async fn contract(gateway: Gateway) {
     );
     assert_eq!(outcome("billing.limits.set", 1)["error"], "INVALID_PARAMS");
     assert_eq!(outcome("packages.get", 0)["ok"]["name"], "tollgate/openai-compatible");
+    assert_eq!(
+        outcome("audit.list", 0)["ok"],
+        json!({"entries": [], "next_cursor": null})
+    );
+    assert_eq!(outcome("audit.list", 1)["error"], "INVALID_PARAMS");
     assert_eq!(outcome("packages.yank", 0)["error"], "NOT_FOUND");
     assert_eq!(
         outcome("adapters.install", 0)["error"],
@@ -324,4 +335,106 @@ async fn contract(gateway: Gateway) {
         outcome("installs.get", 0)["ok"]["tools"],
         json!(["calculator__evaluate"])
     );
+}
+
+/// The ops that change nothing, listed here apart from the gateway's own list
+/// (`host/control/src/audit.rs`), so a change wrongly listed there as a read
+/// fails this test.
+const READS: &[&str] = &[
+    "workspaces.list",
+    "workspaces.get",
+    "namespaces.list",
+    "members.list",
+    "keys.list",
+    "wallet.get",
+    "billing.plans.list",
+    "billing.plan.get",
+    "billing.topups.list",
+    "billing.usage.month",
+    "billing.limits.get",
+    "usage.list",
+    "requests.get",
+    "packages.search",
+    "packages.get",
+    "adapters.list",
+    "installs.list",
+    "installs.get",
+    "actors.compile",
+    "actors.get",
+    "actors.list",
+    "deployments.list",
+    "deployments.get",
+    "runs.get",
+    "audit.list",
+];
+
+/// Walks the card's op list: each run of an op that changes state (both
+/// worlds ran the script, every step with a key) left exactly one audit
+/// row, with its outcome; reads left none; no row holds a secret; the chain
+/// verifies, and tampering with one row makes `admin audit-verify` fail.
+async fn audited(gateway: &Gateway, database_url: &str, ops: &[Value], script: &[(String, Value)]) {
+    let database = tollgate_core::db::Database::open(database_url, Default::default())
+        .await
+        .unwrap();
+    let rows: Vec<(String, String, Option<String>, Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT op, outcome, params, before, after FROM audit_log ORDER BY seq")
+            .fetch_all(&database.pool)
+            .await
+            .unwrap();
+    for op in ops {
+        let name = op["op"].as_str().unwrap();
+        let runs: Vec<&Value> = script.iter().filter(|(o, _)| o == name).map(|(_, v)| v).collect();
+        let logged: Vec<&str> = rows.iter().filter(|r| r.0 == name).map(|r| r.1.as_str()).collect();
+        if READS.contains(&name) {
+            assert!(
+                logged.is_empty(),
+                "{name} changes nothing but left {} audit rows",
+                logged.len()
+            );
+            continue;
+        }
+        // The helper's sign-up in each world is one more.
+        let extra = usize::from(name == "accounts.signup");
+        assert_eq!(logged.len(), 2 * (runs.len() + extra), "{name}: one audit row per run");
+        let failed = runs.iter().filter(|run| run.get("error").is_some()).count();
+        assert_eq!(
+            logged.iter().filter(|o| **o == "error").count(),
+            2 * failed,
+            "{name}: each failed run is recorded as one"
+        );
+    }
+    let text = format!("{rows:?}");
+    let secret = regex_lite_find_key(&text);
+    assert!(secret.is_none(), "an audit row holds a key: {secret:?}");
+    assert!(text.contains("[redacted]"), "minted keys are recorded redacted");
+    let revoke = rows.iter().find(|r| r.0 == "keys.revoke").unwrap();
+    assert!(
+        revoke.3.as_deref().unwrap().contains("key_id"),
+        "before: {:?}",
+        revoke.3
+    );
+    let verified = gateway.admin(&["audit-verify"]);
+    assert!(verified.contains("audit log verified"), "{verified}");
+    sqlx::query(
+        "UPDATE audit_log SET op = 'keys.list' WHERE seq = (SELECT MIN(seq) FROM audit_log WHERE op = 'keys.revoke')",
+    )
+    .execute(&database.pool)
+    .await
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["admin", "audit-verify", "--config"])
+        .arg(&gateway.config_path)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "a changed row fails verification");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("does not match its hash"), "{stderr}");
+}
+
+/// A full key (`tg_live_` and its random part, not a shortened hint).
+fn regex_lite_find_key(text: &str) -> Option<String> {
+    text.match_indices("tg_live_").find_map(|(at, _)| {
+        let rest: String = text[at + 8..].chars().take_while(char::is_ascii_alphanumeric).collect();
+        (rest.len() >= 16).then(|| format!("tg_live_{rest}"))
+    })
 }
