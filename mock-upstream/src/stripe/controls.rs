@@ -218,15 +218,49 @@ pub(crate) async fn redeliver(State(app): State<Shared>, Path(id): Path<String>)
     Json(json!({ "deliveries": deliveries })).into_response()
 }
 
-/// `GET /checkout/pay/{id}`: the hosted page, one button.
-pub(crate) async fn pay_page(Path(id): Path<String>) -> Response {
-    let id = id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '_', "");
+/// `GET /checkout/pay/{id}`: the hosted page: what is paid for, a Pay
+/// button, and a link back to the session's `cancel_url`, so a browser test
+/// can walk the whole flow as a payer would.
+pub(crate) async fn pay_page(State(app): State<Shared>, Path(id): Path<String>) -> Response {
+    let session = {
+        let store = app.stripe.lock();
+        store.session_index(&id).map(|i| store.sessions[i].object.clone())
+    };
+    let Some(session) = session else {
+        return errors::control(StatusCode::NOT_FOUND, format!("No such checkout session: '{id}'"));
+    };
+    let cents = session["amount_total"].as_i64().unwrap_or(0);
+    let what = if session["mode"] == "subscription" {
+        "a month"
+    } else {
+        "once"
+    };
+    let currency = session["currency"].as_str().unwrap_or("usd").to_uppercase();
+    let cancel = session["cancel_url"].as_str().unwrap_or_default();
     Html(format!(
-        "<!doctype html><title>Fake Stripe Checkout</title>\
-         <h1>Fake Stripe Checkout</h1><p>Session {id}</p>\
-         <form method=post><button>Pay</button></form>"
+        "<!doctype html><html lang=en><meta charset=utf-8>\
+         <meta name=viewport content=\"width=device-width, initial-scale=1\">\
+         <title>Fake Stripe Checkout</title>\
+         <h1>Fake Stripe Checkout</h1><p>Session {}</p>\
+         <p>Pay <strong>{}.{:02} {}</strong> {}.</p>\
+         <form method=post><button>Pay</button></form>\
+         <p><a href=\"{}\">Cancel</a></p>",
+        escape(&id),
+        cents / 100,
+        cents % 100,
+        escape(&currency),
+        what,
+        escape(cancel)
     ))
     .into_response()
+}
+
+/// Text and attribute values in the page are the caller's: escape them.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// `POST /checkout/pay/{id}`: completes the session as paid, delivers, and

@@ -28,9 +28,10 @@
 //! [..], "deliveries": [{"event_id", "url", "status"}]}`; see `lifecycle` for
 //! what each does and `webhooks` for signing.
 //!
-//! `GET /checkout/pay/{id}` (the session's `url`) is a one-button page that
-//! completes the session as paid and redirects to its `success_url`, for
-//! trying the flow by hand.
+//! `GET /checkout/pay/{id}` (the session's `url`) is the hosted page: the
+//! amount, a Pay button that completes the session as paid, delivers its
+//! webhooks and then redirects to its `success_url`, and a Cancel link to its
+//! `cancel_url`. A browser (or the console's tests) walks the flow there.
 
 mod api;
 mod checkout;

@@ -114,6 +114,18 @@ async fn payment_session_with_idempotency_and_a_signed_webhook() {
         session["created"].as_i64().unwrap() + 86_400
     );
     assert!(session["payment_intent"].is_null() && session["subscription"].is_null());
+    // The hosted page says what is paid and links back to cancel_url.
+    let hosted = http.get(session["url"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(hosted.status(), 200);
+    let hosted = hosted.text().await.unwrap();
+    assert!(hosted.contains("<strong>20.00 USD</strong> once"), "{hosted}");
+    assert!(hosted.contains(r#"<a href="http://app/no">Cancel</a>"#), "{hosted}");
+    let unknown = http
+        .get(format!("{base}/checkout/pay/cs_test_unknown"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
 
     // The same key and body: the stored answer, byte for byte.
     let replay = create(&http, &base, payment_form(1000), Some("key-1")).await;
