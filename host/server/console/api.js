@@ -1,5 +1,5 @@
 // The console's only ways to the gateway: the public A2A endpoint (/a2a),
-// public HTTP APIs (/v1/models) and sign-in (/auth/…). Calls are
+// public HTTP APIs (/v1/models, /v1/chat/completions) and sign-in (/auth/…). Calls are
 // authenticated by the HttpOnly session cookie plus the session's CSRF token
 // in X-CSRF-Token; no API key is kept in the page.
 
@@ -87,4 +87,54 @@ export async function op(name, params = {}) {
 /** GET on a public HTTP API (the model catalog). */
 export function get(path) {
   return http('GET', path);
+}
+
+/**
+ * A streamed chat completion (`POST /v1/chat/completions` with `stream:
+ * true`), authenticated like every call here by the session cookie and its
+ * CSRF token. `onChunk(chunk)` gets each SSE data object as it arrives.
+ * Resolves with the request id (the `X-Request-Id` header) once the stream
+ * ends; a refusal or an error event mid-stream rejects with an ApiError.
+ */
+export async function chatStream(body, onChunk) {
+  const headers = { 'Content-Type': 'application/json', 'Accept': 'text/event-stream' };
+  if (csrf) headers['X-CSRF-Token'] = csrf;
+  const response = await fetch('/v1/chat/completions', {
+    method: 'POST',
+    headers,
+    credentials: 'same-origin',
+    body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+  });
+  const requestId = response.headers.get('X-Request-Id') || '';
+  if (!response.ok) {
+    let data = null;
+    try { data = await response.json(); } catch { data = null; }
+    const error = data && data.error;
+    throw new ApiError((error && error.message) || `HTTP ${response.status}`, {
+      status: response.status, code: error && error.code,
+    });
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replace(/\r\n/g, '\n');
+    let end;
+    // SSE events end with a blank line; a read may hold part of one.
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = event.split('\n').filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).replace(/^ /, '')).join('\n');
+      if (!data) continue;
+      if (data === '[DONE]') return requestId;
+      const chunk = JSON.parse(data);
+      if (chunk.error) {
+        throw new ApiError(chunk.error.message || 'The stream failed.', { code: chunk.error.code });
+      }
+      onChunk(chunk);
+    }
+  }
+  return requestId;
 }

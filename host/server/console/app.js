@@ -4,7 +4,7 @@
 
 import * as api from './api.js';
 import { h, page, errorBox, secretBox, field, toast } from './ui.js';
-import { state } from './state.js';
+import { state, can, role } from './state.js';
 
 const pages = {
   overview: () => import('./pages/overview.js'),
@@ -16,6 +16,11 @@ const pages = {
   models: () => import('./pages/models.js'),
   registry: () => import('./pages/registry.js'),
   actors: () => import('./pages/actors.js'),
+  playground: () => import('./pages/playground.js'),
+  billing: () => import('./pages/billing.js'),
+  budgets: () => import('./pages/budgets.js'),
+  installs: () => import('./pages/installs.js'),
+  audit: () => import('./pages/audit.js'),
 };
 
 const main = () => document.getElementById('main');
@@ -57,6 +62,7 @@ function setupChrome() {
   document.getElementById('workspace').addEventListener('change', (event) => {
     state.workspaceId = event.target.value;
     sessionStorage.setItem('tg-workspace', state.workspaceId);
+    showChrome(true);
     route();
   });
   window.addEventListener('hashchange', route);
@@ -67,12 +73,29 @@ function showChrome(signedIn) {
     document.getElementById(id).hidden = !signedIn;
   }
   const who = document.getElementById('who');
-  who.textContent = signedIn ? `${state.session.kind === 'oidc' ? 'signed in' : 'key'} · ${currentRole()}` : '';
+  who.textContent = signedIn ? whoText() : '';
+  // The role differs per workspace: offer only the pages it may use.
+  for (const link of document.querySelectorAll('#nav a[data-needs]')) {
+    link.parentElement.hidden = signedIn && !can(link.dataset.needs);
+  }
 }
 
-function currentRole() {
-  const w = state.workspaces.find((x) => x.workspace_id === state.workspaceId);
-  return (w && w.role) || (state.session && state.session.role) || '';
+/** "ada@example.com · owner", or "… (API key) · viewer" for a key's session. */
+function whoText() {
+  const name = (state.me && (state.me.email || state.me.name)) || state.session.user_id || 'signed in';
+  return `${name}${state.session.kind === 'key' ? ' (API key)' : ''} · ${role()}`;
+}
+
+// The session names its user by id only; the members list has the e-mail.
+async function loadMe() {
+  state.me = null;
+  if (!state.session.user_id) return;
+  try {
+    const { members } = await api.op('members.list', { workspace_id: state.session.workspace_id });
+    state.me = members.find((m) => m.user_id === state.session.user_id) || null;
+  } catch {
+    state.me = null;
+  }
 }
 
 async function loadWorkspaces() {
@@ -109,7 +132,7 @@ async function start() {
     return;
   }
   state.firstKey = state.session.first_key || null;
-  await loadWorkspaces();
+  await Promise.all([loadWorkspaces(), loadMe()]);
   showChrome(true);
   if (state.firstKey) location.hash = '#/welcome';
   else if (!location.hash || location.hash === '#/signin') location.hash = '#/overview';
@@ -133,6 +156,12 @@ async function route() {
   const target = main();
   if (name === 'welcome') {
     renderWelcome(target);
+    return;
+  }
+  if (name === 'signin-failed') {
+    target.replaceChildren(page('Sign-in failed', signInFailure(params),
+      h('p', {}, 'You are still signed in from before. ', h('a', { href: '#/overview' }, 'Continue to the overview'), '.')));
+    document.title = 'Sign-in failed · Tollgate';
     return;
   }
   const load = pages[name] || pages.overview;
@@ -162,8 +191,19 @@ function renderWelcome(target) {
   document.title = 'Welcome · Tollgate';
 }
 
+/** Why an OIDC sign-in failed, as the gateway's redirect said. */
+function signInFailure(params) {
+  const reason = params.get('reason') || 'The sign-in did not complete.';
+  const id = params.get('request_id');
+  return h('div', { class: 'notice bad', role: 'alert', 'data-testid': 'signin-failed' },
+    h('p', {}, h('strong', {}, 'The sign-in failed: '), reason),
+    id ? h('p', { class: 'hint' }, 'Request id ', h('code', {}, id), ' (for the gateway\'s log).') : null);
+}
+
 async function renderSignIn() {
   const target = main();
+  const [name, query] = location.hash.replace(/^#\/?/, '').split('?');
+  const failure = name === 'signin-failed' ? signInFailure(new URLSearchParams(query || '')) : null;
   let choices = { oidc: [] };
   try { choices = await api.providers(); } catch { /* the key form still works */ }
   const input = h('input', { type: 'password', name: 'api_key', autocomplete: 'off', placeholder: 'tg_live_…', required: true });
@@ -187,7 +227,7 @@ async function renderSignIn() {
   h('button', { type: 'submit' }, 'Sign in'), status);
   const federated = (choices.oidc || []).map((p) =>
     h('a', { class: 'button secondary', href: p.login_url }, `Sign in with ${p.display_name}`));
-  target.replaceChildren(page('Sign in',
+  target.replaceChildren(page('Sign in', failure,
     federated.length ? h('div', { class: 'card' }, h('h2', {}, 'Single sign-on'), ...federated) : null,
     form));
   document.title = 'Sign in · Tollgate';

@@ -7,6 +7,8 @@ export const state = {
   workspaces: [],
   workspaceId: null,
   firstKey: null,
+  // The signed-in user's member entry (e-mail, name), for the header.
+  me: null,
 };
 
 export function role() {

@@ -23,6 +23,14 @@ export function h(tag, attrs = {}, ...children) {
   return element;
 }
 
+/**
+ * Replaces an element's children, skipping null, undefined and false as h()
+ * does (the DOM's own replaceChildren would print them as text).
+ */
+export function replace(element, ...children) {
+  element.replaceChildren(...children.flat().filter((c) => c !== undefined && c !== null && c !== false));
+}
+
 export function svg(tag, attrs = {}, ...children) {
   const element = document.createElementNS('http://www.w3.org/2000/svg', tag);
   for (const [name, value] of Object.entries(attrs)) {
@@ -64,6 +72,12 @@ export function toast(message, kind = 'info') {
 /** Shows an error in the page (not only in a toast, so tests and screen readers see it). */
 export function errorBox(error) {
   return h('p', { class: 'error', role: 'alert' }, error.message || String(error));
+}
+
+/** A labelled figure in a `.stats` grid. */
+export function stat(label, value, testid) {
+  return h('div', { class: 'stat' }, h('span', { class: 'stat-label' }, label),
+    h('span', { class: 'stat-value', 'data-testid': testid }, value));
 }
 
 export function loading() {

@@ -1,7 +1,7 @@
 // Hosted actors and their deployments.
 
 import { op } from '../api.js';
-import { h, page, table, errorBox, loading, formatTime, toast, confirmAction } from '../ui.js';
+import { h, page, table, errorBox, loading, formatTime, toast, confirmAction, replace } from '../ui.js';
 import { scoped, can } from '../state.js';
 
 export async function render(main) {
@@ -27,7 +27,7 @@ async function listDeployments(box) {
   const writable = can('actor.write');
   try {
     const list = await op('deployments.list', scoped());
-    box.replaceChildren(
+    replace(box,
       list.limit ? h('p', {}, `${list.deployments.length} of ${list.limit} deployments.`) : null,
       table([
         { label: 'Deployment', value: (d) => `${d.namespace}/${d.name}` },

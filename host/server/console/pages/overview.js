@@ -1,19 +1,14 @@
 // Overview: the wallet, month-to-date spend and requests against the plan.
 
 import { op } from '../api.js';
-import { h, page, errorBox, loading, usd, nanos } from '../ui.js';
+import { h, page, errorBox, loading, usd, nanos, stat } from '../ui.js';
 import { scoped, can } from '../state.js';
 import { entriesSince, startOfMonthMs, total } from '../usage-data.js';
-
-function stat(label, value, testid) {
-  return h('div', { class: 'stat' }, h('span', { class: 'stat-label' }, label),
-    h('span', { class: 'stat-value', 'data-testid': testid }, value));
-}
 
 export async function render(main) {
   const stats = h('div', { class: 'stats' }, loading());
   main.append(page('Overview', stats,
-    h('p', { class: 'hint' }, 'Top-ups through a payment processor are not built yet: an operator credits the wallet (tollgate admin credit).')));
+    can('billing.read') ? h('p', {}, h('a', { href: '#/billing' }, 'Plans, top-ups and payments')) : null));
   const cards = [];
   try {
     if (can('billing.read')) {

@@ -26,7 +26,9 @@ export async function render(main, params) {
         location.hash = `#/registry?${s}`;
       },
     }, field('Search', q), field('Kind', kind), h('button', { type: 'submit' }, 'Search')),
-    detail, h('h2', {}, 'Packages'), results, h('h2', {}, 'Installed in this workspace'), installed));
+    detail, h('h2', {}, 'Packages'), results, h('h2', {}, 'Installed in this workspace'),
+    h('p', { class: 'hint' }, 'Change settings, upgrade and see MCP URLs on the ', h('a', { href: '#/installs' }, 'Installs'), ' page.'),
+    installed));
   const refreshInstalled = () => listInstalls(installed);
   try {
     const found = await op('packages.search', { q: params.get('q') || undefined, kind: params.get('kind') || undefined, limit: 100 });

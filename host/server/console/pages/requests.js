@@ -3,7 +3,7 @@
 // skill's or an actor's model calls), and an actor run's provenance trail.
 
 import { op } from '../api.js';
-import { h, page, table, errorBox, loading, usd, nanos, formatTime, field } from '../ui.js';
+import { h, page, table, errorBox, loading, usd, nanos, formatTime, field, replace } from '../ui.js';
 import { scoped } from '../state.js';
 
 export async function render(main, params) {
@@ -55,7 +55,7 @@ async function list(main, params) {
       && (!wantOutcome || (wantOutcome === 'success' ? e.outcome === 'success' : e.outcome !== 'success')));
     const next = new URLSearchParams(params);
     if (result.next_cursor) next.set('cursor', result.next_cursor);
-    body.replaceChildren(
+    replace(body,
       table([
         { label: 'Request', value: (e) => h('a', { href: `#/requests?id=${encodeURIComponent(e.request_id)}` }, e.request_id) },
         { label: 'Time', value: (e) => formatTime(e.started_at_ms) },

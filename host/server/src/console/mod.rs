@@ -2,8 +2,9 @@
 //! embedded in the binary at build time (`build.rs` reads
 //! `host/server/console/`). They are plain ES modules with no build step.
 //! In the browser the console calls only public surfaces: the A2A endpoint
-//! (`/a2a`), `/v1/models` and sign-in (`/auth/…`), authenticated by the
-//! session cookie plus its CSRF header. This module serves files and knows
+//! (`/a2a`), `/v1/models`, `/v1/chat/completions` (the Playground) and
+//! sign-in (`/auth/…`), authenticated by the session cookie plus its CSRF
+//! header. This module serves files and knows
 //! nothing of accounts, keys or permissions.
 
 use axum::Router;
