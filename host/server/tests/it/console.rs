@@ -694,4 +694,22 @@ async fn oidc_sign_in_creates_the_user_once_and_refuses_every_bad_token() {
         .await
         .unwrap();
     assert_eq!(denied.status(), 401);
+    // A browser is sent back to the console with the reason, not left on JSON.
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/auth/oidc/fake/callback?error=access_denied", gateway.url))
+        .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(browser.status(), 303);
+    let location = browser.headers()["location"].to_str().unwrap();
+    assert!(
+        location
+            .starts_with("/console/#/signin-failed?reason=The+identity+provider+refused+the+sign-in%3A+access_denied"),
+        "{location}"
+    );
+    assert!(cookie_value(&browser, "tg_session").is_none());
 }
