@@ -403,6 +403,23 @@ def test_console_billing_budgets_installs_playground_and_audit(gateway, stripe_m
     fits(grace, "billing", width)
     grace.shot(f"billing-paid-{tag}")
 
+    # -- the bank refunds part of the top-up, then the payer disputes it: the page shows both
+    topup = [c for c in a2a(gateway, key, "billing/topups.list", {})["result"]["checkouts"] if c["kind"] == "topup"][0]
+    session = httpx.get(f"{stripe_mock}/v1/checkout/sessions/{topup['session_id']}",
+                        headers={"Authorization": f"Bearer {STRIPE_SECRET_KEY}"}).json()
+    refund = httpx.post(f"{stripe_mock}/__stripe/charges/{session['payment_intent']}/refund", json={"amount": 500})
+    assert [d["status"] for d in refund.json()["deliveries"]] == [200], refund.text
+    goto(grace, gateway, "billing")
+    expect(page.get_by_test_id("balance")).to_have_text("$25.00")
+    expect(page.locator("td[data-label=State]", has_text="partly refunded ($5.00)")).to_have_count(1)
+    dispute = httpx.post(f"{stripe_mock}/__stripe/charges/{session['payment_intent']}/dispute", json={})
+    assert [d["status"] for d in dispute.json()["deliveries"]] == [200], dispute.text
+    page.get_by_label("Amount (USD)").fill("10")
+    page.get_by_role("button", name="Top up").click()
+    expect(page.get_by_role("alert")).to_contain_text("is disputed")
+    assert page.url.startswith(gateway), "a held workspace is not sent to pay"
+    grace.shot(f"billing-refunded-{tag}")
+
     # -- a budget set, then shown with what is left
     goto(grace, gateway, "budgets")
     page.get_by_label("Limit (USD)").fill("10")
