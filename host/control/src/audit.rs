@@ -60,7 +60,9 @@ struct Reader {
 fn reader(op: &str) -> Option<Reader> {
     let read = |op, params, pick| Some(Reader { op, params, pick });
     match op {
-        "workspaces.rename" | "workspaces.delete" => read("workspaces.get", &["workspace_id"], None),
+        "workspaces.rename" | "workspaces.delete" | "workspaces.sso.set" => {
+            read("workspaces.get", &["workspace_id"], None)
+        }
         "namespaces.delete" => read("namespaces.list", &["workspace_id"], Some(("namespaces", "name"))),
         "members.set-role" | "members.remove" => read("members.list", &["workspace_id"], Some(("members", "user_id"))),
         "keys.revoke" => read("keys.list", &["workspace_id"], Some(("keys", "key_id"))),

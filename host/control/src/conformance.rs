@@ -27,6 +27,7 @@ pub fn sandbox_principal() -> Arc<Principal> {
         role: Role::Viewer,
         scope: tollgate_identity::auth::KeyScope::Workspace,
         requests_per_minute: None,
+        console_session: None,
     })
 }
 

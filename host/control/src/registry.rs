@@ -186,6 +186,8 @@ pub fn ops() -> &'static [Op] {
                 workspaces::rename, workspaces::RenameParams => workspaces::Workspace),
             op!("workspaces.delete", Workspace(WorkspaceDelete), "Delete a workspace and revoke its keys.",
                 workspaces::delete, workspaces::Target => workspaces::Deleted),
+            op!("workspaces.sso.set", Workspace(WorkspaceSso), "Require (or stop requiring) sign-in through an identity provider for the workspace's console sessions and for creating keys (owners; plans with sso).",
+                workspaces::sso_set, workspaces::SsoParams => workspaces::Workspace),
             op!("namespaces.create", Workspace(NamespaceWrite), "Create a namespace in a workspace.",
                 workspaces::namespace_create, workspaces::NamespaceParams => workspaces::Namespace),
             op!("namespaces.list", Workspace(NamespaceRead), "List a workspace's namespaces.",
@@ -335,6 +337,7 @@ async fn check(op: &Op, control: &ControlPlane, ctx: &mut Ctx, params: &Value) -
                 Some(_) => return Err(OpError::InvalidParams("workspace_id must be a string".into())),
             };
             let scope = resolve_scope(&control.apis.accounts, ctx, target).await?;
+            refuse_key_sessions_under_sso(&control.apis.accounts, ctx, &scope).await?;
             if !scope.role.allows(permission) {
                 return Err(OpError::PermissionDenied(format!(
                     "role '{}' lacks permission '{}' needed by {}",
@@ -348,6 +351,24 @@ async fn check(op: &Op, control: &ControlPlane, ctx: &mut Ctx, params: &Value) -
     }
     Ok(())
 }
+
+/// In a workspace that requires SSO, a console session made with an API key
+/// may not act: only one signed in through the identity provider may. The
+/// key itself, used directly, keeps working until revoked.
+async fn refuse_key_sessions_under_sso(accounts: &Accounts, ctx: &Ctx, scope: &Scope) -> Result<(), OpError> {
+    let caller = ctx.caller()?;
+    if caller.console_session.is_none() || caller.signed_in_with_oidc() {
+        return Ok(());
+    }
+    if accounts.requires_sso(&scope.workspace_id).await? {
+        return Err(OpError::PermissionDenied(SSO_REQUIRED.into()));
+    }
+    Ok(())
+}
+
+/// Why a caller not signed in through the identity provider is refused in a
+/// workspace that requires SSO.
+pub const SSO_REQUIRED: &str = "sso_required: this workspace requires signing in through its identity provider (OIDC)";
 
 /// The caller's role in `target` (default: the key's workspace). A workspace the
 /// user does not belong to, a deleted one, or (for a key limited to its own

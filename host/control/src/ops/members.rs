@@ -220,6 +220,14 @@ pub async fn key_create(
         )));
     }
     let workspace_id = ctx.scope().workspace_id.clone();
+    // Under SSO a key is made only by someone signed in through the identity
+    // provider, so leaving the company's directory ends the making of keys.
+    if !caller.signed_in_with_oidc() && accounts.requires_sso(&workspace_id).await? {
+        return Err(OpError::PermissionDenied(format!(
+            "{}; create keys from the console after signing in there",
+            crate::registry::SSO_REQUIRED
+        )));
+    }
     let user_id = caller.user_id.clone();
     let options = tollgate_identity::accounts::KeyOptions {
         scope,

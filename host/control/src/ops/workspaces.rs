@@ -148,6 +148,37 @@ pub async fn rename(accounts: &Accounts, ctx: &Ctx, params: RenameParams) -> Res
     load(accounts, &scope.workspace_id, scope.role).await
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SsoParams {
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// Require sign-in through an identity provider for the console and for
+    /// creating keys.
+    pub required: bool,
+}
+
+/// Turns the workspace's SSO requirement on (plans with `sso` only) or off.
+/// Keys that exist keep working until revoked.
+pub async fn sso_set(
+    (accounts, billing): (&Accounts, &tollgate_billing::Billing),
+    ctx: &Ctx,
+    params: SsoParams,
+) -> Result<Workspace, OpError> {
+    let scope = ctx.scope();
+    if params.required {
+        let plan = billing.plan_of(&scope.workspace_id).await?;
+        if !plan.sso {
+            return Err(OpError::FailedPrecondition(format!(
+                "the '{}' plan has no SSO enforcement; move to a plan with `sso` (billing.plans.list)",
+                plan.id
+            )));
+        }
+    }
+    accounts.set_requires_sso(&scope.workspace_id, params.required).await?;
+    load(accounts, &scope.workspace_id, scope.role).await
+}
+
 /// Soft delete: the ledger keeps referencing the workspace, so its rows stay;
 /// its keys are revoked, and every gateway drops them from its key cache.
 pub async fn delete(accounts: &Accounts, ctx: &Ctx, _params: Target) -> Result<Deleted, OpError> {

@@ -19,17 +19,21 @@ pub struct Workspace {
     /// The caller's role in this workspace.
     pub role: String,
     pub created_at: i64,
+    /// Console sign-in and key creation need an OIDC session
+    /// (`workspaces.sso.set`; docs/console.md).
+    pub require_sso: bool,
 }
 
-type Row = (String, String, String, i64, String);
+type Row = (String, String, String, i64, String, i64);
 
-fn workspace((workspace_id, name, plan, created_at, role): Row) -> Workspace {
+fn workspace((workspace_id, name, plan, created_at, role, require_sso): Row) -> Workspace {
     Workspace {
         workspace_id,
         name,
         plan,
         role,
         created_at,
+        require_sso: require_sso != 0,
     }
 }
 
@@ -58,7 +62,8 @@ impl Accounts {
     /// A live workspace, shown with `role` as the viewer's role.
     pub async fn workspace(&self, workspace_id: &str, role: Role) -> sqlx::Result<Option<Workspace>> {
         let row: Option<Row> = sqlx::query_as(
-            "SELECT id, name, plan, created_at, CAST($2 AS TEXT) FROM workspaces WHERE id = $1 AND deleted_at IS NULL",
+            "SELECT id, name, plan, created_at, CAST($2 AS TEXT), require_sso FROM workspaces \
+             WHERE id = $1 AND deleted_at IS NULL",
         )
         .bind(workspace_id)
         .bind(role.as_str())
@@ -70,7 +75,7 @@ impl Accounts {
     /// The live workspaces `user_id` belongs to, with their role in each.
     pub async fn workspaces_of(&self, user_id: &str) -> sqlx::Result<Vec<Workspace>> {
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT w.id, w.name, w.plan, w.created_at, m.role FROM workspaces w \
+            "SELECT w.id, w.name, w.plan, w.created_at, m.role, w.require_sso FROM workspaces w \
              JOIN memberships m ON m.workspace_id = w.id \
              WHERE m.user_id = $1 AND w.deleted_at IS NULL ORDER BY w.created_at, w.id",
         )
@@ -91,6 +96,26 @@ impl Accounts {
         .fetch_optional(&self.database.pool)
         .await?;
         Ok(role.and_then(|r| Role::parse(&r)))
+    }
+
+    /// Whether the workspace requires sign-in through an identity provider.
+    pub async fn requires_sso(&self, workspace_id: &str) -> sqlx::Result<bool> {
+        let required: Option<i64> = sqlx::query_scalar("SELECT require_sso FROM workspaces WHERE id = $1")
+            .bind(workspace_id)
+            .fetch_optional(&self.database.pool)
+            .await?;
+        Ok(required.unwrap_or(0) != 0)
+    }
+
+    /// Turns the SSO requirement of a live workspace on or off (the caller
+    /// checked the plan allows it); whether there was such a workspace.
+    pub async fn set_requires_sso(&self, workspace_id: &str, required: bool) -> sqlx::Result<bool> {
+        let done = sqlx::query("UPDATE workspaces SET require_sso = $1 WHERE id = $2 AND deleted_at IS NULL")
+            .bind(i64::from(required))
+            .bind(workspace_id)
+            .execute(&self.database.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// The workspace's plan (deleted workspaces too: the ledger outlives them).

@@ -77,13 +77,25 @@ pub struct Principal {
     pub scope: KeyScope,
     /// The key's own request-rate limit (requests per minute), if it was given one.
     pub requests_per_minute: Option<u32>,
+    /// The console session this principal acts through, if any: a session
+    /// made with a key acts as that key, an OIDC session as its user (its id
+    /// is then also `key_id`).
+    pub console_session: Option<String>,
+}
+
+impl Principal {
+    /// Signed in through an identity provider (an OIDC console session), as
+    /// a workspace that enforces SSO requires (docs/console.md).
+    pub fn signed_in_with_oidc(&self) -> bool {
+        self.console_session.as_deref() == Some(self.key_id.as_str())
+    }
 }
 
 /// Who a principal is in the audit log: a key, or a console session of a
 /// user signed in through OIDC (whose principal carries the session's id,
 /// `sess_…`, in place of a key's).
 pub fn audit_actor(principal: &Principal) -> tollgate_audit::Actor {
-    let oidc = principal.key_id.starts_with("sess_");
+    let oidc = principal.signed_in_with_oidc();
     tollgate_audit::Actor {
         kind: match oidc {
             true => tollgate_audit::ActorKind::Oidc,
@@ -91,7 +103,7 @@ pub fn audit_actor(principal: &Principal) -> tollgate_audit::Actor {
         },
         user_id: principal.user_id.clone(),
         key_id: (!oidc).then(|| principal.key_id.clone()),
-        session_id: oidc.then(|| principal.key_id.clone()),
+        session_id: principal.console_session.clone(),
     }
 }
 
@@ -435,6 +447,7 @@ async fn lookup(db: &Db, hash: &KeyHash) -> anyhow::Result<Option<Principal>> {
         requests_per_minute: requests_per_minute
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n > 0),
+        console_session: None,
     }))
 }
 
@@ -557,6 +570,7 @@ mod tests {
             role: Role::Developer,
             scope: KeyScope::User,
             requests_per_minute: None,
+            console_session: None,
         }
     }
 

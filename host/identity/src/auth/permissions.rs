@@ -46,10 +46,12 @@ pub enum Permission {
     ActorWrite,
     /// Read the workspace's audit log (owners and admins).
     AuditRead,
+    /// Require sign-in through an identity provider (owners).
+    WorkspaceSso,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 20] = [
+    pub const ALL: [Permission; 21] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -70,6 +72,7 @@ impl Permission {
         Permission::ActorRead,
         Permission::ActorWrite,
         Permission::AuditRead,
+        Permission::WorkspaceSso,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -94,6 +97,7 @@ impl Permission {
             Permission::ActorRead => "actor.read",
             Permission::ActorWrite => "actor.write",
             Permission::AuditRead => "audit.read",
+            Permission::WorkspaceSso => "workspace.sso",
         }
     }
 }
@@ -122,7 +126,7 @@ impl Role {
         use Permission::*;
         match self {
             Role::Owner => true,
-            Role::Admin => !matches!(permission, WorkspaceDelete | BillingWrite),
+            Role::Admin => !matches!(permission, WorkspaceDelete | BillingWrite | WorkspaceSso),
             Role::Developer => matches!(
                 permission,
                 Inference

@@ -166,7 +166,10 @@ impl Sessions {
                     return Ok(None);
                 };
                 match self.keys.resolve_hash(&hash).await? {
-                    Some(principal) => principal,
+                    Some(principal) => Arc::new(Principal {
+                        console_session: Some(id.clone()),
+                        ..(*principal).clone()
+                    }),
                     None => return Ok(None),
                 }
             }
@@ -183,6 +186,7 @@ impl Sessions {
                     role,
                     scope: KeyScope::User,
                     requests_per_minute: None,
+                    console_session: Some(id.clone()),
                 })
             }
             _ => return Ok(None),

@@ -247,6 +247,21 @@ async fn sign_in_with_key(
             return fail(ApiError::internal("Could not check the API key."));
         }
     };
+    match auth.signin.accounts.requires_sso(&principal.workspace_id).await {
+        Ok(false) => {}
+        Ok(true) => {
+            return fail(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "sso_required",
+                "This workspace requires signing in through its identity provider; use the sign-in button for it instead of an API key.",
+            ));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reading the workspace's SSO rule failed");
+            return fail(ApiError::internal("Could not check the workspace's sign-in rule."));
+        }
+    }
     match auth.sessions().create_for_key(&super::hash_key(secret)).await {
         Ok(new) => {
             let ip = auth.signin.client_ip(peer, &headers);

@@ -194,6 +194,15 @@ pub enum WorkspacesCommand {
     Delete {
         workspace_id: String,
     },
+    /// Require (true) or stop requiring (false) sign-in through an identity
+    /// provider for the workspace's console sessions and for creating keys
+    /// (owners; plans with sso; docs/console.md).
+    Sso {
+        #[arg(long, action = clap::ArgAction::Set, value_name = "true|false")]
+        required: bool,
+        /// Default: the key's workspace (or --workspace).
+        workspace_id: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -72,6 +72,13 @@ impl ClientCommand {
                 command: WorkspacesCommand::Delete { workspace_id },
                 ..
             } => ("workspaces.delete", json!({"workspace_id": workspace_id})),
+            C::Workspaces {
+                command: WorkspacesCommand::Sso { required, workspace_id },
+                ..
+            } => (
+                "workspaces.sso.set",
+                json!({"workspace_id": workspace_id, "required": required}),
+            ),
             C::Namespaces {
                 command: NamespacesCommand::List,
                 ..

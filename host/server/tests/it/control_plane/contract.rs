@@ -109,6 +109,8 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
             "workspaces.rename",
             json!({"workspace_id": second_id, "name": "renamed"}),
         ),
+        ("workspaces.sso.set", json!({"required": true})),
+        ("workspaces.sso.set", json!({"required": false})),
         ("namespaces.create", json!({"name": "team"})),
         ("namespaces.create", json!({"name": "team"})),
         ("namespaces.create", json!({"name": "Bad Name"})),
@@ -265,6 +267,12 @@ async fn contract(gateway: Gateway, database_url: &str) {
     assert_eq!(outcome("namespaces.create", 1)["error"], "ALREADY_EXISTS");
     assert_eq!(outcome("namespaces.create", 2)["error"], "INVALID_PARAMS");
     assert_eq!(outcome("members.remove", 1)["error"], "FAILED_PRECONDITION");
+    assert_eq!(
+        outcome("workspaces.sso.set", 0)["error"],
+        "FAILED_PRECONDITION",
+        "Free has no SSO enforcement"
+    );
+    assert_eq!(outcome("workspaces.sso.set", 1)["ok"]["require_sso"], false);
     assert_eq!(outcome("requests.get", 1)["error"], "NOT_FOUND");
     assert_eq!(
         outcome("workspaces.get", 1)["error"],
