@@ -21,6 +21,8 @@ pub enum ActorKind {
     Operator,
     /// The payment processor, through a signed webhook.
     Processor,
+    /// An identity provider, through a workspace's SCIM token (`key_id`).
+    Provisioner,
     /// Nobody signed in (`accounts.signup`).
     Anonymous,
 }

@@ -42,6 +42,7 @@ pub const READS: &[&str] = &[
     "deployments.get",
     "runs.get",
     "audit.list",
+    "scim.tokens.list",
 ];
 
 pub fn changes_state(op: &Op) -> bool {

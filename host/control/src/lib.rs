@@ -59,6 +59,8 @@ pub struct Concerns {
     pub actors: Arc<Actors>,
     /// Where every change is recorded (`audit.rs`).
     pub audit: tollgate_audit::AuditLog,
+    /// SCIM provisioning: the workspaces' tokens and group mappings.
+    pub scim: Arc<tollgate_scim::Provisioning>,
 }
 
 /// Sign-up, the only unauthenticated write: a budget per client, and the

@@ -18,6 +18,7 @@ use super::ops::actors as act;
 use super::ops::audit as audit_ops;
 use super::ops::components as comp;
 use super::ops::packages as pkg;
+use super::ops::scim as scim_ops;
 use super::ops::{billing, budgets, members, payments, workspaces};
 use super::{ControlPlane, Limits, Signups};
 use tollgate_audit::AuditLog;
@@ -96,6 +97,7 @@ uses! {
     tollgate_tools::Installs => |control| &control.apis.components;
     Actors => |control| &control.apis.actors;
     AuditLog => |control| &control.apis.audit;
+    tollgate_scim::Provisioning => |control| &control.apis.scim;
     Signups => |control| &control.signups;
     Limits => |control| &control.limits;
 }
@@ -274,6 +276,12 @@ pub fn ops() -> &'static [Op] {
                 act::undeploy, act::DeploymentParams => act::Undeployed),
             op!("audit.list", Workspace(AuditRead), "List the workspace's audit log, newest first: every control-plane change, sign-in and payment, with actor, target, before and after (owners and admins).",
                 audit_ops::list, audit_ops::ListParams => audit_ops::AuditPage),
+            op!("scim.tokens.create", Workspace(ProvisioningWrite), "Mint a SCIM bearer token for the workspace's identity provider (shown once), optionally setting how its groups map to roles (owners).",
+                scim_ops::create, scim_ops::CreateParams => tollgate_scim::NewToken),
+            op!("scim.tokens.list", Workspace(ProvisioningWrite), "List the workspace's SCIM tokens (hints only) and its group-to-role mapping (owners).",
+                scim_ops::list, workspaces::Target => scim_ops::TokenList),
+            op!("scim.tokens.revoke", Workspace(ProvisioningWrite), "Revoke a SCIM token; the identity provider's next request with it gets 401 (owners).",
+                scim_ops::revoke, scim_ops::RevokeParams => scim_ops::Revoked),
             op!("runs.get", Workspace(ActorRead), "Show an actor run: its signed provenance trail, the signature and the public key.",
                 act::run, act::RunParams => act::RunShown),
         ]

@@ -43,6 +43,13 @@ pub struct AppState {
     actors: Arc<Actors>,
     billing: Arc<Billing>,
     origins: Arc<Origins>,
+    scim: Arc<tollgate_scim::Provisioning>,
+}
+
+impl FromRef<AppState> for Arc<tollgate_scim::Provisioning> {
+    fn from_ref(state: &AppState) -> Self {
+        state.scim.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<Origins> {
@@ -169,6 +176,7 @@ impl Gateway {
             .merge(tollgate_identity::auth::signin::routes())
             .merge(crate::console::routes())
             .merge(tollgate_billing::payments::http::routes())
+            .merge(tollgate_scim::routes())
     }
 
     /// Rebuilds the catalog from `config` (providers, prices, keys) with the

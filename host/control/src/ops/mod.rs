@@ -13,4 +13,5 @@ pub mod components;
 pub mod members;
 pub mod packages;
 pub mod payments;
+pub mod scim;
 pub mod workspaces;

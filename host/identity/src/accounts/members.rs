@@ -47,6 +47,27 @@ impl Accounts {
             .await
     }
 
+    /// The user with this (normalised) e-mail, created with `name` if there
+    /// is none: an identity provider provisioning someone into a workspace
+    /// (SCIM) names them by e-mail, whether or not they signed up.
+    pub async fn user_for_email(&self, email: &str, name: &str) -> sqlx::Result<String> {
+        if let Some(user_id) = self.user_by_email(email).await? {
+            return Ok(user_id);
+        }
+        let user_id = tollgate_core::db::new_id("user");
+        sqlx::query(
+            "INSERT INTO users (id, name, email, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO NOTHING",
+        )
+        .bind(&user_id)
+        .bind(name)
+        .bind(email)
+        .bind(now_unix())
+        .execute(&self.database.pool)
+        .await?;
+        // Another provisioning of the same address may have won the insert.
+        Ok(self.user_by_email(email).await?.unwrap_or(user_id))
+    }
+
     pub async fn member(&self, workspace_id: &str, user_id: &str) -> sqlx::Result<Option<Member>> {
         let row: Option<Row> = sqlx::query_as(
             "SELECT u.id, u.name, u.email, m.role, m.created_at FROM memberships m JOIN users u ON u.id = m.user_id \

@@ -48,10 +48,13 @@ pub enum Permission {
     AuditRead,
     /// Require sign-in through an identity provider (owners).
     WorkspaceSso,
+    /// Connect an identity provider's SCIM provisioning: tokens and how its
+    /// groups map to roles (owners).
+    ProvisioningWrite,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 21] = [
+    pub const ALL: [Permission; 22] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -73,6 +76,7 @@ impl Permission {
         Permission::ActorWrite,
         Permission::AuditRead,
         Permission::WorkspaceSso,
+        Permission::ProvisioningWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -98,6 +102,7 @@ impl Permission {
             Permission::ActorWrite => "actor.write",
             Permission::AuditRead => "audit.read",
             Permission::WorkspaceSso => "workspace.sso",
+            Permission::ProvisioningWrite => "provisioning.write",
         }
     }
 }
@@ -126,7 +131,10 @@ impl Role {
         use Permission::*;
         match self {
             Role::Owner => true,
-            Role::Admin => !matches!(permission, WorkspaceDelete | BillingWrite | WorkspaceSso),
+            Role::Admin => !matches!(
+                permission,
+                WorkspaceDelete | BillingWrite | WorkspaceSso | ProvisioningWrite
+            ),
             Role::Developer => matches!(
                 permission,
                 Inference

@@ -69,6 +69,12 @@ impl Gateway {
             config.control_plane.public_url.clone(),
             config.control_plane.allowed_origins.clone(),
         ));
+        let scim = Arc::new(tollgate_scim::Provisioning::new(
+            database.clone(),
+            accounts.clone(),
+            billing.clone(),
+            origins.clone(),
+        ));
         let control = ControlPlane::new(
             &config.control_plane,
             origins.clone(),
@@ -80,6 +86,7 @@ impl Gateway {
                 components: catalog.component_installs,
                 actors: actors.clone(),
                 audit: tollgate_audit::AuditLog::new(database.clone()),
+                scim: scim.clone(),
             },
             database.clone(),
             config.auth.key_requests_per_minute,
@@ -95,6 +102,7 @@ impl Gateway {
                 actors,
                 billing: billing.clone(),
                 origins,
+                scim,
             },
             admission: Arc::new(Admission::new(&config.server)),
             readiness,

@@ -193,6 +193,10 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         // Rows differ between the worlds (seq, hash); `audited` checks them.
         ("audit.list", json!({"op": "no.such.op"})),
         ("audit.list", json!({"limit": 0})),
+        // A token's secret and hint differ between worlds; tests/python/test_scim.py mints them.
+        ("scim.tokens.create", json!({"group_roles": {"Admins": "owner"}})),
+        ("scim.tokens.list", json!({})),
+        ("scim.tokens.revoke", json!({"token_id": "scimtok_missing"})),
         ("packages.publish", json!({"manifest": {}, "content_base64": ""})),
         ("namespaces.delete", json!({"name": "team"})),
         ("workspaces.get", json!({"workspace_id": helper.workspace_id})),
@@ -333,6 +337,13 @@ async fn contract(gateway: Gateway, database_url: &str) {
         json!({"entries": [], "next_cursor": null})
     );
     assert_eq!(outcome("audit.list", 1)["error"], "INVALID_PARAMS");
+    assert_eq!(
+        outcome("scim.tokens.create", 0)["error"],
+        "INVALID_PARAMS",
+        "SCIM never grants owner"
+    );
+    assert_eq!(outcome("scim.tokens.list", 0)["ok"]["tokens"], json!([]));
+    assert_eq!(outcome("scim.tokens.revoke", 0)["error"], "NOT_FOUND");
     assert_eq!(outcome("packages.yank", 0)["error"], "NOT_FOUND");
     assert_eq!(
         outcome("adapters.install", 0)["error"],
@@ -374,6 +385,7 @@ const READS: &[&str] = &[
     "deployments.get",
     "runs.get",
     "audit.list",
+    "scim.tokens.list",
 ];
 
 /// Walks the card's op list: each run of an op that changes state (both
