@@ -209,7 +209,39 @@ fn string_list(value: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// The standard library for `wasm32-wasip2` is a rustup target of its own.
+/// Where rustup will not fetch it on demand (`RUSTUP_AUTO_INSTALL=0`, usual on
+/// CI and managed machines), the guests' build would fail on a fresh machine,
+/// so it is added here, for the toolchain this build runs on, as the README's
+/// start command needs. Without rustup (a distribution's Rust) nothing is
+/// tried and the build's own error says what is missing.
+fn ensure_wasm_target() {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()));
+    let Some(sysroot) = sysroot else { return };
+    if sysroot.join("lib/rustlib/wasm32-wasip2/lib").is_dir() {
+        return;
+    }
+    let mut rustup = Command::new("rustup");
+    rustup.args(["target", "add", "wasm32-wasip2"]);
+    if let Ok(toolchain) = std::env::var("RUSTUP_TOOLCHAIN") {
+        rustup.args(["--toolchain", &toolchain]);
+    }
+    println!("cargo:warning=the wasm32-wasip2 target is missing; adding it: rustup target add wasm32-wasip2");
+    match rustup.status() {
+        Ok(status) if status.success() => {}
+        Ok(status) => println!("cargo:warning=rustup target add wasm32-wasip2 failed ({status})"),
+        Err(error) => println!("cargo:warning=rustup could not be run ({error}); add the wasm32-wasip2 target by hand"),
+    }
+}
+
 fn build_guests(root: &Path, target_dir: &Path, packages: &[String]) {
+    ensure_wasm_target();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root)
