@@ -418,6 +418,9 @@ def test_console_billing_budgets_installs_playground_and_audit(gateway, stripe_m
     page.get_by_role("button", name="Top up").click()
     expect(page.get_by_role("alert")).to_contain_text("is disputed")
     assert page.url.startswith(gateway), "a held workspace is not sent to pay"
+    # The history says the dispute holds top-ups.
+    page.reload()
+    expect(page.get_by_test_id("topup-hold")).to_contain_text("is disputed")
     grace.shot(f"billing-refunded-{tag}")
 
     # -- a budget set, then shown with what is left

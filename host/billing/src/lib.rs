@@ -192,6 +192,12 @@ impl Billing {
         payments::list(&self.database, workspace_id, limit).await
     }
 
+    /// Why the workspace's top-ups are held (a disputed payment), if they are;
+    /// an operator lifts it (`tollgate admin payments release`).
+    pub async fn topup_hold(&self, workspace_id: &str) -> sqlx::Result<Option<String>> {
+        payments::held(&self.database, workspace_id).await
+    }
+
     /// Drops the cached plan of a workspace whose plan changed here.
     pub fn forget_plan(&self, workspace_id: &str) {
         self.cache.lock().expect("plan cache poisoned").remove(workspace_id);

@@ -240,6 +240,11 @@ pub async fn list(database: &Database, workspace_id: &str, limit: u32) -> Result
         .collect())
 }
 
+/// Why the workspace's top-ups are held (a dispute), if they are.
+pub async fn held(database: &Database, workspace_id: &str) -> sqlx::Result<Option<String>> {
+    store::held(database, workspace_id).await
+}
+
 /// Releases a workspace's top-up hold (an operator's action after a dispute).
 pub async fn release_hold(database: &Database, workspace_id: &str) -> sqlx::Result<bool> {
     store::release_hold(database, workspace_id).await

@@ -65,6 +65,9 @@ pub struct ListParams {
 #[derive(Serialize, JsonSchema)]
 pub struct CheckoutList {
     pub checkouts: Vec<CheckoutShown>,
+    /// Why new top-ups are refused, when a disputed payment holds them
+    /// (until an operator releases it); `null` otherwise.
+    pub topup_hold: Option<String>,
 }
 
 /// The workspace's top-ups and plan checkouts, newest first (also on a
@@ -74,7 +77,9 @@ pub async fn topup_list(billing: &Billing, ctx: &Ctx, params: ListParams) -> Res
     if limit == 0 || limit > 500 {
         return Err(OpError::InvalidParams("limit must be 1 to 500".into()));
     }
+    let workspace_id = &ctx.scope().workspace_id;
     Ok(CheckoutList {
-        checkouts: billing.checkouts(&ctx.scope().workspace_id, limit).await?,
+        checkouts: billing.checkouts(workspace_id, limit).await?,
+        topup_hold: billing.topup_hold(workspace_id).await?,
     })
 }

@@ -159,8 +159,11 @@ async function showHistory(box, plans) {
   const amount = (c) => (c.kind === 'subscription' && nanos(c.amount_usd) === 0n && price.has(c.plan)
     ? `${usd(nanos(price.get(c.plan)))} / month` : usd(nanos(c.amount_usd)));
   try {
-    const { checkouts } = await op('billing.topups.list', scoped({ limit: 50 }));
-    box.replaceChildren(table([
+    const { checkouts, topup_hold: hold } = await op('billing.topups.list', scoped({ limit: 50 }));
+    // A disputed payment holds further top-ups until an operator looks.
+    const disputed = hold ? h('p', { class: 'notice bad', 'data-testid': 'topup-hold' },
+      `Top-ups are held: ${hold}. An operator lifts the hold (tollgate admin payments release).`) : null;
+    box.replaceChildren(...(disputed ? [disputed] : []), table([
       { label: 'Started', value: (c) => formatTime(c.created_at_ms) },
       { label: 'For', value: (c) => (c.kind === 'subscription' ? `${c.plan} plan` : 'top-up') },
       { label: 'Amount', value: amount },

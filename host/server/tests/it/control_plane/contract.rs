@@ -315,6 +315,7 @@ async fn contract(gateway: Gateway, database_url: &str) {
         "this gateway has no payment processor"
     );
     assert_eq!(outcome("billing.topups.list", 0)["ok"]["checkouts"], json!([]));
+    assert_eq!(outcome("billing.topups.list", 0)["ok"]["topup_hold"], Value::Null);
     let month = &outcome("billing.usage.month", 0)["ok"];
     assert_eq!(month["requests"], 1, "{month}");
     assert_eq!(month["remaining"], 999, "{month}");
