@@ -333,6 +333,7 @@ async fn upload_blob(
         }
         // Counted before it is stored, so storage never holds more than the quota.
         let workspace = &principal.workspace_id;
+        let body_len = body.len();
         let quota = packages.quota_bytes;
         let counted = packages
             .registry
@@ -346,6 +347,8 @@ async fn upload_blob(
             }
             return Err(registry_error(e));
         }
+        let target = json!({"digest": digest, "bytes": body_len});
+        audited(&packages, &principal, "packages.upload", target.clone(), target).await;
         Ok((StatusCode::CREATED, Json(json!({"digest": digest}))).into_response())
     })
     .await
@@ -411,7 +414,10 @@ async fn publish(
                 .await
                 .map_err(registry_error)?;
         }
-        Ok((StatusCode::CREATED, Json(json!(published))).into_response())
+        let after = json!(published);
+        let target = json!({"package": manifest.name, "version": manifest.version.to_string()});
+        audited(&packages, &principal, "packages.publish", target, after.clone()).await;
+        Ok((StatusCode::CREATED, Json(after)).into_response())
     })
     .await
 }
@@ -426,14 +432,24 @@ async fn set_yanked(
     yanked: bool,
 ) -> Answer {
     let name = package_name(&namespace, &name)?;
-    publisher(&packages, &auth, &headers, name.namespace()).await?;
+    let principal = publisher(&packages, &auth, &headers, name.namespace()).await?;
     let version = version(&text)?;
     packages
         .registry
         .yank(&name, &version, yanked)
         .await
         .map_err(registry_error)?;
-    Ok(Json(json!({"name": name, "version": version, "yanked": yanked})).into_response())
+    let after = json!({"name": name, "version": version, "yanked": yanked});
+    let op = if yanked { "packages.yank" } else { "packages.unyank" };
+    audited(
+        &packages,
+        &principal,
+        op,
+        json!({"package": name, "version": version}),
+        after.clone(),
+    )
+    .await;
+    Ok(Json(after).into_response())
 }
 
 async fn yank(
@@ -481,7 +497,7 @@ async fn deprecate(
 ) -> Response {
     answer(request_id, async move {
         let name = package_name(&namespace, &name)?;
-        publisher(&packages, &auth, &headers, name.namespace()).await?;
+        let principal = publisher(&packages, &auth, &headers, name.namespace()).await?;
         let version = version(&text)?;
         let Json(body) = body.map_err(|e| bad(format!("Expected {{\"message\": \"…\"}}: {}", e.body_text())))?;
         packages
@@ -489,9 +505,24 @@ async fn deprecate(
             .deprecate(&name, &version, body.message.as_deref())
             .await
             .map_err(registry_error)?;
-        Ok(Json(json!({"name": name, "version": version, "deprecated": body.message})).into_response())
+        let after = json!({"name": name, "version": version, "deprecated": body.message});
+        let target = json!({"package": name, "version": version});
+        audited(&packages, &principal, "packages.deprecate", target, after.clone()).await;
+        Ok(Json(after).into_response())
     })
     .await
+}
+
+/// Records a change made through this API in the audit log (docs/audit.md),
+/// under the op name the control plane gives the same change.
+async fn audited(packages: &Packages, principal: &Principal, op: &str, target: Value, after: Value) {
+    let change = tollgate_audit::Change::new(op, tollgate_identity::auth::audit_actor(principal))
+        .workspace(principal.workspace_id.clone())
+        .target(target)
+        .after(after);
+    tollgate_audit::AuditLog::new(packages.database.clone())
+        .record(change)
+        .await;
 }
 
 /// A caller that may change which adapter serves a provider (see
@@ -531,7 +562,7 @@ async fn install(
     body: Result<Json<InstallRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     answer(request_id, async move {
-        operator(&packages, &auth, &headers).await?;
+        let principal = operator(&packages, &auth, &headers).await?;
         let Json(body) = body.map_err(|e| {
             bad(format!(
                 "Expected {{\"package\": \"namespace/name\", \"version\": \"x.y.z\"}}: {}",
@@ -544,7 +575,10 @@ async fn install(
             .map_err(|e| bad(format!("{e}")).with_param("package"))?;
         let version = version(&body.version).map_err(|e| e.with_param("version"))?;
         let installed = packages.install(&provider, &package, &version).await?;
-        Ok(Json(json!(installed)).into_response())
+        let after = json!(installed);
+        let target = json!({"provider": provider, "package": package, "version": version});
+        audited(&packages, &principal, "adapters.install", target, after.clone()).await;
+        Ok(Json(after).into_response())
     })
     .await
 }

@@ -452,6 +452,30 @@ async fn yanked_versions_keep_serving_existing_installs() {
         adapter_of(&gw, "mock/small").await,
         (200, "acme/compat@2.0.0".to_string())
     );
+
+    // Each change made through the registry's HTTP API is in the audit log.
+    let audit = a2a(&gw, Some(&key), "audit/list", json!({"limit": 500})).await;
+    let ops: Vec<&str> = audit["result"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["op"].as_str().unwrap())
+        .collect();
+    let count = |op: &str| ops.iter().filter(|o| **o == op).count();
+    assert_eq!(
+        (
+            count("packages.upload"),
+            count("packages.publish"),
+            count("packages.yank")
+        ),
+        (2, 2, 1),
+        "{ops:?}"
+    );
+    assert_eq!(
+        count("adapters.install"),
+        2,
+        "the refused installs are not changes: {ops:?}"
+    );
 }
 
 /// 50 requests a second for 10 seconds; v2 is installed halfway. No request
