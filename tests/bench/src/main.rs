@@ -11,6 +11,7 @@ mod floor;
 mod litellm;
 mod load;
 mod measure;
+mod peers;
 mod procs;
 mod report;
 mod rows;
@@ -117,6 +118,23 @@ struct Args {
     /// The Python that creates the LiteLLM venv.
     #[arg(long, default_value = "python3.11")]
     litellm_python: String,
+    /// Another gateway measured in front of the same mock, as NAME=URL: its
+    /// OpenAI-compatible origin (repeatable). `{port}` in URL is a free port
+    /// the bench picks, for `--peer-start`. See tests/bench/README.md for
+    /// building agentgateway and TensorZero from their sources.
+    #[arg(long = "peer", value_name = "NAME=URL", conflicts_with = "self_test")]
+    peers: Vec<String>,
+    /// How the bench starts a peer before its row and stops it after:
+    /// NAME=COMMAND, run with `sh -c` once `{port}`, `{mock_url}` and
+    /// `{mock_addr}` (host:port) are replaced.
+    #[arg(long = "peer-start", value_name = "NAME=COMMAND")]
+    peer_starts: Vec<String>,
+    /// The model a peer is asked for, NAME=MODEL (default: --direct-model).
+    #[arg(long = "peer-model", value_name = "NAME=MODEL")]
+    peer_models: Vec<String>,
+    /// A peer's API key, NAME=KEY (default: none).
+    #[arg(long = "peer-key", value_name = "NAME=KEY")]
+    peer_keys: Vec<String>,
     /// Write the JSON results here instead of printing them after the table.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -181,6 +199,13 @@ async fn run(args: Args) -> Result<()> {
     );
     ensure!(!args.configs.is_empty(), "--configs needs at least one configuration");
     ensure!(args.litellm_workers >= 1, "--litellm-workers must be at least 1");
+    let peers = peers::parse(
+        &args.peers,
+        &args.peer_starts,
+        &args.peer_models,
+        &args.peer_keys,
+        &args.direct_model,
+    )?;
     let plan = Plan {
         concurrency: args.concurrency.clone(),
         duration: Duration::from_secs(args.duration_secs),
@@ -233,6 +258,13 @@ async fn run(args: Args) -> Result<()> {
         true => Some(rows::litellm(&args, &plan, &client, &direct, &mock_url, &mut configs).await),
         false => None,
     };
+    for peer in &peers {
+        eprintln!("bench: peer {}", peer.name);
+        match peers::row(peer, &plan, &client, &direct, &mock_url, args.stream_words, timeout).await {
+            Ok(row) => configs.push(row),
+            Err(e) => eprintln!("bench: peer {} failed; going on without its row: {e:#}", peer.name),
+        }
+    }
     if let Some(mock) = mock {
         mock.stop().await;
     }
