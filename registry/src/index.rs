@@ -6,7 +6,15 @@
 use serde::Serialize;
 use sqlx::{AnyPool, Row};
 
+use crate::signing::PackageSignature;
 use crate::{Digest, Manifest, PackageKind, PackageName};
+
+/// What [`record`] reads; a macro because sqlx takes only literal SQL.
+macro_rules! version_columns {
+    () => {
+        "manifest, yanked, deprecated, published_at, manifest_digest, signature_key_id, signature"
+    };
+}
 
 /// One published version as the index knows it.
 #[derive(Clone, Debug, Serialize)]
@@ -19,6 +27,14 @@ pub struct VersionRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<String>,
     pub published_at_ms: i64,
+    /// The manifest's digest as published (`signing::manifest_digest`); a
+    /// stored manifest that no longer hashes to it was altered. `None` for
+    /// versions published before it was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest_digest: Option<Digest>,
+    /// The publisher's signature, when the version was signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<PackageSignature>,
     #[serde(skip)]
     pub manifest: Manifest,
 }
@@ -50,13 +66,13 @@ pub struct Index {
     pub(crate) pool: AnyPool,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn is_unique_violation(error: &sqlx::Error) -> bool {
+pub(crate) fn is_unique_violation(error: &sqlx::Error) -> bool {
     error.as_database_error().is_some_and(|e| e.is_unique_violation())
 }
 
@@ -77,9 +93,16 @@ impl Index {
         }
     }
 
-    /// Records a new version. Fails with `Conflict` if the version was ever
+    /// Records a new version, with its manifest digest and its signature
+    /// (checked by the caller). Fails with `Conflict` if the version was ever
     /// published (yanked or not) or the package has another kind.
-    pub async fn insert(&self, manifest: &Manifest, publisher: &str) -> Result<VersionRecord, IndexError> {
+    pub async fn insert(
+        &self,
+        manifest: &Manifest,
+        manifest_digest: &Digest,
+        signature: Option<&PackageSignature>,
+        publisher: &str,
+    ) -> Result<VersionRecord, IndexError> {
         let name = manifest.name.to_string();
         let version = manifest.version.to_string();
         let now = now_ms();
@@ -121,8 +144,8 @@ impl Index {
         let conflict =
             || IndexError::Conflict(format!("{name}@{version} is already published; versions are immutable"));
         let inserted = sqlx::query(
-            "INSERT INTO registry_versions (name, version, digest, size, manifest, publisher, published_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO registry_versions (name, version, digest, size, manifest, publisher, published_at, \
+             manifest_digest, signature_key_id, signature) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(&name)
         .bind(&version)
@@ -131,6 +154,9 @@ impl Index {
         .bind(serde_json::to_string(manifest).expect("a manifest serialises"))
         .bind(publisher)
         .bind(now)
+        .bind(manifest_digest.to_string())
+        .bind(signature.map(|s| s.key_id.clone()))
+        .bind(signature.map(|s| s.signature.clone()))
         .execute(&mut *tx)
         .await;
         match inserted {
@@ -149,17 +175,22 @@ impl Index {
             yanked: false,
             deprecated: None,
             published_at_ms: now,
+            manifest_digest: Some(manifest_digest.clone()),
+            signature: signature.cloned(),
             manifest: manifest.clone(),
         })
     }
 
     /// Every version of a package, newest first (semver order).
     pub async fn versions(&self, name: &PackageName) -> Result<Vec<VersionRecord>, IndexError> {
-        let rows =
-            sqlx::query("SELECT manifest, yanked, deprecated, published_at FROM registry_versions WHERE name = $1")
-                .bind(name.to_string())
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            version_columns!(),
+            " FROM registry_versions WHERE name = $1"
+        ))
+        .bind(name.to_string())
+        .fetch_all(&self.pool)
+        .await?;
         if rows.is_empty() {
             return Err(IndexError::NotFound(format!("package {name} not found")));
         }
@@ -169,9 +200,11 @@ impl Index {
     }
 
     pub async fn version(&self, name: &PackageName, version: &semver::Version) -> Result<VersionRecord, IndexError> {
-        let row = sqlx::query(
-            "SELECT manifest, yanked, deprecated, published_at FROM registry_versions WHERE name = $1 AND version = $2",
-        )
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            version_columns!(),
+            " FROM registry_versions WHERE name = $1 AND version = $2"
+        ))
         .bind(name.to_string())
         .bind(version.to_string())
         .fetch_optional(&self.pool)
@@ -201,6 +234,30 @@ impl Index {
             .execute(&self.pool)
             .await?;
         found(done.rows_affected(), name, version)
+    }
+
+    /// Records the manifest digest and signature of a version stored without
+    /// them; a version that has a signature keeps it. Whether they belong to
+    /// the version is the caller's to check. Returns whether it changed.
+    pub(crate) async fn add_signature(
+        &self,
+        name: &PackageName,
+        version: &semver::Version,
+        manifest_digest: &Digest,
+        signature: &PackageSignature,
+    ) -> Result<bool, IndexError> {
+        let done = sqlx::query(
+            "UPDATE registry_versions SET manifest_digest = $1, signature_key_id = $2, signature = $3 \
+             WHERE name = $4 AND version = $5 AND signature IS NULL",
+        )
+        .bind(manifest_digest.to_string())
+        .bind(&signature.key_id)
+        .bind(&signature.signature)
+        .bind(name.to_string())
+        .bind(version.to_string())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Sets (or, with `None`, clears) the deprecation message.
@@ -305,8 +362,22 @@ fn found(rows: u64, name: &PackageName, version: &semver::Version) -> Result<(),
 
 fn record(row: &sqlx::any::AnyRow) -> Result<VersionRecord, IndexError> {
     let manifest: String = row.try_get("manifest")?;
-    let manifest: Manifest = serde_json::from_str(&manifest).map_err(|e| IndexError::Corrupt(e.to_string()))?;
+    let manifest: Manifest = serde_json::from_str(&manifest).map_err(|e| {
+        IndexError::Corrupt(format!(
+            "a stored manifest does not parse ({e}); it was altered in storage"
+        ))
+    })?;
     let yanked: i64 = row.try_get("yanked")?;
+    let manifest_digest: Option<String> = row.try_get("manifest_digest")?;
+    let manifest_digest = manifest_digest
+        .map(|d| d.parse::<Digest>())
+        .transpose()
+        .map_err(|e| IndexError::Corrupt(e.to_string()))?;
+    let key_id: Option<String> = row.try_get("signature_key_id")?;
+    let signature: Option<String> = row.try_get("signature")?;
+    let signature = key_id
+        .zip(signature)
+        .map(|(key_id, signature)| PackageSignature { key_id, signature });
     Ok(VersionRecord {
         name: manifest.name.clone(),
         version: manifest.version.clone(),
@@ -315,6 +386,8 @@ fn record(row: &sqlx::any::AnyRow) -> Result<VersionRecord, IndexError> {
         yanked: yanked != 0,
         deprecated: row.try_get("deprecated")?,
         published_at_ms: row.try_get("published_at")?,
+        manifest_digest,
+        signature,
         manifest,
     })
 }

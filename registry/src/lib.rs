@@ -1,25 +1,38 @@
 //! The Tollgate component registry: what a package is called, what kind it is
-//! and how its content is addressed (this file); the manifest (`manifest`), the
-//! component world check (`component`), content-addressed blob storage
-//! (`blobs`), the SQL index (`index`), per-owner upload accounting for quotas
-//! (`uploads`) and the [`Registry`] that ties them together with the
-//! immutability rules (`registry`). The HTTP API lives in the host.
+//! and how its content is addressed (this file); the manifest (`manifest`) and
+//! what it asks for (`capabilities`), the component world check
+//! (`component`), content-addressed blob storage (`blobs`), the SQL index
+//! (`index`), per-owner upload accounting for quotas (`uploads`), package
+//! signatures (`signing`), namespaces' signing keys (`keys`), workspaces'
+//! package policies (`policy`), and the [`Registry`] that ties them together
+//! with the immutability rules (`registry`) and checks a version before use
+//! (`vetting`). The HTTP API lives in the host.
 #![forbid(unsafe_code)]
 
 pub mod blobs;
+pub mod capabilities;
 pub mod component;
 pub mod document;
 pub mod index;
+pub mod keys;
 pub mod manifest;
+pub mod policy;
 mod registry;
+pub mod signing;
 pub mod uploads;
+pub mod vetting;
 pub mod visibility;
 
 pub use blobs::{BlobStore, OpenedStore, StorageConfig};
+pub use capabilities::Capabilities;
 pub use index::{Index, PackageSummary, VersionRecord};
+pub use keys::NamespaceKey;
 pub use manifest::{Content, Manifest, ManifestError, Metadata};
+pub use policy::PackagePolicy;
 pub use registry::{Published, Registry, RegistryError};
+pub use signing::PackageSignature;
 pub use uploads::QuotaError;
+pub use vetting::{Signer, Verified};
 pub use visibility::Visibility;
 
 use std::fmt;

@@ -1,6 +1,7 @@
-//! The registry: publish (validate, check the component's world, store the
-//! verified blob, then index it), read, resolve, yank and deprecate. The blob
-//! is written before the index row, so an indexed version always has content.
+//! The registry: publish (validate, check the component's world and any
+//! signature, store the verified blob, then index it), read, resolve, yank
+//! and deprecate. The blob is written before the index row, so an indexed
+//! version always has content. Reading content for use is `vetting.rs`.
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -8,6 +9,8 @@ use serde::Serialize;
 use crate::blobs::{BlobError, BlobStore};
 use crate::component::check_world;
 use crate::index::{Index, IndexError};
+use crate::policy::Refusal;
+use crate::signing::{self, PackageSignature};
 use crate::{Digest, Manifest, PackageKind, PackageName, PackageSummary, VersionRecord};
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +30,15 @@ pub enum RegistryError {
     /// The component does not implement its declared kind's world.
     #[error("{0}")]
     WrongWorld(String),
+    /// A signature that does not verify: sent with a publish that it does
+    /// not match, or stored with a version whose manifest or signature was
+    /// altered since.
+    #[error("{0}")]
+    SignatureInvalid(String),
+    /// The workspace's package policy requires a verified signature, and the
+    /// version has none (the refusal says why).
+    #[error("{message}")]
+    SignatureRequired { refusal: Refusal, message: String },
     #[error("{0}")]
     Storage(String),
 }
@@ -36,7 +48,9 @@ impl From<IndexError> for RegistryError {
         match error {
             IndexError::Conflict(m) => RegistryError::Conflict(m),
             IndexError::NotFound(m) => RegistryError::NotFound(m),
-            other => RegistryError::Storage(other.to_string()),
+            // A row that no longer reads was altered in storage.
+            e @ IndexError::Corrupt(_) => RegistryError::Integrity(e.to_string()),
+            e @ IndexError::Database(_) => RegistryError::Storage(e.to_string()),
         }
     }
 }
@@ -56,6 +70,11 @@ pub struct Published {
     pub name: PackageName,
     pub version: semver::Version,
     pub digest: Digest,
+    /// What a signature covers of the manifest (docs/registry.md, "What is signed").
+    pub manifest_digest: Digest,
+    /// The key that signed it, when signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
 }
 
 #[derive(Clone)]
@@ -69,12 +88,25 @@ impl Registry {
         Self { index, blobs }
     }
 
-    /// Publishes one version. The manifest must be valid, the content must match
-    /// its digest and size, and a component must implement its kind's world.
+    /// Publishes one unsigned version (see [`Registry::publish_signed`]).
     pub async fn publish(
         &self,
         manifest: &Manifest,
         content: Bytes,
+        publisher: &str,
+    ) -> Result<Published, RegistryError> {
+        self.publish_signed(manifest, content, None, publisher).await
+    }
+
+    /// Publishes one version. The manifest must be valid, the content must match
+    /// its digest and size, a component must implement its kind's world, and
+    /// a signature must be over this manifest by a registered, unrevoked key
+    /// of the package's namespace.
+    pub async fn publish_signed(
+        &self,
+        manifest: &Manifest,
+        content: Bytes,
+        signature: Option<&PackageSignature>,
         publisher: &str,
     ) -> Result<Published, RegistryError> {
         manifest.validate().map_err(|e| RegistryError::Invalid(e.to_string()))?;
@@ -94,6 +126,10 @@ impl Registry {
         }
         check_world(manifest.kind, &content).map_err(|e| RegistryError::WrongWorld(e.to_string()))?;
         crate::document::check_document(manifest.kind, &content).map_err(|e| RegistryError::Invalid(e.to_string()))?;
+        if let Some(signature) = signature {
+            self.check_new_signature(manifest, signature).await?;
+        }
+        let manifest_digest = signing::manifest_digest(manifest).map_err(|e| RegistryError::Invalid(e.to_string()))?;
         // Refuse a reused version before writing anything; the index insert
         // below still decides races.
         if self.index.version(&manifest.name, &manifest.version).await.is_ok() {
@@ -103,11 +139,15 @@ impl Registry {
             )));
         }
         self.blobs.put(&manifest.content.digest, content).await?;
-        self.index.insert(manifest, publisher).await?;
+        self.index
+            .insert(manifest, &manifest_digest, signature, publisher)
+            .await?;
         Ok(Published {
             name: manifest.name.clone(),
             version: manifest.version.clone(),
             digest: manifest.content.digest.clone(),
+            manifest_digest,
+            signed_by: signature.map(|s| s.key_id.clone()),
         })
     }
 
@@ -148,8 +188,14 @@ impl Registry {
         Ok(record)
     }
 
-    /// A version's verified content, checked again against its kind's world.
+    /// A version's content with every check of [`Registry::verified`] passed.
     pub async fn content(&self, record: &VersionRecord) -> Result<Bytes, RegistryError> {
+        Ok(self.verified(record).await?.content)
+    }
+
+    /// The content, verified against its digest and checked again against
+    /// its kind's world; the manifest and signature are the caller's to check.
+    pub(crate) async fn content_unvetted(&self, record: &VersionRecord) -> Result<Bytes, RegistryError> {
         let content = self.blobs.get(&record.digest).await.map_err(|e| match e {
             BlobError::DigestMismatch { .. } => RegistryError::Integrity(format!(
                 "the stored content of {}@{} does not match its digest {}: refusing to use it",
@@ -193,12 +239,12 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::StorageConfig;
     use crate::component::tests::component_exporting;
 
-    async fn registry(dir: &std::path::Path) -> Registry {
+    pub(crate) async fn registry(dir: &std::path::Path) -> Registry {
         sqlx::any::install_default_drivers();
         let url = format!("sqlite://{}?mode=rwc", dir.join("index.db").display());
         let pool = sqlx::AnyPool::connect(&url).await.unwrap();
@@ -210,7 +256,7 @@ mod tests {
         Registry::new(Index::new(pool), blobs)
     }
 
-    fn manifest(kind: PackageKind, version: &str, content: &[u8]) -> Manifest {
+    pub(crate) fn manifest(kind: PackageKind, version: &str, content: &[u8]) -> Manifest {
         Manifest {
             schema_version: 1,
             kind,

@@ -148,6 +148,11 @@ impl From<RegistryError> for OpError {
             }
             RegistryError::Conflict(_) => OpError::AlreadyExists(message),
             RegistryError::Yanked(_) => OpError::FailedPrecondition(message),
+            // The documented codes lead the message, as A2A carries only the reason.
+            RegistryError::SignatureInvalid(_) => OpError::InvalidParams(format!("signature_invalid: {message}")),
+            RegistryError::SignatureRequired { refusal, .. } => {
+                OpError::PermissionDenied(format!("signature_required ({}): {message}", refusal.as_str()))
+            }
             // NotFound names the missing thing; the registry's message already says "not found".
             RegistryError::NotFound(_) => OpError::NotFound(message.trim_end_matches(" not found").to_string()),
             RegistryError::Storage(_) => OpError::Internal(anyhow::anyhow!(message)),

@@ -48,6 +48,15 @@ pub fn registry_api_error(error: RegistryError) -> ApiError {
         RegistryError::Conflict(_) => (StatusCode::CONFLICT, "version_exists"),
         RegistryError::Yanked(_) => (StatusCode::CONFLICT, "version_yanked"),
         RegistryError::NotFound(_) => (StatusCode::NOT_FOUND, "package_not_found"),
+        RegistryError::SignatureInvalid(_) => (StatusCode::BAD_REQUEST, "signature_invalid"),
+        RegistryError::SignatureRequired { .. } => {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "signature_required",
+                error.to_string(),
+            );
+        }
         RegistryError::Storage(message) => {
             tracing::error!(error = %message, "registry storage failed");
             return ApiError::new(
