@@ -14,12 +14,17 @@
 //! version (`[package.metadata.tollgate] wit = "0.2.0"`, which enable the
 //! SDK's `native` feature) get a run of their own.
 //!
+//! Each built-in is signed for the registry as it is embedded (`build/signing.rs`).
+//!
 //! The inner cargo gets its own `--target-dir`: the outer build holds the lock on the
 //! main one, so sharing it would deadlock. Variables cargo sets for build scripts are
 //! cleared so the inner build targets wasm with its own profile and flags.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "build/signing.rs"]
+mod signing;
 
 /// Guest packages built for tests only, not embedded: (package, wasm artifact stem, kind).
 const TEST_ONLY: &[(&str, &str, &str)] = &[
@@ -64,8 +69,13 @@ fn main() {
     let artifacts = target_dir.join("wasm32-wasip2").join("plugin");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let mut generated = String::from(
-        "/// A built-in component: its name, bytes, and what its manifest declares.\npub struct Builtin {\n    pub name: &'static str,\n    pub bytes: &'static [u8],\n    pub capabilities: &'static [&'static str],\n    pub allowed_hosts: &'static [&'static str],\n}\n",
+        "/// A built-in component: its name, bytes, what its manifest declares, and\n/// its registry manifest (JSON) and signature (`KEY_ID:SIGNATURE`), made at build time.\npub struct Builtin {\n    pub name: &'static str,\n    pub bytes: &'static [u8],\n    pub capabilities: &'static [&'static str],\n    pub allowed_hosts: &'static [&'static str],\n    pub manifest: &'static str,\n    pub signature: &'static str,\n}\n",
     );
+    let key = signing::BuildKey::load_or_generate();
+    generated.push_str(&format!(
+        "/// The public half of the key the built-ins were signed with (ed25519, base64url).\npub const BUILTIN_SIGNING_KEY: &str = {:?};\n",
+        key.public_key()
+    ));
     for (kind, constant) in KINDS {
         let of_kind: Vec<&Builtin> = components.iter().filter(|c| c.kind == *kind).collect();
         // One run per WIT version of the kind: an adapter on
@@ -104,9 +114,20 @@ fn main() {
             let src = artifacts.join(format!("{stem}.wasm"));
             let dst = out_dir.join(format!("{stem}.wasm"));
             std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
+            let bytes = std::fs::read(&dst).unwrap_or_else(|e| panic!("read {}: {e}", dst.display()));
+            let signed = key.sign(
+                &signing::Declared {
+                    name: &component.name,
+                    kind: &component.kind,
+                    wit: &component.wit,
+                    capabilities: &component.capabilities,
+                    allowed_hosts: &component.allowed_hosts,
+                },
+                &bytes,
+            );
             generated.push_str(&format!(
-                "    Builtin {{ name: {:?}, bytes: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{stem}.wasm\")), capabilities: &{:?}, allowed_hosts: &{:?} }},\n",
-                component.name, component.capabilities, component.allowed_hosts
+                "    Builtin {{ name: {:?}, bytes: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{stem}.wasm\")), capabilities: &{:?}, allowed_hosts: &{:?}, manifest: {:?}, signature: {:?} }},\n",
+                component.name, component.capabilities, component.allowed_hosts, signed.manifest, signed.signature
             ));
         }
         generated.push_str("];\n");

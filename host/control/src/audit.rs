@@ -20,6 +20,8 @@ pub const READS: &[&str] = &[
     "workspaces.list",
     "workspaces.get",
     "namespaces.list",
+    "namespaces.keys.list",
+    "workspaces.package-policy.get",
     "members.list",
     "keys.list",
     "wallet.get",
@@ -65,6 +67,12 @@ fn reader(op: &str) -> Option<Reader> {
             read("workspaces.get", &["workspace_id"], None)
         }
         "namespaces.delete" => read("namespaces.list", &["workspace_id"], Some(("namespaces", "name"))),
+        "namespaces.keys.revoke" => read(
+            "namespaces.keys.list",
+            &["workspace_id", "namespace"],
+            Some(("keys", "key_id")),
+        ),
+        "workspaces.package-policy.set" => read("workspaces.package-policy.get", &["workspace_id"], None),
         "members.set-role" | "members.remove" => read("members.list", &["workspace_id"], Some(("members", "user_id"))),
         "keys.revoke" => read("keys.list", &["workspace_id"], Some(("keys", "key_id"))),
         "billing.plan.change" => read("billing.plan.get", &["workspace_id"], None),

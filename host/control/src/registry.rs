@@ -19,7 +19,7 @@ use super::ops::audit as audit_ops;
 use super::ops::components as comp;
 use super::ops::packages as pkg;
 use super::ops::scim as scim_ops;
-use super::ops::{billing, budgets, members, payments, workspaces};
+use super::ops::{billing, budgets, members, payments, trust, workspaces};
 use super::{ControlPlane, Limits, Signups};
 use tollgate_audit::AuditLog;
 use tollgate_billing::Billing;
@@ -196,6 +196,16 @@ pub fn ops() -> &'static [Op] {
                 workspaces::namespace_list, workspaces::Target => workspaces::NamespaceList),
             op!("namespaces.delete", Workspace(NamespaceWrite), "Delete a namespace.",
                 workspaces::namespace_delete, workspaces::NamespaceParams => workspaces::Deleted),
+            op!("namespaces.keys.add", Workspace(NamespaceWrite), "Register a publisher's ed25519 public key for a namespace; packages signed with it verify.",
+                trust::key_add, trust::KeyAddParams => tollgate_registry::NamespaceKey),
+            op!("namespaces.keys.list", Workspace(NamespaceRead), "List a namespace's signing keys, revoked ones included.",
+                trust::key_list, trust::KeyListParams => trust::KeyList),
+            op!("namespaces.keys.revoke", Workspace(NamespaceWrite), "Revoke a namespace's signing key: its signatures no longer verify.",
+                trust::key_revoke, trust::KeyParams => tollgate_registry::NamespaceKey),
+            op!("workspaces.package-policy.get", Workspace(WorkspaceRead), "Show the workspace's package policy: the namespaces whose packages it installs only when signed.",
+                trust::policy_get, trust::PolicyGetParams => trust::Policy),
+            op!("workspaces.package-policy.set", Workspace(PolicyWrite), "Set the namespaces (or '*') whose packages the workspace installs only when signed by a registered, unrevoked key (owners and admins).",
+                trust::policy_set, trust::PolicySetParams => trust::Policy),
             op!("members.add", Workspace(MemberWrite), "Add a signed-up user (by e-mail) to a workspace with a role.",
                 members::add, members::AddParams => members::Member),
             op!("members.list", Workspace(MemberRead), "List a workspace's members and roles.",

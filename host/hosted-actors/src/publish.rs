@@ -246,7 +246,13 @@ impl Actors {
             };
             let published = self
                 .packages
-                .publish_with_content(workspace_id, publisher, &manifest, compiled.canonical.clone().into())
+                .publish_with_content(
+                    workspace_id,
+                    publisher,
+                    &manifest,
+                    compiled.canonical.clone().into(),
+                    None,
+                )
                 .await;
             match published {
                 Ok(published) => {

@@ -16,7 +16,10 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate_registry::manifest::MAX_CONTENT_BYTES;
-use tollgate_registry::{Digest, Manifest, PackageKind, PackageName, QuotaError, RegistryError, Visibility};
+use tollgate_registry::signing::SIGNATURE_HEADER;
+use tollgate_registry::{
+    Digest, Manifest, PackageKind, PackageName, PackageSignature, QuotaError, RegistryError, Visibility,
+};
 
 use super::Packages;
 use tollgate_identity::auth::permissions::Permission;
@@ -381,6 +384,7 @@ async fn publish(
             .map_err(|e| bad(e).with_param("visibility"))?;
         let name = package_name(&namespace, &name)?;
         let principal = publisher(&packages, &auth, &headers, name.namespace()).await?;
+        let signature = signature_header(&headers)?;
         let body = body.map_err(|e| bad(format!("Could not read the manifest: {e}")))?;
         let manifest = Manifest::from_json(&body).map_err(|e| registry_error(RegistryError::Invalid(e.to_string())))?;
         if manifest.name != name || manifest.version.to_string() != text {
@@ -403,7 +407,7 @@ async fn publish(
         let publisher_id = format!("{}:{}", principal.workspace_id, principal.key_id);
         let published = packages
             .registry
-            .publish(&manifest, content, &publisher_id)
+            .publish_signed(&manifest, content, signature.as_ref(), &publisher_id)
             .await
             .map_err(registry_error)?;
         if let Some(visibility) = visibility {
@@ -420,6 +424,19 @@ async fn publish(
         Ok((StatusCode::CREATED, Json(after)).into_response())
     })
     .await
+}
+
+/// The publish's `Tollgate-Signature: KEY_ID:SIGNATURE`, if sent.
+fn signature_header(headers: &HeaderMap) -> Result<Option<PackageSignature>, ApiError> {
+    let Some(value) = headers.get(SIGNATURE_HEADER) else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| bad("The Tollgate-Signature header is not text."))?;
+    PackageSignature::from_header(text)
+        .map(Some)
+        .map_err(|e| registry_error(RegistryError::SignatureInvalid(e.to_string())))
 }
 
 async fn set_yanked(
@@ -574,7 +591,9 @@ async fn install(
             .parse()
             .map_err(|e| bad(format!("{e}")).with_param("package"))?;
         let version = version(&body.version).map_err(|e| e.with_param("version"))?;
-        let installed = packages.install(&provider, &package, &version).await?;
+        let installed = packages
+            .install(&principal.workspace_id, &provider, &package, &version)
+            .await?;
         let after = json!(installed);
         let target = json!({"provider": provider, "package": package, "version": version});
         audited(&packages, &principal, "adapters.install", target, after.clone()).await;

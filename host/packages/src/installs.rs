@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use serde::Serialize;
 use sqlx::Row;
-use tollgate_registry::{Digest, PackageKind, PackageName, Registry, VersionRecord};
+use tollgate_registry::{Capabilities, Digest, PackageKind, PackageName, Registry, Signer, VersionRecord};
 
 use super::{PackageError, Packages};
 use tollgate_core::db::Database;
@@ -28,6 +28,11 @@ pub struct InstallRecord {
     /// The adapter name requests and the attempt trail show.
     pub adapter: String,
     pub installed_at_ms: i64,
+    /// Who signed the version (`None`: unsigned), checked when it was loaded.
+    pub signature: Option<Signer>,
+    /// What it asks for (an adapter: nothing; its upstream and credential
+    /// are the provider's configuration).
+    pub capabilities: Capabilities,
 }
 
 /// The name an installed adapter is loaded under.
@@ -131,20 +136,22 @@ async fn read_installs(
             .version(&package, &version)
             .await
             .map_err(|e| anyhow::anyhow!("{}: {e}", context()))?;
-        let bytes = registry
-            .content(&record)
+        let verified = registry
+            .verified(&record)
             .await
             .map_err(|e| anyhow::anyhow!("{}: {e}", context()))?;
-        tokio::task::block_in_place(|| adapters.add(&key, &bytes)).with_context(context)?;
+        tokio::task::block_in_place(|| adapters.add(&key, &verified.content)).with_context(context)?;
         current.insert(
             provider.clone(),
             InstallRecord {
                 provider,
+                capabilities: Capabilities::of(&record.manifest),
                 digest: record.digest,
                 package,
                 version,
                 adapter: key,
                 installed_at_ms: row.try_get("installed_at")?,
+                signature: verified.signer,
             },
         );
     }
@@ -237,9 +244,12 @@ impl Packages {
         Ok(())
     }
 
-    /// Binds `provider` to `package@version` for new requests.
+    /// Binds `provider` to `package@version` for new requests. The version is
+    /// vetted (manifest, signature, content) and must pass the package policy
+    /// of `workspace_id`, the installing operator's, before it is compiled.
     pub async fn install(
         &self,
+        workspace_id: &str,
         provider: &str,
         package: &PackageName,
         version: &semver::Version,
@@ -257,7 +267,15 @@ impl Packages {
                 record.manifest.kind
             )));
         }
-        let bytes = self.registry.content(&record).await?;
+        let verified = self.registry.verified(&record).await?;
+        let policy = self
+            .registry
+            .index
+            .package_policy(workspace_id)
+            .await
+            .map_err(tollgate_registry::RegistryError::from)?;
+        policy.admit(package, version, verified.signer.as_ref())?;
+        let bytes = verified.content;
         let key = adapter_key(package, version);
         let adapters = self.adapters.clone();
         let loaded_key = key.clone();
@@ -282,9 +300,11 @@ impl Packages {
             provider: provider.to_string(),
             package: package.clone(),
             version: version.clone(),
+            capabilities: Capabilities::of(&record.manifest),
             digest: record.digest,
             adapter: key,
             installed_at_ms: now,
+            signature: verified.signer,
         };
         let previous = self
             .installs

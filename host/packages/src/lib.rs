@@ -1,7 +1,8 @@
 //! The package registry inside the gateway: opening it (`[registry]` config),
 //! seeding the built-in adapters into it, the HTTP API (`api.rs`) and
 //! hot-installed provider adapters (`installs.rs`), and workspace namespaces
-//! (`namespaces.rs`). [`Packages`] is this concern's handler state and the
+//! (`namespaces.rs`), and whom installs trust: namespaces' signing keys and
+//! workspaces' package policies (`trust.rs`). [`Packages`] is this concern's handler state and the
 //! API the control plane's `packages.*` and `adapters.*` operations call; its
 //! errors are [`PackageError`] (`error.rs`). The package model, storage and index are
 //! the `tollgate-registry` crate. This concern owns the `namespaces` and
@@ -14,6 +15,7 @@ pub mod api;
 mod error;
 pub mod installs;
 pub mod namespaces;
+pub mod trust;
 use namespaces::NamespaceError;
 
 use std::collections::BTreeMap;
@@ -23,9 +25,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use tollgate_registry::signing::PublicKey;
 use tollgate_registry::{
-    BlobStore, Content, Digest, Index, Manifest, Metadata, PackageKind, PackageName, PackageSummary, Registry,
-    RegistryError, StorageConfig, VersionRecord, Visibility,
+    BlobStore, Index, Manifest, PackageKind, PackageName, PackageSignature, PackageSummary, Registry, RegistryError,
+    StorageConfig, VersionRecord, Visibility,
 };
 
 pub use error::PackageError;
@@ -192,6 +195,11 @@ impl Packages {
         Ok(self.registry.index.versions(name).await?)
     }
 
+    /// Who signed a version, checked now (see [`Registry::signer`]).
+    pub async fn signer(&self, record: &VersionRecord) -> Result<Option<tollgate_registry::Signer>, RegistryError> {
+        self.registry.signer(record).await
+    }
+
     /// Yanks, unyanks or deprecates a version, for a workspace that may
     /// publish in the package's namespace; answers the version as it is then.
     pub async fn change_version(
@@ -266,13 +274,14 @@ impl Packages {
     /// path; HTTP uploads the blob first): the namespace must be the
     /// workspace's, the content is counted against the workspace's upload
     /// quota before it is stored, and the registry checks it against the
-    /// manifest's digest, size and world.
+    /// manifest's digest, size and world, and checks the signature if any.
     pub async fn publish_with_content(
         &self,
         workspace_id: &str,
         publisher: &str,
         manifest: &tollgate_registry::Manifest,
         content: Bytes,
+        signature: Option<&PackageSignature>,
     ) -> Result<tollgate_registry::Published, PackageError> {
         self.check_namespace(workspace_id, manifest.name.namespace()).await?;
         let digest = tollgate_registry::Digest::of(&content);
@@ -298,7 +307,9 @@ impl Packages {
             })?;
         let stored = async {
             self.registry.blobs.put(&digest, content.clone()).await?;
-            self.registry.publish(manifest, content, publisher).await
+            self.registry
+                .publish_signed(manifest, content, signature, publisher)
+                .await
         }
         .await;
         if stored.is_err()
@@ -331,95 +342,114 @@ pub enum VersionChange<'a> {
     Deprecate(Option<&'a str>),
 }
 
-/// The registry version of a built-in adapter: the gateway's version, with
-/// the content digest as build metadata, so a rebuilt adapter is a new,
-/// distinct version rather than a rewrite of a published one.
-pub fn builtin_version(bytes: &[u8]) -> semver::Version {
-    let mut version: semver::Version = env!("CARGO_PKG_VERSION").parse().expect("crate version is semver");
-    let digest = Digest::of(bytes);
-    version.build =
-        semver::BuildMetadata::new(&format!("sha256.{}", &digest.hex()[..16])).expect("hex is valid build metadata");
-    version
-}
-
 /// Publishes every built-in component (adapters, tool servers, skills) as
-/// `tollgate/<name>@<version>` unless that exact version is already there.
+/// `tollgate/<name>@<version>` unless that exact version is already there,
+/// with the manifest and signature made when the binary was built (a version
+/// published unsigned by an older gateway is signed), and registers this
+/// binary's built-in key for the built-in namespace (so every gateway on the
+/// database can check what any of them published).
 pub async fn seed_builtins(registry: &Registry) -> anyhow::Result<()> {
     registry
         .index
         .claim_namespace(BUILTIN_NAMESPACE, GATEWAY_OWNER)
         .await
         .context("claiming the built-in namespace")?;
-    let builtins = [
-        (PackageKind::ProviderAdapter, tollgate_plugin_host::builtin_adapters()),
-        (PackageKind::ToolServer, tollgate_plugin_host::builtin_tool_servers()),
-        (PackageKind::Skill, tollgate_plugin_host::builtin_skills()),
-    ];
-    for (kind, components) in builtins {
-        for builtin in components {
-            let manifest = builtin_manifest(kind, builtin)?;
-            if registry.index.version(&manifest.name, &manifest.version).await.is_ok() {
-                // Published by another gateway on this database: its bytes
-                // must still be in this gateway's own store.
-                registry
-                    .blobs
-                    .ensure_here(&manifest.content.digest, Bytes::from_static(builtin.bytes))
-                    .await
-                    .with_context(|| format!("storing the built-in {}", manifest.name))?;
-                continue;
-            }
-            match registry
-                .publish(&manifest, Bytes::from_static(builtin.bytes), "gateway")
+    let key = PublicKey::parse(tollgate_plugin_host::builtin_signing_key()).context("the built-in signing key")?;
+    registry
+        .index
+        .add_builtin_key(BUILTIN_NAMESPACE, &key)
+        .await
+        .context("registering the built-in signing key")?;
+    for builtin in builtins() {
+        let (manifest, signature) = builtin_manifest(builtin)?;
+        if registry.index.version(&manifest.name, &manifest.version).await.is_ok() {
+            // Published by another gateway on this database: its bytes
+            // must still be in this gateway's own store. Published before
+            // signatures were kept, it is signed now.
+            registry
+                .blobs
+                .ensure_here(&manifest.content.digest, Bytes::from_static(builtin.bytes))
                 .await
-            {
-                Ok(_) | Err(tollgate_registry::RegistryError::Conflict(_)) => {}
-                Err(e) => return Err(anyhow::anyhow!("seeding {}: {e}", manifest.name)),
-            }
+                .with_context(|| format!("storing the built-in {}", manifest.name))?;
+            registry
+                .sign_unsigned(&manifest, &signature)
+                .await
+                .with_context(|| format!("signing the built-in {}", manifest.name))?;
+            continue;
+        }
+        match registry
+            .publish_signed(
+                &manifest,
+                Bytes::from_static(builtin.bytes),
+                Some(&signature),
+                "gateway",
+            )
+            .await
+        {
+            Ok(_) | Err(tollgate_registry::RegistryError::Conflict(_)) => {}
+            Err(e) => return Err(anyhow::anyhow!("seeding {}: {e}", manifest.name)),
         }
     }
     Ok(())
 }
 
-fn builtin_manifest(kind: PackageKind, builtin: &tollgate_plugin_host::Builtin) -> anyhow::Result<Manifest> {
-    let name = builtin.name;
-    Ok(Manifest {
-        schema_version: tollgate_registry::manifest::SCHEMA_VERSION,
-        kind,
-        name: format!("{BUILTIN_NAMESPACE}/{name}")
-            .parse()
-            .context("built-in component name")?,
-        version: builtin_version(builtin.bytes),
-        description: format!("Built-in {kind} '{name}'"),
-        license: env!("CARGO_PKG_LICENSE").into(),
-        content: Content {
-            digest: Digest::of(builtin.bytes),
-            size: builtin.bytes.len() as u64,
-            media_type: tollgate_registry::manifest::WASM_MEDIA_TYPE.into(),
-        },
-        dependencies: Default::default(),
-        metadata: Metadata {
-            // The world the component exports (an adapter may be on 0.2.0).
-            world: tollgate_registry::component::world_of(kind, builtin.bytes)
-                .or(kind.wit_world())
-                .map(str::to_string),
-            capabilities: builtin.capabilities.iter().map(|c| c.to_string()).collect(),
-            allowed_hosts: builtin.allowed_hosts.iter().map(|h| h.to_string()).collect(),
-        },
-    })
+fn builtins() -> impl Iterator<Item = &'static tollgate_plugin_host::Builtin> {
+    tollgate_plugin_host::builtin_adapters()
+        .iter()
+        .chain(tollgate_plugin_host::builtin_tool_servers())
+        .chain(tollgate_plugin_host::builtin_skills())
+}
+
+/// The manifest and signature `host/plugin-host/build.rs` made for a built-in.
+fn builtin_manifest(builtin: &tollgate_plugin_host::Builtin) -> anyhow::Result<(Manifest, PackageSignature)> {
+    let manifest = Manifest::from_json(builtin.manifest.as_bytes())
+        .with_context(|| format!("the built-in {}'s manifest", builtin.name))?;
+    let signature = PackageSignature::from_header(builtin.signature)
+        .with_context(|| format!("the built-in {}'s signature", builtin.name))?;
+    Ok((manifest, signature))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tollgate_registry::{Digest, signing};
 
+    /// What `build.rs` wrote must be what the registry itself would: a valid
+    /// manifest in its normal form, the component's own world and digest, a
+    /// version carrying the digest, and a signature by the embedded key over
+    /// the registry's statement.
     #[test]
-    fn builtin_versions_carry_the_content_digest() {
-        let a = builtin_version(b"one build");
-        let b = builtin_version(b"another build");
-        assert_eq!(a.to_string().split('+').next(), Some(env!("CARGO_PKG_VERSION")));
-        assert!(a.build.as_str().starts_with("sha256."), "{a}");
-        assert_ne!(a, b, "different content, different version");
-        assert_eq!(a, builtin_version(b"one build"));
-        assert_eq!(a.to_string().parse::<semver::Version>().unwrap(), a);
+    fn builtin_manifests_and_signatures_are_the_registrys() {
+        let key = PublicKey::parse(tollgate_plugin_host::builtin_signing_key()).unwrap();
+        let mut count = 0;
+        for builtin in builtins() {
+            let (manifest, signature) = builtin_manifest(builtin).unwrap();
+            assert_eq!(
+                signing::manifest_digest(&manifest).unwrap(),
+                Digest::of(builtin.manifest.as_bytes()),
+                "{}'s manifest is the registry's canonical normal form",
+                builtin.name
+            );
+            assert_eq!(
+                manifest.name.to_string(),
+                format!("{BUILTIN_NAMESPACE}/{}", builtin.name)
+            );
+            assert_eq!(manifest.content.digest, Digest::of(builtin.bytes));
+            assert_eq!(manifest.content.size, builtin.bytes.len() as u64);
+            assert_eq!(
+                manifest.metadata.world.as_deref(),
+                tollgate_registry::component::world_of(manifest.kind, builtin.bytes),
+                "{}",
+                builtin.name
+            );
+            let hex = Digest::of(builtin.bytes).hex()[..16].to_string();
+            assert_eq!(
+                manifest.version.to_string(),
+                format!("{}+sha256.{hex}", env!("CARGO_PKG_VERSION"))
+            );
+            signing::verify(&manifest, &signature, &key).unwrap();
+            count += 1;
+        }
+        assert!(count >= 5, "the built-ins are there");
     }
 }

@@ -49,6 +49,12 @@ pub fn builtin_skills() -> &'static [Builtin] {
     builtin::BUILTIN_SKILLS
 }
 
+/// The public key (ed25519, base64url) the built-ins were signed with when
+/// this binary was built (docs/registry.md, "Built-in packages").
+pub fn builtin_signing_key() -> &'static str {
+    builtin::BUILTIN_SIGNING_KEY
+}
+
 /// Loaded adapters by name: built-ins and configured files by their plain name,
 /// registry installs by `namespace/name@version`. New adapters are added
 /// without a restart by swapping in a new map; nothing is ever removed, so a

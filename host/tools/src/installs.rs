@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use tollgate_components::{ComponentHost, Grants, Skill, ToolServer};
 use tollgate_core::sealed::SealingKey;
-use tollgate_registry::{PackageKind, PackageName, Registry, RegistryError, VersionRecord};
+use tollgate_registry::{Capabilities, PackageKind, PackageName, Registry, RegistryError, Signer, VersionRecord};
 
 use super::store::{InstallRecord, Pinned, Store};
 use credentials::check_credential_origins;
@@ -47,6 +47,15 @@ pub struct Active {
     pub record: InstallRecord,
     pub component: Loaded,
     pub grants: Arc<Grants>,
+    pub vetting: Vetting,
+}
+
+/// What an install shows of its package, checked before it ran: who signed
+/// it (`None`: unsigned) and what it asks for.
+#[derive(Clone, Debug, Default)]
+pub struct Vetting {
+    pub signer: Option<Signer>,
+    pub capabilities: Capabilities,
 }
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
@@ -155,6 +164,10 @@ impl Installs {
             },
             component,
             grants: Arc::new(Grants::default()),
+            vetting: Vetting {
+                signer: self.registry.signer(&record).await?,
+                capabilities: Capabilities::of(&record.manifest),
+            },
         }))
     }
     pub async fn create(&self, workspace_id: &str, request: NewInstall) -> Result<InstallRecord, InstallError> {
@@ -174,7 +187,7 @@ impl Installs {
         if self.get(workspace_id, &name).is_some() {
             return Err(already_installed(&name));
         }
-        let (mut record, loaded) = self
+        let (mut record, loaded, vetting) = self
             .prepare(
                 workspace_id,
                 &name,
@@ -190,7 +203,7 @@ impl Installs {
             .put(record, true)
             .await?
             .ok_or_else(|| already_installed(&name))?;
-        self.publish(stored.clone(), loaded)?;
+        self.publish(stored.clone(), loaded, vetting)?;
         Ok(stored)
     }
 
@@ -210,7 +223,7 @@ impl Installs {
         let requirement = change.version.unwrap_or_else(|| current.requirement.clone());
         let config = change.config.unwrap_or_else(|| current.config.clone());
         let origins = change.origins.unwrap_or_else(|| current.origins.clone());
-        let (mut record, loaded) = self
+        let (mut record, loaded, vetting) = self
             .prepare(workspace_id, name, &package, &requirement, config, origins)
             .await?;
         match change.credentials {
@@ -226,7 +239,7 @@ impl Installs {
             .put(record, false)
             .await?
             .ok_or_else(|| not_installed(name))?;
-        self.publish(stored.clone(), loaded)?;
+        self.publish(stored.clone(), loaded, vetting)?;
         Ok(stored)
     }
 
@@ -245,7 +258,9 @@ impl Installs {
         Ok(())
     }
 
-    /// Resolves, checks and loads an install; nothing is stored yet.
+    /// Resolves, checks and loads an install; nothing is stored yet. The
+    /// version is vetted and must pass the workspace's package policy
+    /// before its component is compiled or run.
     async fn prepare(
         &self,
         workspace_id: &str,
@@ -254,7 +269,7 @@ impl Installs {
         requirement: &str,
         config: BTreeMap<String, String>,
         origins: Vec<String>,
-    ) -> Result<(InstallRecord, Loaded), InstallError> {
+    ) -> Result<(InstallRecord, Loaded, Vetting), InstallError> {
         let parsed: semver::VersionReq = requirement
             .parse()
             .map_err(|e| InstallError::Invalid(format!("version '{requirement}' is not a semver requirement: {e}")))?;
@@ -275,10 +290,25 @@ impl Installs {
                 "{package} is a {kind}; only tool servers and skills install into a workspace (provider adapters are installed per provider by an operator)"
             )));
         }
+        // Read and checked even when its component is compiled already, so
+        // an install never succeeds over content altered in storage.
+        let verified = self.registry.verified(&version).await?;
+        let signer = verified.signer;
+        let policy = self
+            .registry
+            .index
+            .package_policy(workspace_id)
+            .await
+            .map_err(RegistryError::from)?;
+        policy.admit(package, &version.version, signer.as_ref())?;
         let origins = approve_origins(&version, &origins, self.host.egress())?;
         check_config(&config)?;
         let lock = self.pin_dependencies(&version).await?;
-        let loaded = self.compiled(&version).await?;
+        let loaded = self.compiled_from(&version, Some(verified.content)).await?;
+        let vetting = Vetting {
+            signer,
+            capabilities: Capabilities::of(&version.manifest),
+        };
         let record = InstallRecord {
             workspace_id: workspace_id.to_string(),
             name: name.to_string(),
@@ -296,7 +326,7 @@ impl Installs {
             created_at_ms: 0,
             updated_at_ms: 0,
         };
-        Ok((record, loaded))
+        Ok((record, loaded, vetting))
     }
 
     /// Resolves the manifest's dependencies (and theirs), pinning each to a
@@ -337,11 +367,24 @@ impl Installs {
 
     /// The component of `version`, compiled once per digest.
     async fn compiled(&self, version: &VersionRecord) -> Result<Loaded, InstallError> {
+        self.compiled_from(version, None).await
+    }
+
+    /// The component of `version`, compiled from `checked` (its content,
+    /// already verified) or else from the registry, once per digest.
+    async fn compiled_from(
+        &self,
+        version: &VersionRecord,
+        checked: Option<bytes::Bytes>,
+    ) -> Result<Loaded, InstallError> {
         let digest = version.digest.to_string();
         if let Some(loaded) = self.compiled.lock().expect("compiled lock").get(&digest) {
             return Ok(loaded.clone());
         }
-        let bytes = self.registry.content(version).await?;
+        let bytes = match checked {
+            Some(bytes) => bytes,
+            None => self.registry.content(version).await?,
+        };
         let host = self.host.clone();
         let kind = version.manifest.kind;
         let label = format!("{}@{}", version.name, version.version);

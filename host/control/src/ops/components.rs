@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::OpError;
 use crate::registry::Ctx;
+use tollgate_registry::{Capabilities, Signer};
 use tollgate_tools::{InstallChange, InstallRecord, Installs, NewCredential, NewInstall};
 
 #[derive(Deserialize, JsonSchema)]
@@ -95,6 +96,11 @@ pub struct Install {
     pub credentials: BTreeMap<String, CredentialShown>,
     /// The tools it offers over MCP (`<install>__<tool>`).
     pub tools: Vec<String>,
+    /// Who signed the installed version (`null`: unsigned), checked before it ran.
+    pub signature: Option<Signer>,
+    /// What the package asks for; `origins` and `credentials` are what this
+    /// install grants of it.
+    pub capabilities: Capabilities,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -177,6 +183,10 @@ pub async fn delete(installs: &Installs, ctx: &Ctx, params: NameParams) -> Resul
 
 fn shown(installs: &Installs, record: InstallRecord) -> Install {
     let tools = tollgate_tools::calls::tools_of(installs, &record.workspace_id, &record.name);
+    let vetting = installs
+        .get(&record.workspace_id, &record.name)
+        .map(|active| active.vetting.clone())
+        .unwrap_or_default();
     Install {
         name: record.name,
         kind: record.kind,
@@ -213,6 +223,8 @@ fn shown(installs: &Installs, record: InstallRecord) -> Install {
             })
             .collect(),
         tools,
+        signature: vetting.signer,
+        capabilities: vetting.capabilities,
         created_at_ms: record.created_at_ms,
         updated_at_ms: record.updated_at_ms,
     }

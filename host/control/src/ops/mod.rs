@@ -14,4 +14,5 @@ pub mod members;
 pub mod packages;
 pub mod payments;
 pub mod scim;
+pub mod trust;
 pub mod workspaces;

@@ -7,7 +7,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tollgate_registry::{PackageKind, PackageName};
+use tollgate_registry::{Capabilities, PackageKind, PackageName, PackageSignature, Signer};
 
 use crate::error::OpError;
 use crate::registry::Ctx;
@@ -90,6 +90,15 @@ pub struct VersionEntry {
     pub yanked: bool,
     pub deprecated: Option<String>,
     pub published_at_ms: i64,
+    /// Who signed it (`null`: unsigned), checked now against the
+    /// namespace's keys.
+    pub signature: Option<Signer>,
+    /// What it asks for when it runs.
+    pub capabilities: Capabilities,
+    /// Why an install would refuse it (its manifest or signature was
+    /// altered in storage); absent when it passes its checks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -111,21 +120,29 @@ pub async fn get(packages: &Packages, ctx: &Ctx, params: PackageParams) -> Resul
     // A private package is missing to anyone but its workspace.
     let versions = packages.versions(&name, viewer(ctx)).await?;
     let newest = &versions[0].manifest;
+    let mut entries = Vec::with_capacity(versions.len());
+    for v in &versions {
+        let (signature, refused) = match packages.signer(v).await {
+            Ok(signer) => (signer, None),
+            Err(error) => (None, Some(error.to_string())),
+        };
+        entries.push(VersionEntry {
+            version: v.version.to_string(),
+            digest: v.digest.to_string(),
+            size: v.size,
+            yanked: v.yanked,
+            deprecated: v.deprecated.clone(),
+            published_at_ms: v.published_at_ms,
+            signature,
+            capabilities: Capabilities::of(&v.manifest),
+            refused,
+        });
+    }
     Ok(PackageInfo {
         name: name.to_string(),
         kind: newest.kind.to_string(),
         description: newest.description.clone(),
-        versions: versions
-            .iter()
-            .map(|v| VersionEntry {
-                version: v.version.to_string(),
-                digest: v.digest.to_string(),
-                size: v.size,
-                yanked: v.yanked,
-                deprecated: v.deprecated.clone(),
-                published_at_ms: v.published_at_ms,
-            })
-            .collect(),
+        versions: entries,
     })
 }
 
@@ -212,6 +229,10 @@ pub struct InstallEntry {
     /// The adapter name requests and the attempt trail show.
     pub adapter: String,
     pub installed_at_ms: i64,
+    /// Who signed the version (`null`: unsigned).
+    pub signature: Option<Signer>,
+    /// What it asks for (an adapter: nothing).
+    pub capabilities: Capabilities,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -227,6 +248,8 @@ fn entry(install: InstallRecord) -> InstallEntry {
         digest: install.digest.to_string(),
         adapter: install.adapter,
         installed_at_ms: install.installed_at_ms,
+        signature: install.signature,
+        capabilities: install.capabilities,
     }
 }
 
@@ -248,11 +271,15 @@ pub struct InstallParams {
     pub version: String,
 }
 
+/// The operator's own workspace's package policy applies.
 pub async fn install(packages: &Packages, ctx: &Ctx, params: InstallParams) -> Result<InstallEntry, OpError> {
-    packages.check_operator(ctx.caller()?)?;
+    let caller = ctx.caller()?;
+    packages.check_operator(caller)?;
     let package = package_name(&params.package)?;
     let version = version(&params.version)?;
-    let installed = packages.install(&params.provider, &package, &version).await?;
+    let installed = packages
+        .install(&caller.workspace_id, &params.provider, &package, &version)
+        .await?;
     Ok(entry(installed))
 }
 
@@ -276,6 +303,11 @@ pub struct PublishParams {
     /// private, the rest public).
     #[serde(default)]
     pub visibility: Option<String>,
+    /// The publisher's signature over the manifest and content
+    /// (docs/registry.md, "What is signed"), by a key registered for the
+    /// namespace (`namespaces.keys.add`).
+    #[serde(default)]
+    pub signature: Option<PackageSignature>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -283,6 +315,10 @@ pub struct PublishedVersion {
     pub name: String,
     pub version: String,
     pub digest: String,
+    /// What a signature covers of the manifest.
+    pub manifest_digest: String,
+    /// The key that signed it, when signed.
+    pub signed_by: Option<String>,
 }
 
 pub async fn publish(packages: &Packages, ctx: &Ctx, params: PublishParams) -> Result<PublishedVersion, OpError> {
@@ -305,7 +341,13 @@ pub async fn publish(packages: &Packages, ctx: &Ctx, params: PublishParams) -> R
     let workspace = &ctx.scope().workspace_id;
     let publisher = format!("{workspace}:{}", caller.key_id);
     let published = packages
-        .publish_with_content(workspace, &publisher, &manifest, content.into())
+        .publish_with_content(
+            workspace,
+            &publisher,
+            &manifest,
+            content.into(),
+            params.signature.as_ref(),
+        )
         .await?;
     if let Some(visibility) = visibility {
         packages.set_visibility(&published.name, visibility).await?;
@@ -314,6 +356,8 @@ pub async fn publish(packages: &Packages, ctx: &Ctx, params: PublishParams) -> R
         name: published.name.to_string(),
         version: published.version.to_string(),
         digest: published.digest.to_string(),
+        manifest_digest: published.manifest_digest.to_string(),
+        signed_by: published.signed_by,
     })
 }
 

@@ -51,10 +51,13 @@ pub enum Permission {
     /// Connect an identity provider's SCIM provisioning: tokens and how its
     /// groups map to roles (owners).
     ProvisioningWrite,
+    /// Set the workspace's package policy, which decides what installs
+    /// must be signed (owners and admins).
+    PolicyWrite,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 22] = [
+    pub const ALL: [Permission; 23] = [
         Permission::Inference,
         Permission::WorkspaceRead,
         Permission::WorkspaceRename,
@@ -77,6 +80,7 @@ impl Permission {
         Permission::AuditRead,
         Permission::WorkspaceSso,
         Permission::ProvisioningWrite,
+        Permission::PolicyWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -103,6 +107,7 @@ impl Permission {
             Permission::AuditRead => "audit.read",
             Permission::WorkspaceSso => "workspace.sso",
             Permission::ProvisioningWrite => "provisioning.write",
+            Permission::PolicyWrite => "policy.write",
         }
     }
 }
@@ -187,5 +192,7 @@ mod tests {
         assert!(!Role::Developer.allows(Permission::BudgetWrite));
         assert!(Role::Developer.allows(Permission::KeyWrite));
         assert!(!Role::Developer.allows(Permission::MemberWrite));
+        assert!(Role::Admin.allows(Permission::PolicyWrite));
+        assert!(!Role::Developer.allows(Permission::PolicyWrite));
     }
 }

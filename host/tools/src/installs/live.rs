@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tollgate_registry::{PackageName, RegistryError};
 
-use super::{Active, InstallError, Installs, Loaded};
+use super::{Active, InstallError, Installs, Loaded, Vetting};
 use crate::store::InstallRecord;
 
 impl Installs {
@@ -30,11 +30,17 @@ impl Installs {
             .collect()
     }
     /// Puts a stored record live.
-    pub(super) fn publish(&self, record: InstallRecord, component: Loaded) -> Result<(), InstallError> {
+    pub(super) fn publish(
+        &self,
+        record: InstallRecord,
+        component: Loaded,
+        vetting: Vetting,
+    ) -> Result<(), InstallError> {
         let active = Arc::new(Active {
             grants: Arc::new(self.grants_of(&record)?),
             record,
             component,
+            vetting,
         });
         let key = (active.record.workspace_id.clone(), active.record.name.clone());
         self.live.rcu(|live| {
@@ -91,11 +97,17 @@ impl Installs {
             .version(&package, &version)
             .await
             .map_err(RegistryError::from)?;
+        // Checked again: a version altered in storage since no longer loads.
+        let vetting = Vetting {
+            signer: self.registry.signer(&version).await?,
+            capabilities: tollgate_registry::Capabilities::of(&version.manifest),
+        };
         let component = self.compiled(&version).await?;
         Ok(Arc::new(Active {
             grants: Arc::new(self.grants_of(&record)?),
             record,
             component,
+            vetting,
         }))
     }
 

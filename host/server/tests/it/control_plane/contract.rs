@@ -102,6 +102,14 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         .id
         .to_string();
     let deployment = json!({"namespace": format!("pkg-{world}"), "name": "hello"});
+    // One fixed signing key, so both worlds show the same key id.
+    let signing_key = tollgate_registry::signing::parse_key_file(&format!(
+        "tollgate-signing-key:{}",
+        "CQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQk"
+    ))
+    .unwrap();
+    let public = tollgate_registry::signing::PublicKey::of(&signing_key);
+    let signing = json!({"namespace": format!("pkg-{world}"), "public_key": public.to_text(), "name": "ci"});
     let steps: Vec<(&'static str, Value)> = vec![
         ("workspaces.list", json!({})),
         ("workspaces.get", json!({})),
@@ -145,6 +153,20 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         ("requests.get", json!({"request_id": "req_missing"})),
         // Registry namespaces are global: each world publishes in its own.
         ("namespaces.create", json!({"name": format!("pkg-{world}")})),
+        ("namespaces.keys.add", signing.clone()),
+        ("namespaces.keys.add", signing.clone()),
+        ("namespaces.keys.list", json!({"namespace": format!("pkg-{world}")})),
+        (
+            "namespaces.keys.revoke",
+            json!({"namespace": format!("pkg-{world}"), "key_id": public.key_id()}),
+        ),
+        ("namespaces.keys.list", json!({"namespace": "tollgate"})),
+        ("workspaces.package-policy.get", json!({})),
+        ("workspaces.package-policy.set", json!({"require_signed": ["tollgate"]})),
+        (
+            "workspaces.package-policy.set",
+            json!({"require_signed": ["Not A Namespace"]}),
+        ),
         (
             "packages.search",
             json!({"kind": "provider-adapter", "q": "openai-compatible"}),
@@ -355,6 +377,30 @@ async fn contract(gateway: Gateway, database_url: &str) {
         outcome("installs.get", 0)["ok"]["tools"],
         json!(["calculator__evaluate"])
     );
+    assert_eq!(outcome("namespaces.keys.add", 0)["ok"]["name"], "ci");
+    assert_eq!(outcome("namespaces.keys.add", 1)["error"], "ALREADY_EXISTS");
+    assert_eq!(
+        outcome("namespaces.keys.list", 0)["ok"]["keys"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(outcome("namespaces.keys.revoke", 0)["ok"]["revoked_at_ms"], "<time>");
+    assert_eq!(
+        outcome("namespaces.keys.list", 1)["error"],
+        "NOT_FOUND",
+        "no workspace manages the built-in namespace's keys"
+    );
+    assert_eq!(
+        outcome("workspaces.package-policy.get", 0)["ok"]["require_signed"],
+        json!([])
+    );
+    assert_eq!(outcome("workspaces.package-policy.set", 1)["error"], "INVALID_PARAMS");
+    // Under a policy requiring the built-ins to be signed, they install.
+    let installed = &outcome("installs.create", 0)["ok"];
+    assert_eq!(installed["signature"]["verified"], true, "{installed}");
+    assert_eq!(installed["signature"]["namespace"], "tollgate", "{installed}");
 }
 
 /// The ops that change nothing, listed here apart from the gateway's own list
@@ -364,6 +410,8 @@ const READS: &[&str] = &[
     "workspaces.list",
     "workspaces.get",
     "namespaces.list",
+    "namespaces.keys.list",
+    "workspaces.package-policy.get",
     "members.list",
     "keys.list",
     "wallet.get",
