@@ -1,5 +1,6 @@
-//! The control-plane client: `tollgate signup`, `workspaces …`, `keys …`,
-//! `members …`, `namespaces …`, `wallet`, `plan …`, `budget …`, `usage`, `audit`, `request ID`, and the
+//! The control-plane client: `tollgate signup`, `workspaces …` (with the
+//! package policy), `keys …`, `members …`, `namespaces …` (with their
+//! signing keys), `wallet`, `plan …`, `budget …`, `usage`, `audit`, `request ID`, and the
 //! tool-server and skill installs (`install`, `upgrade`, `uninstall`, `installs`). Each command is
 //! one JSON-RPC call of an extension method on `POST /a2a`, so the CLI has
 //! exactly the permissions of its key. The server URL and key come from flags,
@@ -38,6 +39,11 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
         super::output::print_human(&result);
         if result.get("api_key").is_some() {
             println!("(the key is shown only this once)");
+        }
+        // An install says who signed what it runs and what it asks for.
+        if matches!(op, "installs.create" | "installs.update") {
+            println!("{}", super::packages::signed_line(&result["signature"]));
+            println!("{}", super::packages::asks_line(&result["capabilities"]));
         }
     }
     Ok(())

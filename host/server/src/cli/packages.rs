@@ -1,5 +1,5 @@
-//! `tollgate package …` (publish, list, show, yank, deprecate) and `tollgate
-//! plugin …` (new, install): clients of the registry's HTTP API
+//! `tollgate package …` (keygen, publish, list, show, yank, deprecate) and
+//! `tollgate plugin …` (new, install): clients of the registry's HTTP API
 //! (docs/registry.md), plus the provider-adapter scaffold (`packages/scaffold.rs`).
 
 use std::path::{Path, PathBuf};
@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use tollgate_registry::{Digest, Manifest, PackageKind, PackageName};
 
 mod scaffold;
+mod signatures;
+
+pub use signatures::{asks_line, signed_line};
 
 #[derive(Args, Debug)]
 pub struct Server {
@@ -26,7 +29,8 @@ pub struct Server {
 
 #[derive(Subcommand, Debug)]
 pub enum PackagesCommand {
-    /// Publish, list, inspect, yank and deprecate registry packages.
+    /// Publish (signed or not), list, inspect, yank and deprecate registry
+    /// packages; make signing keys.
     Package {
         #[command(flatten)]
         server: Server,
@@ -44,13 +48,27 @@ pub enum PackagesCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum PackageCommand {
-    /// Upload CONTENT and publish it under the manifest's name and version.
+    /// Make an ed25519 signing key: writes the private key to --out (owner
+    /// read-only, never overwritten) and prints the public key to register
+    /// with `tollgate namespaces keys add NAMESPACE PUBLIC_KEY`.
+    Keygen {
+        /// Where to write the private key.
+        #[arg(long, value_name = "PATH", default_value = "tollgate-signing.key")]
+        out: PathBuf,
+    },
+    /// Upload CONTENT and publish it under the manifest's name and version,
+    /// signed when a signing key is given.
     Publish {
         /// The package content (a .wasm component, or a document).
         content: PathBuf,
         /// Manifest without `content` (filled in from CONTENT).
         #[arg(long, default_value = "tollgate-package.json")]
         manifest: PathBuf,
+        /// Sign the manifest and content with this private key (from
+        /// `tollgate package keygen`); its public key must be registered for
+        /// the package's namespace. What is signed: docs/registry.md.
+        #[arg(long, env = "TOLLGATE_SIGNING_KEY", value_name = "PATH")]
+        signing_key: Option<PathBuf>,
     },
     /// Search packages.
     List {
@@ -99,7 +117,10 @@ pub enum PluginCommand {
         #[arg(long, env = "TOLLGATE_PLUGIN_SDK")]
         sdk: Option<PathBuf>,
     },
-    /// Serve provider PROVIDER with adapter NAMESPACE/NAME@VERSION from now on.
+    /// Serve provider PROVIDER with adapter NAMESPACE/NAME@VERSION from now
+    /// on. The version is checked (manifest, signature, content) and must
+    /// pass your workspace's package policy before it is loaded; prints who
+    /// signed it.
     Install {
         package: String,
         #[arg(long)]
@@ -143,9 +164,11 @@ pub async fn run(command: PackagesCommand) -> anyhow::Result<()> {
                 .await?;
                 print(&server, &result, || {
                     format!(
-                        "provider '{provider}' now uses {} ({})",
+                        "provider '{provider}' now uses {} ({})\n{}\n{}",
                         result["adapter"].as_str().unwrap_or("?"),
-                        result["digest"].as_str().unwrap_or("?")
+                        result["digest"].as_str().unwrap_or("?"),
+                        signed_line(&result["signature"]),
+                        asks_line(&result["capabilities"])
                     )
                 })
             }
@@ -155,21 +178,43 @@ pub async fn run(command: PackagesCommand) -> anyhow::Result<()> {
 
 async fn package(server: &Server, command: PackageCommand) -> anyhow::Result<()> {
     match command {
-        PackageCommand::Publish { content, manifest } => {
+        PackageCommand::Keygen { out } => {
+            let result = signatures::keygen(&out)?;
+            print(server, &result, || signatures::keygen_text(&result))
+        }
+        PackageCommand::Publish {
+            content,
+            manifest,
+            signing_key,
+        } => {
             let manifest = read_manifest(&manifest, &content)?;
+            // Signed before anything is sent, so a bad key file uploads nothing.
+            let signature = signing_key
+                .as_deref()
+                .map(|path| signatures::sign(&manifest, path))
+                .transpose()?;
             let bytes = std::fs::read(&content).with_context(|| format!("cannot read {}", content.display()))?;
             let digest = &manifest.content.digest;
             upload(server, digest, bytes).await?;
             let path = format!("/v1/packages/{}/{}", manifest.name, manifest.version);
-            let result = send(
+            let headers: Vec<(&str, String)> = signature
+                .iter()
+                .map(|s| (tollgate_registry::signing::SIGNATURE_HEADER, s.to_header()))
+                .collect();
+            let result = send_with(
                 server,
                 reqwest::Method::PUT,
                 &path,
                 Some(serde_json::to_value(&manifest)?),
+                &headers,
             )
             .await?;
             print(server, &result, || {
-                format!("published {}@{} ({digest})", manifest.name, manifest.version)
+                let signed = match &signature {
+                    Some(s) => format!(", signed by key {}", s.key_id),
+                    None => ", unsigned".into(),
+                };
+                format!("published {}@{} ({digest}){signed}", manifest.name, manifest.version)
             })
         }
         PackageCommand::List { kind, query } => {
@@ -225,6 +270,10 @@ async fn package(server: &Server, command: PackageCommand) -> anyhow::Result<()>
                         }
                         if let Some(message) = v["deprecated"].as_str() {
                             line.push_str(&format!("  [deprecated: {message}]"));
+                        }
+                        match v["signature"]["key_id"].as_str() {
+                            Some(key_id) => line.push_str(&format!("  [signed by key {key_id}]")),
+                            None => line.push_str("  [unsigned]"),
                         }
                         lines.push(line);
                     }
@@ -332,8 +381,21 @@ async fn upload(server: &Server, digest: &Digest, bytes: Vec<u8>) -> anyhow::Res
 }
 
 async fn send(server: &Server, method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+    send_with(server, method, path, body, &[]).await
+}
+
+async fn send_with(
+    server: &Server,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+    headers: &[(&str, String)],
+) -> anyhow::Result<Value> {
     let url = format!("{}{path}", server.url.trim_end_matches('/'));
     let mut request = reqwest::Client::new().request(method, url);
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
     if let Some(key) = &server.api_key {
         request = request.bearer_auth(key);
     }

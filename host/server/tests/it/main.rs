@@ -34,6 +34,7 @@ mod responses_upstream;
 mod retention;
 mod routing;
 mod sandbox;
+mod signing;
 mod tenancy;
 mod tidy;
 mod truncation;

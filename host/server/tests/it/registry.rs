@@ -104,7 +104,7 @@ async fn try_create_namespace(gw: &Gateway, key: &str, name: &str) -> Value {
 }
 
 /// Makes the test account's workspace an operator (may install) via a reload.
-async fn make_operator(gw: &Gateway) {
+pub(crate) async fn make_operator(gw: &Gateway) {
     let mut config = std::fs::read_to_string(&gw.config_path).unwrap();
     config.push_str(&format!(
         "\n[registry]\noperator_workspaces = [\"{}\"]\n",

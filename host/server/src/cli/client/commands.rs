@@ -203,13 +203,58 @@ pub enum WorkspacesCommand {
         /// Default: the key's workspace (or --workspace).
         workspace_id: Option<String>,
     },
+    /// The package policy: which namespaces' packages this workspace installs
+    /// only when signed by a registered, unrevoked key (docs/registry.md).
+    PackagePolicy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyCommand {
+    Show,
+    /// Replace the policy (owners and admins).
+    Set {
+        /// A namespace whose packages must be signed, or '*' for every
+        /// namespace (repeatable; none: require nothing).
+        #[arg(long = "require-signed", value_name = "NAMESPACE")]
+        require_signed: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
 pub enum NamespacesCommand {
     List,
-    Create { name: String },
-    Delete { name: String },
+    Create {
+        name: String,
+    },
+    Delete {
+        name: String,
+    },
+    /// The ed25519 public keys whose signatures count for a namespace's packages.
+    Keys {
+        #[command(subcommand)]
+        command: NamespaceKeysCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NamespaceKeysCommand {
+    /// Register a public key (from `tollgate package keygen`) for NAMESPACE.
+    Add {
+        namespace: String,
+        /// base64url, which may start with '-'.
+        #[arg(allow_hyphen_values = true)]
+        public_key: String,
+        /// A label, e.g. ci.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// NAMESPACE's keys, revoked ones included.
+    List { namespace: String },
+    /// Revoke a key: packages signed by it no longer verify.
+    Revoke { namespace: String, key_id: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -318,4 +363,38 @@ pub enum MembersCommand {
     Remove {
         user_id: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Probe {
+        #[command(subcommand)]
+        command: ClientCommand,
+    }
+
+    /// A base64url public key starts with '-' once in 64 keys.
+    #[test]
+    fn a_public_key_may_start_with_a_hyphen() {
+        let key = "-tSHozTwTohAbN27KwRYm-A1nifbXd4M9fg1k6hHTZk";
+        let parsed = Probe::try_parse_from(["tollgate", "namespaces", "keys", "add", "acme", key, "--name", "ci"]);
+        let Ok(Probe {
+            command:
+                ClientCommand::Namespaces {
+                    command:
+                        NamespacesCommand::Keys {
+                            command: NamespaceKeysCommand::Add { public_key, name, .. },
+                        },
+                    ..
+                },
+        }) = parsed
+        else {
+            panic!("{:?}", parsed.err());
+        };
+        assert_eq!((public_key.as_str(), name.as_deref()), (key, Some("ci")));
+    }
 }

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::Connection;
 use super::commands::{
-    BudgetCommand, ClientCommand, KeysCommand, MembersCommand, NamespacesCommand, PlanCommand, WalletCommand,
-    WorkspacesCommand,
+    BudgetCommand, ClientCommand, KeysCommand, MembersCommand, NamespaceKeysCommand, NamespacesCommand, PlanCommand,
+    PolicyCommand, WalletCommand, WorkspacesCommand,
 };
 
 /// `50,80,100` as percents; an empty text is none.
@@ -79,6 +79,34 @@ impl ClientCommand {
                 "workspaces.sso.set",
                 json!({"workspace_id": workspace_id, "required": required}),
             ),
+            C::Workspaces {
+                command: WorkspacesCommand::PackagePolicy { command },
+                ..
+            } => match command {
+                PolicyCommand::Show => ("workspaces.package-policy.get", json!({})),
+                PolicyCommand::Set { require_signed } => (
+                    "workspaces.package-policy.set",
+                    json!({"require_signed": require_signed}),
+                ),
+            },
+            C::Namespaces {
+                command: NamespacesCommand::Keys { command },
+                ..
+            } => match command {
+                NamespaceKeysCommand::Add {
+                    namespace,
+                    public_key,
+                    name,
+                } => (
+                    "namespaces.keys.add",
+                    json!({"namespace": namespace, "public_key": public_key, "name": name}),
+                ),
+                NamespaceKeysCommand::List { namespace } => ("namespaces.keys.list", json!({"namespace": namespace})),
+                NamespaceKeysCommand::Revoke { namespace, key_id } => (
+                    "namespaces.keys.revoke",
+                    json!({"namespace": namespace, "key_id": key_id}),
+                ),
+            },
             C::Namespaces {
                 command: NamespacesCommand::List,
                 ..
