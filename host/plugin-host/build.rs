@@ -245,7 +245,10 @@ fn ensure_wasm_target() {
         .filter(|output| output.status.success())
         .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()));
     let Some(sysroot) = sysroot else { return };
-    if sysroot.join("lib/rustlib/wasm32-wasip2/lib").is_dir() {
+    let target_lib = sysroot.join("lib/rustlib/wasm32-wasip2/lib");
+    // Runs again when the target is removed, so a later build adds it back.
+    println!("cargo:rerun-if-changed={}", target_lib.display());
+    if target_lib.is_dir() {
         return;
     }
     let mut rustup = Command::new("rustup");
