@@ -206,3 +206,8 @@ def test_entra_id_provisioning_run(stack):
     foreign = Scim(stack, rpc(stack, other["api_key"], "scim/tokens.create", {})["token"])
     assert foreign.get(f"/Groups/{group['id']}").status_code == 404
     assert Scim(stack, "tg_scim_forged").get("/Users").status_code == 401
+    # A group is bounded before anything is read or stored.
+    huge = scim.post("/Groups", json={"schemas": [GROUP], "displayName": "Everyone",
+                                      "members": [{"value": f"user_{i}"} for i in range(10_001)]})
+    assert huge.status_code == 400 and "at most 10000 members" in huge.json()["detail"], huge.text
+    assert scim.get("/Groups", params={"filter": 'displayName eq "Everyone"'}).json()["totalResults"] == 0

@@ -16,6 +16,10 @@ use super::{Connection, Provisioning, groups, tokens, users};
 
 /// SCIM bodies are a few KB; a group of thousands of members stays well below.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Bounds on what one workspace's provider may keep here, so that its lists
+/// and syncs stay short and cannot slow other workspaces' requests.
+const MAX_USERS: usize = 10_000;
+const MAX_GROUP_MEMBERS: usize = 10_000;
 
 pub fn routes<S>() -> axum::Router<S>
 where
@@ -140,12 +144,17 @@ async fn get_user(State(scim): Scim, headers: HeaderMap, Path(id): Path<String>)
 async fn create_user(State(scim): Scim, headers: HeaderMap, body: axum::body::Bytes) -> Answer {
     let connection = connect(&scim, &headers).await?;
     let mut user = ScimUser::from_body(&json_body(&body)?)?;
-    let taken = users::list(&scim.database, &connection.workspace_id)
-        .await?
-        .into_iter()
-        .any(|u| u.user_name == user.user_name);
-    if taken {
+    let provisioned = users::list(&scim.database, &connection.workspace_id).await?;
+    if provisioned.iter().any(|u| u.user_name == user.user_name) {
         return Err(ScimError::conflict(format!("user '{}' exists", user.user_name)));
+    }
+    // Inactive users hold no seat, so the plan's seats alone would not bound them.
+    if provisioned.len() >= MAX_USERS {
+        return Err(ScimError::new(
+            StatusCode::FORBIDDEN,
+            None,
+            format!("a workspace holds at most {MAX_USERS} provisioned users; delete some first"),
+        ));
     }
     let display = user.display_name.clone().unwrap_or_else(|| user.user_name.clone());
     user.user_id = scim.accounts.user_for_email(&user.user_name, &display).await?;
@@ -271,21 +280,44 @@ async fn get_group(State(scim): Scim, headers: HeaderMap, Path(id): Path<String>
 }
 
 /// Saves `group` (its members must be the workspace's SCIM users), then
-/// brings the role of everyone who joined, left or stayed in line with it.
+/// brings roles in line: of those who joined or left, or of every member
+/// when the group's name (and so the role it maps to) changed. A PATCH that
+/// adds one member to a large group syncs that one member.
 async fn save_group(
     scim: &Provisioning,
     connection: &Connection,
     group: &groups::ScimGroup,
-    before: &std::collections::BTreeSet<String>,
+    before: Option<&groups::ScimGroup>,
 ) -> Result<(), ScimError> {
-    let known = users::list(&scim.database, &connection.workspace_id).await?;
-    if let Some(stranger) = group.members.iter().find(|id| known.iter().all(|u| &u.user_id != *id)) {
+    if group.members.len() > MAX_GROUP_MEMBERS {
+        return Err(ScimError::invalid(format!(
+            "a group holds at most {MAX_GROUP_MEMBERS} members"
+        )));
+    }
+    let known: std::collections::HashSet<String> = users::list(&scim.database, &connection.workspace_id)
+        .await?
+        .into_iter()
+        .map(|u| u.user_id)
+        .collect();
+    if let Some(stranger) = group.members.iter().find(|id| !known.contains(*id)) {
         return Err(ScimError::invalid(format!(
             "member '{stranger}' is not a user provisioned here"
         )));
     }
     groups::save(&scim.database, &connection.workspace_id, group).await?;
-    for user_id in group.members.union(before) {
+    let empty = std::collections::BTreeSet::new();
+    let (old_members, renamed) = match before {
+        Some(before) => (
+            &before.members,
+            !before.display_name.eq_ignore_ascii_case(&group.display_name),
+        ),
+        None => (&empty, false),
+    };
+    let affected: Vec<&String> = match renamed {
+        true => group.members.union(old_members).collect(),
+        false => group.members.symmetric_difference(old_members).collect(),
+    };
+    for user_id in affected {
         scim.sync(&connection.workspace_id, user_id).await?;
     }
     Ok(())
@@ -294,7 +326,7 @@ async fn save_group(
 async fn create_group(State(scim): Scim, headers: HeaderMap, body: axum::body::Bytes) -> Answer {
     let connection = connect(&scim, &headers).await?;
     let group = groups::ScimGroup::from_body(&json_body(&body)?)?;
-    save_group(&scim, &connection, &group, &Default::default()).await?;
+    save_group(&scim, &connection, &group, None).await?;
     let rendered = render_group(&scim, &connection, &group, &base_url(&scim, &headers)).await?;
     scim.audit(
         &connection,
@@ -309,14 +341,14 @@ async fn create_group(State(scim): Scim, headers: HeaderMap, body: axum::body::B
 async fn update_group(scim: &Provisioning, headers: &HeaderMap, id: &str, body: &[u8], patch: bool) -> Answer {
     let connection = connect(scim, headers).await?;
     let mut group = existing_group(scim, &connection, id).await?;
-    let before = group.members.clone();
+    let before = group.clone();
     let body = json_body(body)?;
     if patch {
         group.patch(&operations(&body)?)?;
     } else {
         group.replace_with(&body)?;
     }
-    save_group(scim, &connection, &group, &before).await?;
+    save_group(scim, &connection, &group, Some(&before)).await?;
     let rendered = render_group(scim, &connection, &group, &base_url(scim, headers)).await?;
     let op = if patch {
         "scim.groups.patch"
