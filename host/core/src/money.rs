@@ -8,8 +8,10 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct PicoPerToken(pub u64);
 
-/// An amount in nano-USD.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+/// An amount in nano-USD. Serialized as its integer (the ledger's journal
+/// stores amounts this way); shown to users with [`Nanos::usd_string`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Nanos(pub i64);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

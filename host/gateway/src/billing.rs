@@ -20,7 +20,7 @@ use super::provenance::{Attempt, Metered, Trail};
 use tollgate_core::db::now_ms;
 use tollgate_core::money::{Nanos, TokenCounts};
 use tollgate_identity::auth::Principal;
-use tollgate_ledger::{Hold, Ledger, RequestKind, RequestLogRow, ReserveError, Settled};
+use tollgate_ledger::{Hold, Ledger, RequestKind, RequestLogRow, ReserveError, Settled, UsageSource};
 use tollgate_plugin_host::Usage;
 use tollgate_routing::catalog::ModelRoute;
 use tollgate_web::error::ApiError;
@@ -175,7 +175,7 @@ impl Bill {
             output_tokens: None,
             cached_tokens: None,
             reasoning_tokens: None,
-            usage_source: "none",
+            usage_source: UsageSource::None,
             reserved: worst_case,
             fee: Nanos::ZERO,
             snapshot_id: Some(snapshot_id),
@@ -307,11 +307,11 @@ impl Bill {
     pub fn meter(&mut self, route: &ModelRoute, usage: Option<Usage>, output_units: u64) -> Metered {
         let usage = match usage {
             Some(usage) => {
-                self.log.usage_source = "upstream";
+                self.log.usage_source = UsageSource::Upstream;
                 usage
             }
             None => {
-                self.log.usage_source = "estimated";
+                self.log.usage_source = UsageSource::Estimated;
                 Usage {
                     input: self.input_bytes.div_ceil(4).max(1),
                     output: output_units.max(1),

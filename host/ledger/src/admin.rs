@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::record::{LoggedRequest, logged_request_columns};
-use super::writer::journal;
+use super::writer::ledger_entry;
 use tollgate_core::db::{Database, new_id, now_ms};
 use tollgate_core::money::Nanos;
 
@@ -96,7 +96,7 @@ pub async fn debit_in(
         .execute(&mut **tx)
         .await?;
     anyhow::ensure!(done.rows_affected() == 1, "no wallet for workspace '{workspace_id}'");
-    journal(tx, &new_id("db"), workspace_id, "debit", amount, now_ms()).await?;
+    ledger_entry(tx, &new_id("db"), workspace_id, "debit", amount, now_ms()).await?;
     Ok(())
 }
 
@@ -124,7 +124,7 @@ pub async fn journal_credit(
     workspace_id: &str,
     amount: Nanos,
 ) -> sqlx::Result<()> {
-    journal(tx, &new_id("cr"), workspace_id, "credit", amount, now_ms()).await
+    ledger_entry(tx, &new_id("cr"), workspace_id, "credit", amount, now_ms()).await
 }
 
 /// Recomputes every wallet from the journal and the gateways' grant rows.
@@ -379,29 +379,41 @@ pub async fn spend(database: &Database, workspace_id: &str, since_ms: i64, until
 
 /// The read-only views of wallets and the request log, for a caller that
 /// should read them and nothing else (the control plane's operations): it
-/// holds the database, but offers no query of its own and no write.
+/// holds the database, but offers no query of its own and no write. Each
+/// read first waits (briefly) for the ledger's journal to reach the
+/// database, so a caller reading right after an answer sees it.
 #[derive(Clone)]
 pub struct Views {
     database: Database,
+    ledger: Option<crate::Ledger>,
 }
 
 impl Views {
-    pub fn new(database: Database) -> Self {
-        Self { database }
+    pub fn new(database: Database, ledger: Option<crate::Ledger>) -> Self {
+        Self { database, ledger }
+    }
+
+    async fn caught_up(&self) {
+        if let Some(ledger) = &self.ledger {
+            ledger.caught_up().await;
+        }
     }
 
     /// [`wallet`]: a workspace's balances.
     pub async fn wallet(&self, workspace_id: &str) -> anyhow::Result<WalletBalances> {
+        self.caught_up().await;
         wallet(&self.database, workspace_id).await
     }
 
     /// [`usage`]: a page of a workspace's request log, newest first.
     pub async fn usage(&self, query: &UsageQuery) -> anyhow::Result<Vec<UsageRow>> {
+        self.caught_up().await;
         usage(&self.database, query).await
     }
 
     /// [`request_log`]: one request's full trace.
     pub async fn request_log(&self, request_id: &str) -> anyhow::Result<Option<Value>> {
+        self.caught_up().await;
         request_log(&self.database, request_id).await
     }
 }

@@ -4,11 +4,12 @@
 //! only the writer changes a grant, and only after its transaction committed,
 //! so the book never lets a request hold money the database has not set aside.
 //!
-//! Per wallet, `held + settling ≤ granted` always:
+//! Per wallet, `held ≤ granted` always:
 //! - `held`: holds of requests in flight;
-//! - `settling`: holds whose settlement is queued but not yet committed (their
-//!   posting will take money out of the grant, so it cannot be lent again yet);
-//! - `granted`: what the database reserves for this gateway (`wallet_holds`).
+//! - `granted`: what the database reserves for this gateway (`wallet_holds`),
+//!   less the postings already journaled but not yet applied (`applying`):
+//!   a settlement takes its posting out of the grant as soon as it is in the
+//!   journal, so it cannot be lent again while the database catches up.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,7 +26,9 @@ pub struct Book {
 pub struct Wallet {
     pub granted: i64,
     pub held: i64,
-    pub settling: i64,
+    /// Journaled postings not yet applied to the database: the row's grant
+    /// still counts them.
+    pub applying: i64,
     /// `held` changed since the writer last wrote this wallet's row.
     pub dirty: bool,
     /// The last reserve, for returning an idle grant.
@@ -37,12 +40,12 @@ pub struct Wallet {
 
 impl Wallet {
     fn room(&self) -> i64 {
-        self.granted - self.held - self.settling
+        self.granted - self.held
     }
 
     /// Nothing in flight, and no reserve since `since` (`None`: at all).
     fn is_idle(&self, since: Option<Instant>) -> bool {
-        self.held == 0 && self.settling == 0 && since.is_none_or(|since| self.last_reserve.is_none_or(|at| at < since))
+        self.held == 0 && self.applying == 0 && since.is_none_or(|since| self.last_reserve.is_none_or(|at| at < since))
     }
 }
 
@@ -77,33 +80,34 @@ impl Book {
         }
     }
 
-    /// A hold whose request ended: its settlement is about to be queued.
-    pub fn start_settling(&self, workspace_id: &str, amount: Nanos) {
+    /// A hold whose settlement is journaled: the hold ends, and what it
+    /// posted leaves the grant until the database shows it.
+    pub fn settled(&self, workspace_id: &str, hold: Nanos, posted: i64) {
         let mut wallets = self.wallets.lock().expect("book lock");
         if let Some(wallet) = wallets.get_mut(workspace_id) {
-            wallet.held -= amount.0;
-            wallet.settling += amount.0;
+            wallet.held -= hold.0;
+            wallet.granted -= posted;
+            wallet.applying += posted;
             wallet.dirty = true;
         }
     }
 
-    /// After a commit: settlements of `released` holds posted `posted` out of
-    /// the grant, and the database granted `grown` more (as a lease or not).
-    /// Then, under the same lock, holds `asks` in order for the reserves that
-    /// asked for the grant, and says which fit.
+    /// After a commit: `applied` of this wallet's journaled postings reached
+    /// the database, and the database granted `grown` more (as a lease or
+    /// not). Then, under the same lock, holds `asks` in order for the
+    /// reserves that asked for the grant, and says which fit.
     pub fn committed(
         &self,
         workspace_id: &str,
-        released: i64,
-        posted: i64,
+        applied: i64,
         grown: i64,
         lease: Option<bool>,
         asks: impl IntoIterator<Item = Nanos>,
     ) -> Vec<bool> {
         let mut wallets = self.wallets.lock().expect("book lock");
         let wallet = wallets.entry(workspace_id.to_string()).or_default();
-        wallet.settling -= released;
-        wallet.granted += grown - posted;
+        wallet.applying -= applied;
+        wallet.granted += grown;
         if let Some(lease) = lease {
             wallet.lease = lease;
         }
@@ -125,11 +129,11 @@ impl Book {
         held
     }
 
-    /// Before a commit that settles `released` holds posting `posted`: the
-    /// wallet's `held` to write, and the slack of a direct (non-lease) grant,
-    /// taken out of the grant now so no request can hold it while the
-    /// database hands it back.
-    pub fn trim_for_commit(&self, workspace_id: &str, released: i64, posted: i64) -> (i64, i64) {
+    /// Before a commit: the wallet's `held` to write, and the slack of a
+    /// direct (non-lease) grant, taken out of the grant now so no request can
+    /// hold it while the database hands it back. `asked` of the room stays:
+    /// grant requests in the same commit count on it.
+    pub fn trim_for_commit(&self, workspace_id: &str, asked: i64) -> (i64, i64) {
         let mut wallets = self.wallets.lock().expect("book lock");
         let Some(wallet) = wallets.get_mut(workspace_id) else {
             return (0, 0);
@@ -137,8 +141,7 @@ impl Book {
         let trimmed = if wallet.lease {
             0
         } else {
-            let room_after = (wallet.granted - posted) - wallet.held - (wallet.settling - released);
-            room_after.max(0)
+            (wallet.room() - asked).max(0)
         };
         wallet.granted -= trimmed;
         (wallet.held, trimmed)

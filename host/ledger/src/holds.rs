@@ -125,16 +125,6 @@ pub struct Written {
 /// Applies postings and trims to the wallet and writes the row.
 pub async fn write_row(tx: &mut impl WriteTx, row: &RowWrite<'_>) -> WriteResult<Written> {
     let leaving = row.posted + row.trimmed;
-    let mut free = None;
-    if leaving != 0 {
-        free = tx
-            .fetch_i64(
-                "UPDATE wallets SET balance_nano = balance_nano - $1, reserved_nano = reserved_nano - $2 \
-                 WHERE workspace_id = $3 RETURNING balance_nano - reserved_nano",
-                &[row.posted.into(), leaving.into(), row.workspace_id.into()],
-            )
-            .await?;
-    }
     let updated = tx
         .execute(
             "UPDATE wallet_holds SET granted_nano = granted_nano - $1, held_nano = $2, expires_at = $3 \
@@ -148,10 +138,45 @@ pub async fn write_row(tx: &mut impl WriteTx, row: &RowWrite<'_>) -> WriteResult
             ],
         )
         .await?;
-    Ok(Written {
-        row_found: updated == 1,
-        free,
-    })
+    let row_found = updated == 1;
+    let free = leave_wallet(tx, row.workspace_id, row.posted, leaving, row_found).await?;
+    Ok(Written { row_found, free })
+}
+
+/// Posts `posted` out of the grant of an earlier run of a gateway (a journal
+/// replayed after a restart). Returns whether that run's row was still there.
+pub async fn post_from(tx: &mut impl WriteTx, holder: &str, workspace_id: &str, posted: i64) -> WriteResult<bool> {
+    let updated = tx
+        .execute(
+            "UPDATE wallet_holds SET granted_nano = granted_nano - $1 WHERE holder = $2 AND workspace_id = $3",
+            &[posted.into(), holder.into(), workspace_id.into()],
+        )
+        .await?;
+    leave_wallet(tx, workspace_id, posted, posted, updated == 1).await?;
+    Ok(updated == 1)
+}
+
+/// Takes `posted` off the balance and, when the grant's row was still there,
+/// `leaving` off what the wallet reserves. A row that is gone was handed back
+/// whole by the sweeper, postings included, so nothing of it is reserved any
+/// more. Returns the balance no gateway has escrowed, when it changed.
+async fn leave_wallet(
+    tx: &mut impl WriteTx,
+    workspace_id: &str,
+    posted: i64,
+    leaving: i64,
+    row_found: bool,
+) -> WriteResult<Option<i64>> {
+    let released = if row_found { leaving } else { 0 };
+    if posted == 0 && released == 0 {
+        return Ok(None);
+    }
+    tx.fetch_i64(
+        "UPDATE wallets SET balance_nano = balance_nano - $1, reserved_nano = reserved_nano - $2 \
+         WHERE workspace_id = $3 RETURNING balance_nano - reserved_nano",
+        &[posted.into(), released.into(), workspace_id.into()],
+    )
+    .await
 }
 
 /// Hands a wallet's whole grant back and deletes the row. Returns the amount

@@ -11,25 +11,30 @@
 //! rich wallet is leased in slices; a nearly empty one is reserved request by
 //! request, exactly as much as each needs.
 //!
-//! Settlements go through one writer task that group-commits many of them per
-//! transaction (see `writer.rs`), and every reply is sent only after its
-//! transaction committed: an answered request's posting and usage row are
-//! durable before the answer. A crash loses only holds of requests that had
-//! not settled: their gateway's rows expire and the sweeper hands the grant
-//! back, unbilled — never a double charge, never an overspend.
+//! A settlement is appended to a local journal (see `journal/`) before its
+//! answer leaves, and one writer task applies the journal to the database in
+//! the background, many settlements per transaction (see `writer.rs`): an
+//! answered request's posting and usage row are durable before the answer,
+//! and the answer never waits on the database. A crash loses only holds of
+//! requests that had not settled: their gateway's rows expire and the sweeper
+//! hands the grant back, unbilled — never a double charge, never an
+//! overspend. The journal's tail is applied at the next start.
 #![forbid(unsafe_code)]
 
 mod admin;
 pub mod archive;
 mod batch_insert;
 mod book;
+mod entry;
 mod holds;
+pub mod journal;
 mod log_row;
 mod record;
 mod sql;
 mod sweeper;
 mod writer;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,10 +45,11 @@ pub use admin::{
     ActorRunRow, Spend, UsageQuery, UsageRow, Views, WalletBalances, actor_run, credit, credit_in, debit_in,
     journal_credit, open_wallet, request_log, spend, usage, verify, wallet,
 };
-pub use log_row::{RequestKind, RequestLogRow, RunProvenance, StoredAttempt, expand_attempts};
+pub use journal::{Durability, JournalHealth};
+pub use log_row::{RequestKind, RequestLogRow, RunProvenance, StoredAttempt, UsageSource, expand_attempts};
 pub use sweeper::sweep;
 
-use tollgate_core::db::Database;
+use tollgate_core::db::{Database, now_ms};
 use tollgate_core::money::Nanos;
 
 /// How many times a reserve asks the writer to grow the wallet's grant before
@@ -69,6 +75,14 @@ pub struct LedgerConfig {
     /// dying; a power loss may undo the last commits) or `full` (an fsync per
     /// commit, which also survives a power loss).
     pub sqlite_sync: tollgate_core::db::SqliteSync,
+    /// When a settlement counts as durable before its answer leaves: `normal`
+    /// (written to the local journal: it survives the gateway being killed)
+    /// or `full` (the journal is also fsynced, one fsync per group of
+    /// answers: it survives a power loss).
+    pub sync: Durability,
+    /// Where the journal lives; `<data_dir>/journal` when unset. It must be
+    /// on the gateway's own disk, one directory per gateway.
+    pub journal_dir: Option<PathBuf>,
     /// The largest slice of a wallet one gateway escrows at a time (decimal
     /// USD); "0" reserves every request directly in the database.
     pub lease_max_usd: String,
@@ -99,6 +113,8 @@ impl Default for LedgerConfig {
             sweep_interval_ms: 5_000,
             max_batch: 256,
             sqlite_sync: tollgate_core::db::SqliteSync::Normal,
+            sync: Durability::Normal,
+            journal_dir: None,
             lease_max_usd: "100".into(),
             lease_idle_ms: 2_000,
             lease_ttl_secs: 30,
@@ -139,25 +155,53 @@ pub enum Settled {
 pub struct Ledger {
     commands: mpsc::Sender<writer::Command>,
     book: Arc<book::Book>,
+    journal: Arc<journal::Journal>,
     ttl: Duration,
+    /// This gateway run's name on its `wallet_holds` rows.
+    holder: Arc<str>,
+    /// This gateway's CloudEvents `source`, stamped on every request log row.
+    source: Arc<str>,
 }
 
+/// How long a read of the ledger waits for the journal to be applied, so a
+/// caller reading right after an answer sees it; past it the read shows the
+/// database as it is (it may be away).
+const READ_WAIT: Duration = Duration::from_secs(2);
+
 impl Ledger {
-    /// Starts the writer, its ticker and the expiry sweeper on the current
-    /// runtime. Every request log row names `source`, the serving gateway;
-    /// `settled` is woken after settlements commit (the metering dispatchers
-    /// read those rows).
-    pub fn start(
+    /// Opens the journal in `journal_dir`, starts the writer, its ticker and
+    /// the expiry sweeper on the current runtime, and returns once the
+    /// journal left by the last run is applied. Every request log row names
+    /// `source`, the serving gateway; `settled` is woken after settlements
+    /// reach the database (the metering dispatchers read those rows).
+    pub async fn start(
         database: Database,
         config: &LedgerConfig,
+        journal_dir: &Path,
         source: String,
         settled: Option<crate::SettleNotifier>,
     ) -> anyhow::Result<Self> {
+        let (journal, recovered) = journal::Journal::open(journal_dir, config.sync)?;
+        let applied: Option<i64> =
+            sqlx::query_scalar("SELECT applied_seq FROM ledger_journal_marks WHERE journal_id = $1")
+                .bind(journal.id())
+                .fetch_optional(&database.pool)
+                .await?;
+        let applied = applied.map_or(0, |seq| seq as u64);
+        let backlog = journal.appended().saturating_sub(applied);
+        if backlog > 0 {
+            tracing::info!(
+                backlog,
+                records = recovered.records,
+                "applying the ledger journal left by the last run"
+            );
+        }
         let (commands, receiver) = mpsc::channel(4096);
         let book = Arc::new(book::Book::default());
         let holder = tollgate_core::db::new_id("gw");
         let row_ttl = config.row_ttl();
         let store = writer::Store::open(&database)?;
+        journal.mark_applied(applied.min(journal.appended()));
         tokio::spawn(writer::run(
             writer::Writer {
                 database: database.clone(),
@@ -165,12 +209,13 @@ impl Ledger {
                 holder: holder.clone(),
                 policy: config.lease_policy()?,
                 row_ttl,
-                source,
                 settled,
                 max_batch: config.max_batch.max(1),
+                journal: journal.clone(),
             },
             store,
             receiver,
+            journal::Tail::after(journal.dir(), applied),
         ));
         tokio::spawn(tick(
             commands.clone(),
@@ -179,13 +224,24 @@ impl Ledger {
         ));
         tokio::spawn(sweeper::run(
             database,
-            holder,
+            holder.clone(),
             Duration::from_millis(config.sweep_interval_ms.max(10)),
+            row_ttl,
         ));
+        // Serve only once what the last run answered is in the database.
+        while !journal.caught_up(Duration::from_secs(5)).await {
+            tracing::warn!(
+                lag = journal.health().lag,
+                "still applying the ledger journal left by the last run"
+            );
+        }
         Ok(Self {
             commands,
             book,
+            journal,
             ttl: Duration::from_secs(config.reservation_ttl_secs),
+            holder: holder.into(),
+            source: source.into(),
         })
     }
 
@@ -249,48 +305,73 @@ impl Ledger {
     }
 
     /// Posts `amount` (clamped to the hold) and releases the hold, or voids it
-    /// when `amount` is zero, and writes the request log row, all in one
-    /// transaction. Without a hold only the log row is written.
-    pub async fn settle(&self, hold: Option<Hold>, amount: Nanos, log: RequestLogRow) -> Result<Settled, ReserveError> {
-        if let Some(hold) = &hold {
-            self.book.start_settling(&hold.workspace_id, hold.amount);
+    /// when `amount` is zero, and writes the request log row: all of it one
+    /// journal record, applied to the database later in one transaction.
+    /// Without a hold only the log row is written. Returns once the record is
+    /// in the journal, never waiting on the database.
+    pub async fn settle(
+        &self,
+        hold: Option<Hold>,
+        amount: Nanos,
+        mut log: RequestLogRow,
+    ) -> Result<Settled, ReserveError> {
+        let (settled, posted) = match &hold {
+            None => (Settled::NoHold, 0),
+            Some(hold) if Instant::now() > hold.deadline => (Settled::HoldGone, 0),
+            Some(hold) => (Settled::Posted, amount.0.clamp(0, hold.amount.0)),
+        };
+        if settled == Settled::HoldGone {
+            log.outcome = format!("{} (hold expired before settlement: not billed)", log.outcome);
         }
-        let (reply, answer) = oneshot::channel();
-        self.send(writer::Command::Settle {
-            hold,
-            amount,
-            log: Box::new(log),
-            reply,
-            linger: false,
-        })
-        .await?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err(ReserveError::Unavailable("ledger writer stopped".into())))
+        let entry = entry::Entry {
+            holder: self.holder.to_string(),
+            wallet: hold.as_ref().map(|hold| hold.workspace_id.clone()),
+            posted: Nanos(posted),
+            settled_at_ms: now_ms(),
+            source: self.source.to_string(),
+            log,
+        };
+        let payload = serde_json::to_vec(&entry).map_err(|e| ReserveError::Unavailable(e.to_string()))?;
+        let appended = self.journal.append(&payload, || {
+            if let Some(hold) = &hold {
+                self.book.settled(&hold.workspace_id, hold.amount, posted);
+            }
+        });
+        match appended {
+            Ok(_) => Ok(settled),
+            Err(error) => {
+                tracing::error!(%error, "the ledger journal could not take a settlement");
+                // Nothing was posted: the grant keeps the amount.
+                if let Some(hold) = &hold {
+                    self.book.drop_hold(&hold.workspace_id, hold.amount);
+                }
+                Err(ReserveError::Unavailable(format!("ledger journal: {error}")))
+            }
+        }
     }
 
     /// Logs a row that moves no money (a tool call, a skill run, an actor
-    /// run) for a caller that does not wait on it: it may share the next
-    /// command's commit, up to `writer::LINGER` later. Resolves when it is
-    /// committed.
+    /// run), exactly as [`Ledger::settle`] does without a hold.
     pub async fn log(&self, log: RequestLogRow) -> Result<Settled, ReserveError> {
-        let (reply, answer) = oneshot::channel();
-        self.send(writer::Command::Settle {
-            hold: None,
-            amount: Nanos::ZERO,
-            log: Box::new(log),
-            reply,
-            linger: true,
-        })
-        .await?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err(ReserveError::Unavailable("ledger writer stopped".into())))
+        self.settle(None, Nanos::ZERO, log).await
+    }
+
+    /// Waits (a bounded time) until every settlement answered before the call
+    /// is in the database, so that a read right after an answer shows it.
+    pub async fn caught_up(&self) -> bool {
+        self.journal.caught_up(READ_WAIT).await
+    }
+
+    /// The journal's lag and whether the database is reachable.
+    pub fn health(&self) -> JournalHealth {
+        self.journal.health()
     }
 
     /// Hands every grant with nothing in flight back to its wallet: call it
     /// once requests have drained, at shutdown.
     pub async fn release_grants(&self) {
+        // A grant whose postings are still in the journal is not idle.
+        self.journal.caught_up(Duration::from_secs(5)).await;
         let (done, finished) = oneshot::channel();
         if self
             .send(writer::Command::Tick {

@@ -9,8 +9,10 @@ use serde_json::{Map, Value};
 use tollgate_core::db::Backend;
 use tollgate_core::money::Nanos;
 
-/// One row of the request log: the auditable trace of a request.
-#[derive(Debug, Clone)]
+/// One row of the request log: the auditable trace of a request. It is
+/// serialized into the ledger's journal (see `entry.rs`) before it reaches
+/// the database.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RequestLogRow {
     pub request_id: String,
     pub key_id: String,
@@ -25,8 +27,8 @@ pub struct RequestLogRow {
     pub output_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
-    /// `upstream` when the provider reported usage, `estimated` when counted locally.
-    pub usage_source: &'static str,
+    /// Where the token counts came from.
+    pub usage_source: UsageSource,
     pub reserved: Nanos,
     /// The plan's gateway fee within the posted amount (never more than it).
     pub fee: Nanos,
@@ -74,7 +76,7 @@ impl RequestLogRow {
             output_tokens: None,
             cached_tokens: None,
             reasoning_tokens: None,
-            usage_source: "none",
+            usage_source: UsageSource::None,
             reserved: Nanos::ZERO,
             fee: Nanos::ZERO,
             snapshot_id: None,
@@ -92,11 +94,35 @@ impl RequestLogRow {
 
 /// What an actor run's row carries besides the log: its run id, its trail
 /// (JSON) and the trail's signature.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunProvenance {
     pub run_id: String,
     pub trail: String,
     pub signature: String,
+}
+
+/// Where a row's token counts came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageSource {
+    /// The provider reported them.
+    Upstream,
+    /// The gateway counted them (the provider reported none).
+    Estimated,
+    /// No model answered.
+    #[default]
+    None,
+}
+
+impl UsageSource {
+    /// As the request log and the usage event show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageSource::Upstream => "upstream",
+            UsageSource::Estimated => "estimated",
+            UsageSource::None => "none",
+        }
+    }
 }
 
 /// What a request-log row records. Tool calls and skill runs are logged beside
@@ -105,7 +131,8 @@ pub struct RunProvenance {
 /// budget alert is no request at all: a spend-control threshold crossed, kept
 /// as a row (with a deterministic id) so that it is written once and
 /// delivered by the metering feed like every event.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RequestKind {
     #[default]
     Chat,
@@ -130,7 +157,7 @@ impl RequestKind {
 /// What settlement decided about a request, beside what the request reported.
 pub(crate) struct Settlement<'a> {
     pub cost: Nanos,
-    pub outcome: String,
+    pub outcome: &'a str,
     pub settled_at_ms: i64,
     pub source: &'a str,
 }
@@ -169,13 +196,13 @@ pub(crate) async fn write_logs(
                 (&log.provider).into(),
                 (&log.upstream_model).into(),
                 i64::from(log.streamed).into(),
-                settlement.outcome.as_str().into(),
+                settlement.outcome.into(),
                 log.status.map(i64::from).into(),
                 tokens(log.input_tokens),
                 tokens(log.output_tokens),
                 tokens(log.cached_tokens),
                 tokens(log.reasoning_tokens),
-                log.usage_source.into(),
+                log.usage_source.as_str().into(),
                 settlement.cost.0.into(),
                 log.reserved.0.into(),
                 log.snapshot_id.into(),

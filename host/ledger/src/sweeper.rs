@@ -1,20 +1,32 @@
 //! Hands back the grants of gateways that died: a gateway refreshes its
 //! `wallet_holds` rows while it lives, so a row past its expiry belongs to a
 //! gateway that stopped. Each expiry is its own small transaction, conditional
-//! on the row still being expired, and is journaled as a release.
+//! on the row still being expired, and is recorded as a release.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::writer::journal;
+use super::writer::ledger_entry;
 use tollgate_core::db::{Database, new_id, now_ms};
 use tollgate_core::money::Nanos;
 
-pub async fn run(database: Database, own_holder: String, every: Duration) {
+/// Sweeps every `every`. After the database was unreachable, the sweeper
+/// waits one `row_ttl` before expiring anything: gateways that lived through
+/// the outage could not refresh their rows meanwhile, and get that long to.
+pub async fn run(database: Database, own_holder: String, every: Duration, row_ttl: Duration) {
+    let mut unreachable_at: Option<Instant> = None;
     loop {
-        match expire(&database, Some(&own_holder)).await {
+        let recovering = unreachable_at.is_some_and(|at| at.elapsed() < row_ttl);
+        let swept = match recovering {
+            true => sqlx::query("SELECT 1").execute(&database.pool).await.map(|_| 0),
+            false => expire(&database, Some(&own_holder)).await,
+        };
+        match swept {
             Ok(0) => {}
             Ok(expired) => tracing::info!(expired, "released the wallet grants of stopped gateways"),
-            Err(error) => tracing::warn!(%error, "wallet grant sweep failed"),
+            Err(error) => {
+                unreachable_at = Some(Instant::now());
+                tracing::warn!(%error, "wallet grant sweep failed");
+            }
         }
         tokio::time::sleep(every).await;
     }
@@ -53,7 +65,7 @@ async fn expire(database: &Database, own_holder: Option<&str>) -> sqlx::Result<u
                 .execute(&mut *tx)
                 .await?;
             if granted > 0 {
-                journal(&mut tx, &new_id("exp"), &workspace_id, "release", Nanos(granted), now).await?;
+                ledger_entry(&mut tx, &new_id("exp"), &workspace_id, "release", Nanos(granted), now).await?;
             }
             expired += 1;
         }

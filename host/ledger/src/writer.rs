@@ -1,8 +1,13 @@
-//! The ledger writer: one task that drains queued settlements, grant requests
-//! and row refreshes and commits them together. Replies go out only after the
-//! commit, so nothing is acknowledged before it is durable. If a batch fails,
-//! its commands are retried one by one, so one bad command cannot fail its
-//! neighbours.
+//! The ledger writer: the one task that changes the database's side of the
+//! ledger. It applies the journal (settlements already answered: postings and
+//! request-log rows) together with grant requests and row refreshes, one
+//! transaction per batch, and records in that transaction how far the journal
+//! is applied, so a record is applied exactly once even if the gateway dies
+//! between the commit and forgetting the record.
+//!
+//! When the database is away, commits fail and are retried with backoff; the
+//! journal keeps the answers meanwhile. A record that fails alone while the
+//! database answers is set aside (`rejected.jsonl`), so it cannot stop the rest.
 //!
 //! The writer is the only one that changes a wallet's grant in the book:
 //! growing it after the database granted more, shrinking it (trims, idle
@@ -17,26 +22,19 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
+use super::ReserveError;
 use super::batch_insert::BatchInsert;
 use super::book::Book;
+use super::entry::Entry;
 use super::holds::{self, LeasePolicy, RowWrite};
-use super::log_row::{RequestLogRow, Settlement, write_logs};
+use super::journal::{Journal, Tail};
+use super::log_row::write_logs;
 use super::sql::{SqliteWriter, Value, WriteError, WriteResult, WriteTx};
-use super::{Hold, ReserveError, Settled};
 use crate::SettleNotifier;
 use tollgate_core::db::{Backend, Database, now_ms};
 use tollgate_core::money::Nanos;
 
 pub enum Command {
-    Settle {
-        hold: Option<Hold>,
-        amount: Nanos,
-        log: Box<RequestLogRow>,
-        reply: oneshot::Sender<Result<Settled, ReserveError>>,
-        /// A row that moves no money and that nobody answers on: it may
-        /// wait up to [`LINGER`] to share a commit with the next command.
-        linger: bool,
-    },
     /// A reserve found the wallet's grant short: escrow more from the database,
     /// and hold `amount` out of it for the reserve that asked (the reply says
     /// whether it could; if not, the reserve tries again).
@@ -57,23 +55,19 @@ pub enum Command {
     },
 }
 
-/// How long a write that nobody waits on may wait for company: joining the
-/// next request's settlement saves a commit per tool call, skill run or actor
-/// run, and lets a new hold's row ride with its own settlement.
-pub const LINGER: Duration = Duration::from_millis(10);
+/// How long journal records and row writes, which nobody waits on, wait for
+/// company before they are applied: a commit costs a fixed set of round
+/// trips and WAL page writes, shared by everything in it.
+pub const LINGER: Duration = Duration::from_millis(2);
 
-/// When the last commit carried more than one command that somebody waited
-/// on (settlements, grant requests), requests are settling side by side:
-/// before committing, the writer gives the runtime's other tasks this many
-/// turns to queue theirs. No timer is involved, and a lone request's
-/// settlement commits at once. At 64 concurrent
-/// requests this cut the gateway's CPU per request by about a seventh: a
-/// commit costs a fixed set of round trips to SQLite's connection thread and
-/// of WAL page writes, shared by every settlement in it.
-const BUSY_YIELDS: usize = 16;
+/// After a failed commit the writer waits this long, doubled per failure up
+/// to [`MAX_BACKOFF`], before it tries the database again.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-fn lingers(command: &Command) -> bool {
-    matches!(command, Command::Settle { linger: true, .. } | Command::Flush)
+/// Whether somebody waits on the command's commit.
+fn urgent(command: &Command) -> bool {
+    matches!(command, Command::Grow { .. } | Command::Tick { done: Some(_), .. })
 }
 
 /// What the writer needs besides its queue.
@@ -85,15 +79,13 @@ pub struct Writer {
     pub policy: LeasePolicy,
     /// How long a row outlives this gateway's last refresh.
     pub row_ttl: Duration,
-    /// This gateway's CloudEvents `source`, stamped on every request log row.
-    pub source: String,
     /// Wakes the metering dispatchers after settlements commit.
     pub settled: Option<SettleNotifier>,
     pub max_batch: usize,
+    pub journal: Arc<Journal>,
 }
 
 enum Outcome {
-    Settle(Settled),
     Grow(Result<Granted, ReserveError>),
     Done,
 }
@@ -112,8 +104,7 @@ pub enum Granted {
 /// What one commit did to a wallet, applied to the book once it committed.
 #[derive(Default)]
 struct Effect {
-    /// Holds whose settlement committed.
-    released: i64,
+    /// This run's journaled postings that the commit applied.
     posted: i64,
     grown: i64,
     /// What the grant requests in this batch were for.
@@ -126,6 +117,10 @@ struct Effect {
     /// would ask again, and could starve).
     asks: Vec<(usize, Nanos)>,
 }
+
+/// A journal record read and waiting to be applied; `None` when it could
+/// not be read as an entry (it was set aside, and is skipped).
+type Pending = (u64, Option<Entry>);
 
 /// Where the writer's transactions run: its own connection to a SQLite
 /// file, or one held from the pool (Postgres).
@@ -144,51 +139,93 @@ impl Store {
     }
 }
 
-pub async fn run(writer: Writer, mut store: Store, mut receiver: mpsc::Receiver<Command>) {
-    let mut batch = Vec::with_capacity(writer.max_batch);
-    let mut waited_on = 0;
-    while let Some(first) = receiver.recv().await {
-        batch.push(first);
-        let deadline = tokio::time::Instant::now() + LINGER;
-        let mut yielded = 0;
-        loop {
-            while batch.len() < writer.max_batch {
-                match receiver.try_recv() {
-                    Ok(command) => batch.push(command),
-                    Err(_) => break,
+/// The writer's loop: applies the journal from `tail` on, with the commands
+/// that arrive meanwhile, until the command queue closes and the journal is
+/// applied.
+pub async fn run(writer: Writer, mut store: Store, mut receiver: mpsc::Receiver<Command>, mut tail: Tail) {
+    let mut commands = Vec::with_capacity(writer.max_batch);
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut failures = 0u32;
+    let mut open = true;
+    loop {
+        open &= take_commands(&mut receiver, &mut commands, writer.max_batch);
+        writer.read_journal(&mut tail, &mut pending);
+        if commands.is_empty() && pending.is_empty() {
+            if !open {
+                return;
+            }
+            tokio::select! {
+                command = receiver.recv() => match command {
+                    Some(command) => commands.push(command),
+                    None => open = false,
+                },
+                _ = writer.journal.wake.notified() => {}
+            }
+            continue;
+        }
+        if open && !commands.iter().any(urgent) && pending.len() < writer.max_batch {
+            open &= linger(&mut receiver, &mut commands).await;
+            writer.read_journal(&mut tail, &mut pending);
+        }
+        let refresh_all = failures > 0;
+        match writer.commit(&mut store, &commands, &pending, refresh_all).await {
+            Ok(outcomes) => {
+                if failures > 0 {
+                    tracing::info!(lag = pending.len(), "the database is back: applying the ledger journal");
                 }
+                failures = 0;
+                writer.applied(&pending);
+                pending.clear();
+                writer.reply_all(commands.drain(..), outcomes);
             }
-            if batch.len() >= writer.max_batch {
-                break;
-            }
-            if !batch.iter().all(lingers) {
-                if waited_on > 1 && yielded < BUSY_YIELDS {
-                    yielded += 1;
-                    tokio::task::yield_now().await;
-                    continue;
+            Err(error) => {
+                writer.journal.set_database_reachable(false);
+                for command in commands.drain(..) {
+                    writer.fail(command, &error);
                 }
-                break;
-            }
-            match tokio::time::timeout_at(deadline, receiver.recv()).await {
-                Ok(Some(command)) => batch.push(command),
-                _ => break,
+                if failures == 0 {
+                    tracing::warn!(%error, "the ledger journal cannot reach the database; answers keep being journaled");
+                }
+                if pending.len() > 1 || pending.first().is_some_and(|(_, entry)| entry.is_some()) {
+                    writer.set_aside_what_fails_alone(&mut store, &mut pending).await;
+                }
+                failures += 1;
+                let backoff = FIRST_BACKOFF.saturating_mul(1 << failures.min(5)).min(MAX_BACKOFF);
+                tokio::time::sleep(backoff).await;
             }
         }
-        // Only what somebody waits on counts: a lone request's settlement
-        // often shares its commit with the row write its own hold asked for.
-        waited_on = batch.iter().filter(|command| !lingers(command)).count();
-        match writer.commit(&mut store, &batch).await {
-            Ok(outcomes) => writer.reply_all(batch.drain(..), outcomes),
-            Err(error) if batch.len() == 1 => writer.fail(batch.pop().expect("one command"), &error),
-            Err(error) => {
-                tracing::warn!(%error, size = batch.len(), "ledger batch failed; retrying its commands one by one");
-                for command in batch.drain(..) {
-                    match writer.commit(&mut store, std::slice::from_ref(&command)).await {
-                        Ok(outcomes) => writer.reply_all(std::iter::once(command), outcomes),
-                        Err(error) => writer.fail(command, &error),
+    }
+}
+
+/// Takes the commands already queued; false once the queue is closed.
+fn take_commands(receiver: &mut mpsc::Receiver<Command>, commands: &mut Vec<Command>, max: usize) -> bool {
+    while commands.len() < max {
+        match receiver.try_recv() {
+            Ok(command) => commands.push(command),
+            Err(mpsc::error::TryRecvError::Empty) => return true,
+            Err(mpsc::error::TryRecvError::Disconnected) => return false,
+        }
+    }
+    true
+}
+
+/// Waits up to [`LINGER`] for company, or until a command somebody waits on
+/// arrives; false once the queue is closed.
+async fn linger(receiver: &mut mpsc::Receiver<Command>, commands: &mut Vec<Command>) -> bool {
+    let deadline = tokio::time::Instant::now() + LINGER;
+    loop {
+        tokio::select! {
+            command = receiver.recv() => match command {
+                Some(command) => {
+                    let waited_on = urgent(&command);
+                    commands.push(command);
+                    if waited_on {
+                        return true;
                     }
                 }
-            }
+                None => return false,
+            },
+            _ = tokio::time::sleep_until(deadline) => return true,
         }
     }
 }
@@ -217,10 +254,105 @@ impl Connection {
 }
 
 impl Writer {
-    async fn commit(&self, store: &mut Store, commands: &[Command]) -> WriteResult<Vec<Outcome>> {
-        let refresh = commands
-            .iter()
-            .any(|c| matches!(c, Command::Tick { refresh: true, .. }));
+    /// Reads journal records past `pending` (up to a batch); a record that is
+    /// not an entry is set aside.
+    fn read_journal(&self, tail: &mut Tail, pending: &mut Vec<Pending>) {
+        let room = self.max_batch.saturating_sub(pending.len());
+        if room == 0 {
+            return;
+        }
+        match tail.read(self.journal.appended(), room) {
+            Ok(records) => {
+                for record in records {
+                    let entry = match serde_json::from_slice::<Entry>(&record.payload) {
+                        Ok(entry) => Some(entry),
+                        Err(error) => {
+                            self.set_aside(record.seq, &record.payload, &error.to_string());
+                            None
+                        }
+                    };
+                    pending.push((record.seq, entry));
+                }
+            }
+            Err(error) => tracing::error!(%error, "reading the ledger journal failed"),
+        }
+    }
+
+    /// After a commit that applied `pending`: the journal forgets it, the
+    /// book stops counting its postings as in transit, and metering is woken.
+    fn applied(&self, pending: &[Pending]) {
+        self.journal.set_database_reachable(true);
+        let Some(&(last, _)) = pending.last() else { return };
+        self.journal.mark_applied(last);
+        if let Some(settled) = &self.settled {
+            settled.notify();
+        }
+    }
+
+    /// After a failed commit of journal records: when the database answers,
+    /// one record may be what fails (a constraint it breaks); each is tried
+    /// alone, and one that fails alone is set aside, so that it cannot stop
+    /// the journal. When the database does not answer, nothing is set aside.
+    async fn set_aside_what_fails_alone(&self, store: &mut Store, pending: &mut Vec<Pending>) {
+        if sqlx::query("SELECT 1").execute(&self.database.pool).await.is_err() {
+            return;
+        }
+        let mut index = 0;
+        while index < pending.len() {
+            let one = std::slice::from_ref(&pending[index]);
+            match self.commit(store, &[], one, false).await {
+                Ok(_) => {
+                    self.applied(one);
+                    pending.remove(index);
+                }
+                Err(error) => {
+                    if sqlx::query("SELECT 1").execute(&self.database.pool).await.is_err() {
+                        return;
+                    }
+                    let (seq, entry) = &mut pending[index];
+                    let payload = serde_json::to_vec(entry).unwrap_or_default();
+                    self.set_aside(*seq, &payload, &error.to_string());
+                    *entry = None;
+                    index += 1;
+                }
+            }
+        }
+    }
+
+    /// Keeps a record the database refused beside the journal, for an
+    /// operator to look at, and says so loudly.
+    fn set_aside(&self, seq: u64, payload: &[u8], why: &str) {
+        let path = self.journal.dir().join("rejected.jsonl");
+        let line = serde_json::json!({
+            "seq": seq,
+            "error": why,
+            "entry": String::from_utf8_lossy(payload),
+        });
+        let kept = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes()));
+        tracing::error!(
+            seq,
+            error = why,
+            kept = kept.is_ok(),
+            file = %path.display(),
+            "a ledger journal record could not be applied and was set aside"
+        );
+    }
+
+    async fn commit(
+        &self,
+        store: &mut Store,
+        commands: &[Command],
+        entries: &[Pending],
+        refresh_all: bool,
+    ) -> WriteResult<Vec<Outcome>> {
+        let refresh = refresh_all
+            || commands
+                .iter()
+                .any(|c| matches!(c, Command::Tick { refresh: true, .. }));
         let idle = commands.iter().find_map(|c| match c {
             Command::Tick { idle, .. } => Some(*idle),
             _ => None,
@@ -228,10 +360,9 @@ impl Writer {
         let dirty = self.book.take_dirty(refresh);
         let idle_since = idle.map(|idle| idle.map(|idle| Instant::now() - idle));
         let needs_transaction = !dirty.is_empty()
+            || !entries.is_empty()
             || idle_since.is_some_and(|since| self.book.any_idle(since))
-            || commands
-                .iter()
-                .any(|c| matches!(c, Command::Settle { .. } | Command::Grow { .. }));
+            || commands.iter().any(|c| matches!(c, Command::Grow { .. }));
         if !needs_transaction {
             return Ok(commands.iter().map(|_| Outcome::Done).collect());
         }
@@ -239,12 +370,18 @@ impl Writer {
         let _turn = self.database.write_turn().await;
         // Grants taken out of the book, before the database hands them back.
         let mut idle_grants = Vec::new();
+        let batch = Batch {
+            commands,
+            entries,
+            dirty: &dirty,
+            idle_since,
+            expires_at_ms,
+        };
         let written = match store {
             Store::Sqlite(connection) => {
                 let written = async {
                     let tx = connection.begin().await?;
-                    self.write(tx, commands, &dirty, idle_since, expires_at_ms, &mut idle_grants)
-                        .await
+                    self.write(tx, &batch, &mut idle_grants).await
                 }
                 .await;
                 if written.is_err() {
@@ -255,8 +392,7 @@ impl Writer {
             Store::Pool(connection) => {
                 async {
                     let tx = connection.begin(&self.database).await?;
-                    self.write(tx, commands, &dirty, idle_since, expires_at_ms, &mut idle_grants)
-                        .await
+                    self.write(tx, &batch, &mut idle_grants).await
                 }
                 .await
             }
@@ -266,7 +402,6 @@ impl Writer {
                 for (workspace_id, effect) in effects {
                     let held = self.book.committed(
                         &workspace_id,
-                        effect.released,
                         effect.posted,
                         effect.grown,
                         effect.lease,
@@ -295,85 +430,123 @@ impl Writer {
         }
     }
 
-    /// One commit in its open transaction: each command's statements, then
-    /// the batched inserts, the wallets' rows and the idle grants handed back
-    /// (taken out of the book into `idle_grants`).
+    /// One commit in its open transaction: the journal entries' postings and
+    /// request-log rows, each command's statements, the wallets' rows, the
+    /// idle grants handed back (taken out of the book into `idle_grants`),
+    /// and how far the journal is now applied.
     async fn write(
         &self,
         mut tx: impl WriteTx,
-        commands: &[Command],
-        dirty: &[String],
-        idle_since: Option<Option<Instant>>,
-        expires_at_ms: i64,
+        batch: &Batch<'_>,
         idle_grants: &mut Vec<(String, i64)>,
     ) -> WriteResult<(Vec<Outcome>, HashMap<String, Effect>)> {
         let mut effects: HashMap<String, Effect> = HashMap::new();
-        let mut outcomes = Vec::with_capacity(commands.len());
-        // Written together after the loop: a statement per batch size, not per row.
+        // Written together: a statement per batch size, not per row.
         let mut posts = Vec::new();
         let mut logs = Vec::new();
-        for command in commands {
+        // Postings out of the grants of this gateway's earlier runs.
+        let mut earlier: HashMap<(&str, &str), i64> = HashMap::new();
+        for entry in batch.entries.iter().filter_map(|(_, entry)| entry.as_ref()) {
+            if let Some((wallet, amount)) = entry.posting() {
+                posts.push(Post {
+                    id: &entry.log.request_id,
+                    workspace_id: wallet,
+                    amount,
+                    at_ms: entry.settled_at_ms,
+                });
+                match entry.holder == self.holder {
+                    true => effects.entry(wallet.to_string()).or_default().posted += amount,
+                    false => *earlier.entry((&entry.holder, wallet)).or_default() += amount,
+                }
+            }
+            // This row is also the request's usage event (see metering/feed.rs).
+            logs.push((&entry.log, entry.settlement()));
+        }
+        let mut outcomes = Vec::with_capacity(batch.commands.len());
+        for command in batch.commands {
             let index = outcomes.len();
             outcomes.push(match command {
-                Command::Settle { hold, amount, log, .. } => {
-                    let (settled, posted) = self.settle(hold.as_ref(), *amount, log, &mut posts, &mut logs);
-                    if let Some(hold) = hold {
-                        let effect = effects.entry(hold.workspace_id.clone()).or_default();
-                        effect.released += hold.amount.0;
-                        effect.posted += posted;
-                    }
-                    Outcome::Settle(settled)
-                }
                 Command::Grow {
                     workspace_id, amount, ..
-                } => {
-                    let effect = effects.entry(workspace_id.clone()).or_default();
-                    // Grants earlier in this batch are not in the book yet,
-                    // and the reserves that asked for them will take them.
-                    let shortfall = self.book.shortfall(workspace_id, Nanos(effect.asked + amount.0)) - effect.grown;
-                    effect.asked += amount.0;
-                    if shortfall <= 0 {
-                        effect.asks.push((index, *amount));
-                        Outcome::Grow(Ok(Granted::Retry))
-                    } else {
-                        let grown = holds::grow(
-                            &mut tx,
-                            &self.holder,
-                            workspace_id,
-                            shortfall,
-                            self.policy,
-                            expires_at_ms,
-                        )
-                        .await?;
-                        Outcome::Grow(match grown {
-                            Ok(grant) => {
-                                effect.grown += grant.amount;
-                                effect.lease = Some(grant.lease);
-                                effect.asks.push((index, *amount));
-                                Ok(Granted::Retry)
-                            }
-                            Err(ReserveError::Insufficient { available, .. }) => Err(ReserveError::Insufficient {
-                                needed: *amount,
-                                available: Nanos(available.0 + self.book.room(workspace_id)),
-                            }),
-                            Err(other) => Err(other),
-                        })
-                    }
-                }
+                } => Outcome::Grow(
+                    self.grow(&mut tx, &mut effects, index, workspace_id, *amount, batch)
+                        .await?,
+                ),
                 Command::Flush | Command::Tick { .. } => Outcome::Done,
             });
         }
         write_posts(&mut tx, self.database.backend, &posts).await?;
         write_logs(&mut tx, self.database.backend, &logs).await?;
-        self.write_rows(&mut tx, dirty, &effects, expires_at_ms).await?;
-        if let Some(since) = idle_since {
+        self.write_rows(&mut tx, batch.dirty, &effects, batch.expires_at_ms)
+            .await?;
+        for ((holder, workspace_id), posted) in earlier {
+            if !holds::post_from(&mut tx, holder, workspace_id, posted).await? {
+                tracing::info!(
+                    workspace_id,
+                    holder,
+                    "a replayed posting found its grant already handed back: it leaves the balance only"
+                );
+            }
+        }
+        if let Some(since) = batch.idle_since {
             *idle_grants = self.book.take_idle(since, |id| effects.contains_key(id));
         }
         for (workspace_id, _) in idle_grants.iter() {
             holds::give_back(&mut tx, &self.holder, workspace_id).await?;
         }
+        if let Some(&(last, _)) = batch.entries.last() {
+            tx.execute(
+                "INSERT INTO ledger_journal_marks (journal_id, applied_seq, applied_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (journal_id) DO UPDATE SET applied_seq = $2, applied_at = $3",
+                &[self.journal.id().into(), (last as i64).into(), now_ms().into()],
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok((outcomes, effects))
+    }
+
+    /// A grant request: escrow what the book lacks for `amount`.
+    async fn grow(
+        &self,
+        tx: &mut impl WriteTx,
+        effects: &mut HashMap<String, Effect>,
+        index: usize,
+        workspace_id: &str,
+        amount: Nanos,
+        batch: &Batch<'_>,
+    ) -> WriteResult<Result<Granted, ReserveError>> {
+        let effect = effects.entry(workspace_id.to_string()).or_default();
+        // Grants earlier in this batch are not in the book yet, and the
+        // reserves that asked for them will take them.
+        let shortfall = self.book.shortfall(workspace_id, Nanos(effect.asked + amount.0)) - effect.grown;
+        effect.asked += amount.0;
+        if shortfall <= 0 {
+            effect.asks.push((index, amount));
+            return Ok(Ok(Granted::Retry));
+        }
+        let grown = holds::grow(
+            tx,
+            &self.holder,
+            workspace_id,
+            shortfall,
+            self.policy,
+            batch.expires_at_ms,
+        )
+        .await?;
+        Ok(match grown {
+            Ok(grant) => {
+                effect.grown += grant.amount;
+                effect.lease = Some(grant.lease);
+                effect.asks.push((index, amount));
+                Ok(Granted::Retry)
+            }
+            Err(ReserveError::Insufficient { available, .. }) => Err(ReserveError::Insufficient {
+                needed: amount,
+                available: Nanos(available.0 + self.book.room(workspace_id)),
+            }),
+            Err(other) => Err(other),
+        })
     }
 
     /// Writes the rows of the wallets this commit touched, trimming direct
@@ -395,8 +568,8 @@ impl Writer {
         for workspace_id in touched {
             let effect = effects.get(workspace_id);
             let posted = effect.map_or(0, |e| e.posted);
-            let released = effect.map_or(0, |e| e.released);
-            let (held, trimmed) = self.book.trim_for_commit(workspace_id, released, posted);
+            let asked = effect.map_or(0, |e| e.asked);
+            let (held, trimmed) = self.book.trim_for_commit(workspace_id, asked);
             let row = RowWrite {
                 holder: &self.holder,
                 workspace_id,
@@ -417,7 +590,7 @@ impl Writer {
             if let Some(free) = written.free
                 && self.book.end_lease_unless(workspace_id, |granted| free >= granted)
             {
-                let (held, trimmed) = self.book.trim_for_commit(workspace_id, released, posted);
+                let (held, trimmed) = self.book.trim_for_commit(workspace_id, asked);
                 let row = RowWrite {
                     posted: 0,
                     trimmed,
@@ -430,62 +603,9 @@ impl Writer {
         Ok(())
     }
 
-    /// Decides what a settlement posts (a hold's amount, or nothing if it
-    /// expired) and queues its journal entry and request log row. Returns the
-    /// outcome and what was posted.
-    fn settle<'a>(
-        &'a self,
-        hold: Option<&'a Hold>,
-        amount: Nanos,
-        log: &'a RequestLogRow,
-        posts: &mut Vec<Post<'a>>,
-        logs: &mut Vec<(&'a RequestLogRow, Settlement<'a>)>,
-    ) -> (Settled, i64) {
-        let now = now_ms();
-        let (settled, posted) = match hold {
-            None => (Settled::NoHold, 0),
-            Some(hold) if Instant::now() > hold.deadline => (Settled::HoldGone, 0),
-            Some(hold) => {
-                let posted = amount.0.clamp(0, hold.amount.0);
-                if posted > 0 {
-                    // One posting per request, under the request's own id:
-                    // the log row keeps the rest of the story.
-                    posts.push(Post {
-                        id: &log.request_id,
-                        workspace_id: &hold.workspace_id,
-                        amount: posted,
-                        at_ms: now,
-                    });
-                }
-                (Settled::Posted, posted)
-            }
-        };
-        let outcome = match settled {
-            Settled::HoldGone => format!("{} (hold expired before settlement: not billed)", log.outcome),
-            _ => log.outcome.clone(),
-        };
-        // This row is also the request's usage event (see metering/feed.rs).
-        let settlement = Settlement {
-            cost: Nanos(posted),
-            outcome,
-            settled_at_ms: now,
-            source: &self.source,
-        };
-        logs.push((log, settlement));
-        (settled, posted)
-    }
-
     fn reply_all(&self, commands: impl Iterator<Item = Command>, outcomes: Vec<Outcome>) {
-        if let Some(settled) = &self.settled
-            && outcomes.iter().any(|o| matches!(o, Outcome::Settle(_)))
-        {
-            settled.notify();
-        }
         for (command, outcome) in commands.zip(outcomes) {
             match (command, outcome) {
-                (Command::Settle { reply, .. }, Outcome::Settle(settled)) => {
-                    let _ = reply.send(Ok(settled));
-                }
                 (
                     Command::Grow {
                         reply,
@@ -509,19 +629,9 @@ impl Writer {
     }
 
     fn fail(&self, command: Command, error: &WriteError) {
-        tracing::error!(%error, "ledger write failed");
-        let unavailable = || ReserveError::Unavailable(error.to_string());
         match command {
-            Command::Settle { hold, reply, .. } => {
-                // Nothing was posted: the grant still holds the amount, which
-                // later requests may use again.
-                if let Some(hold) = hold {
-                    self.book.committed(&hold.workspace_id, hold.amount.0, 0, 0, None, []);
-                }
-                let _ = reply.send(Err(unavailable()));
-            }
             Command::Grow { reply, .. } => {
-                let _ = reply.send(Err(unavailable()));
+                let _ = reply.send(Err(ReserveError::Unavailable(error.to_string())));
             }
             Command::Tick { done, .. } => {
                 if let Some(done) = done {
@@ -531,6 +641,15 @@ impl Writer {
             Command::Flush => {}
         }
     }
+}
+
+/// What one commit applies.
+struct Batch<'a> {
+    commands: &'a [Command],
+    entries: &'a [Pending],
+    dirty: &'a [String],
+    idle_since: Option<Option<Instant>>,
+    expires_at_ms: i64,
 }
 
 /// A settlement's `post` journal entry, written with the rest of its commit.
@@ -564,7 +683,7 @@ async fn write_posts(tx: &mut impl WriteTx, backend: Backend, posts: &[Post<'_>]
     Ok(())
 }
 
-pub(super) async fn journal(
+pub(super) async fn ledger_entry(
     tx: &mut Transaction<'_, Any>,
     id: &str,
     workspace_id: &str,

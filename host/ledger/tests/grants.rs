@@ -15,6 +15,8 @@ const WORKSPACE: &str = "ws_test";
 /// A database with one funded wallet, and the guard that keeps it alive.
 struct Books {
     database: Database,
+    /// Each gateway's journal directory lives here.
+    journals: tempfile::TempDir,
     _guard: Guard,
 }
 
@@ -45,6 +47,7 @@ async fn sqlite(credit: &str) -> Books {
     fund(&database, credit).await;
     Books {
         database,
+        journals: tempfile::tempdir().unwrap(),
         _guard: Guard::Dir(dir),
     }
 }
@@ -73,6 +76,7 @@ async fn postgres(credit: &str) -> Option<Books> {
     fund(&database, credit).await;
     Some(Books {
         database,
+        journals: tempfile::tempdir().unwrap(),
         _guard: Guard::Schema { admin_url, name },
     })
 }
@@ -94,8 +98,16 @@ async fn fund(database: &Database, credit: &str) {
     tx.commit().await.unwrap();
 }
 
-fn gateway(database: &Database) -> Ledger {
-    Ledger::start(database.clone(), &LedgerConfig::default(), "test".into(), None).unwrap()
+async fn gateway(books: &Books) -> Ledger {
+    gateway_with(books, &LedgerConfig::default()).await
+}
+
+/// A gateway's ledger with a journal of its own.
+async fn gateway_with(books: &Books, config: &LedgerConfig) -> Ledger {
+    let journal = books.journals.path().join(uuid::Uuid::now_v7().simple().to_string());
+    Ledger::start(books.database.clone(), config, &journal, "test".into(), None)
+        .await
+        .unwrap()
 }
 
 fn row(request: usize) -> RequestLogRow {
@@ -129,7 +141,7 @@ async fn balance(database: &Database) -> (i64, i64) {
 }
 
 async fn rich_wallet_is_leased_and_reserved_in_memory(books: Books) {
-    let ledger = gateway(&books.database);
+    let ledger = gateway(&books).await;
     let amount = Nanos::from_usd("0.001").unwrap();
     let first = ledger.reserve(WORKSPACE, amount, 1).await.unwrap();
     // A quarter of the 10 USD free.
@@ -145,6 +157,7 @@ async fn rich_wallet_is_leased_and_reserved_in_memory(books: Books) {
     for (i, hold) in holds.into_iter().enumerate() {
         ledger.settle(Some(hold), Nanos(400_000), row(i)).await.unwrap();
     }
+    assert!(ledger.caught_up().await);
     let (balance, reserved) = balance(&books.database).await;
     assert_eq!(balance, 10_000_000_000 - 100 * 400_000);
     assert_eq!(reserved, 2_500_000_000 - 100 * 400_000, "postings left the lease");
@@ -162,7 +175,7 @@ async fn balance_of(books: &Books) -> (i64, i64) {
 }
 
 async fn nearly_empty_wallet_is_reserved_exactly(books: Books) {
-    let ledger = gateway(&books.database);
+    let ledger = gateway(&books).await;
     let amount = Nanos::from_usd("0.0001").unwrap();
     let hold = ledger.reserve(WORKSPACE, amount, 1).await.unwrap();
     assert_eq!(
@@ -171,6 +184,7 @@ async fn nearly_empty_wallet_is_reserved_exactly(books: Books) {
         "exactly what the request needs"
     );
     ledger.settle(Some(hold), Nanos(40_000), row(1)).await.unwrap();
+    assert!(ledger.caught_up().await);
     assert_eq!(
         grants(&books.database).await,
         (0, 0),
@@ -199,7 +213,7 @@ async fn request(ledger: Ledger, n: usize, hold: Nanos, cost: Nanos) -> Result<(
 /// more than it has (it starts rich, so leased), then requests one after
 /// another until the wallet is nearly empty (reserved directly).
 async fn two_gateways_never_overspend(books: Books) {
-    let gateways = [gateway(&books.database), gateway(&books.database)];
+    let gateways = [gateway(&books).await, gateway(&books).await];
     let (initial, _) = balance_of(&books).await;
     let hold = Nanos::from_usd("0.0002").unwrap();
     let cost = Nanos::from_usd("0.00015").unwrap();
@@ -215,6 +229,9 @@ async fn two_gateways_never_overspend(books: Books) {
         }
     }
     eprintln!("200 at once: {answered} answered, {refused} refused");
+    for ledger in &gateways {
+        assert!(ledger.caught_up().await);
+    }
     assert!(answered > 0 && refused > 0, "{answered} answered, {refused} refused");
     let (balance, _) = balance_of(&books).await;
     assert_eq!(initial - balance, answered * cost.0, "every answer billed exactly once");
@@ -233,6 +250,9 @@ async fn two_gateways_never_overspend(books: Books) {
             Err(other) => panic!("{other}"),
         }
         n += 1;
+    }
+    for ledger in &gateways {
+        assert!(ledger.caught_up().await);
     }
     let (balance, _) = balance_of(&books).await;
     assert!(balance >= 0);
@@ -295,9 +315,10 @@ async fn an_idle_lease_goes_back_to_the_wallet() {
         lease_idle_ms: 100,
         ..LedgerConfig::default()
     };
-    let ledger = Ledger::start(books.database.clone(), &config, "test".into(), None).unwrap();
+    let ledger = gateway_with(&books, &config).await;
     let hold = ledger.reserve(WORKSPACE, Nanos(1_000_000), 1).await.unwrap();
     ledger.settle(Some(hold), Nanos(400_000), row(1)).await.unwrap();
+    assert!(ledger.caught_up().await);
     assert_eq!(grants(&books.database).await, (2_500_000_000 - 400_000, 0), "leased");
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(grants(&books.database).await, (0, 0), "the idle lease went back");

@@ -45,7 +45,10 @@ use tracing_subscriber::filter::{EnvFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-pub use record::{AttemptRecord, RequestRecord, RouteRecord, record, record_reserve_latency, watch_outbox_backlog};
+pub use record::{
+    AttemptRecord, RequestRecord, RouteRecord, record, record_reserve_latency, watch_ledger_journal,
+    watch_outbox_backlog,
+};
 pub use serving::{count_refused_connection, count_shed, count_timeout, watch_serving};
 
 /// `[telemetry]` configuration; OTLP itself is configured by `OTEL_*` variables.

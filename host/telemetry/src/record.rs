@@ -204,6 +204,34 @@ pub fn record_reserve_latency(elapsed: Duration) {
 }
 
 /// Exports the metering backlog (events settled but not yet delivered) as a gauge read from `backlog`.
+/// Exports the ledger journal's lag (answered settlements not yet in the
+/// database) and whether the database is reachable, read from `health` as
+/// `(lag, reachable)` at each collection.
+pub fn watch_ledger_journal(health: impl Fn() -> (u64, bool) + Send + Sync + 'static) {
+    if !exporting() {
+        return;
+    }
+    static GAUGES: OnceLock<[opentelemetry::metrics::ObservableGauge<i64>; 2]> = OnceLock::new();
+    let health = Arc::new(health);
+    let meter = global::meter("tollgate");
+    let lag = meter
+        .i64_observable_gauge(METRIC_JOURNAL_LAG)
+        .with_unit("{settlement}")
+        .with_description("Answered settlements in the ledger's journal, not yet in the database")
+        .with_callback({
+            let health = health.clone();
+            move |observer| observer.observe(i64::try_from(health().0).unwrap_or(i64::MAX), &[])
+        })
+        .build();
+    let reachable = meter
+        .i64_observable_gauge(METRIC_DATABASE_REACHABLE)
+        .with_unit("1")
+        .with_description("1 while the ledger writer's last database transaction succeeded, else 0")
+        .with_callback(move |observer| observer.observe(i64::from(health().1), &[]))
+        .build();
+    let _ = GAUGES.set([lag, reachable]);
+}
+
 pub fn watch_outbox_backlog(backlog: Arc<AtomicI64>) {
     if !exporting() {
         return;

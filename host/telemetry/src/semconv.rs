@@ -37,6 +37,8 @@ pub const METRIC_REQUESTS: &str = "tollgate.requests";
 pub const METRIC_COST: &str = "tollgate.cost";
 pub const METRIC_RESERVE_DURATION: &str = "tollgate.ledger.reserve.duration";
 pub const METRIC_OUTBOX_BACKLOG: &str = "tollgate.metering.outbox.backlog";
+pub const METRIC_JOURNAL_LAG: &str = "tollgate.ledger.journal.lag";
+pub const METRIC_DATABASE_REACHABLE: &str = "tollgate.database.reachable";
 
 /// Why a request or connection was refused (`overloaded`, `shutting_down`,
 /// `max_connections`, `max_connections_per_ip`).

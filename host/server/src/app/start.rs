@@ -38,10 +38,17 @@ impl Gateway {
         let keys = KeyResolver::start(&database, &config.database_url()).await?;
         let catalog = Catalog::open(&config, &database).await?;
         let books = Books::start(&config, &database).await?;
-        let readiness = Arc::new(Readiness::new(database.clone(), {
-            let routes = catalog.routes.clone();
-            Box::new(move || routes.unloaded_adapters())
-        }));
+        let readiness = Arc::new(Readiness::new(
+            database.clone(),
+            {
+                let routes = catalog.routes.clone();
+                Box::new(move || routes.unloaded_adapters())
+            },
+            {
+                let ledger = books.request_log.clone();
+                Box::new(move || serde_json::to_value(ledger.health()).unwrap_or_default())
+            },
+        ));
         let accounts = Accounts::new(database.clone(), keys.clone());
         let billing = Arc::new(Billing::new(&config.billing, accounts.clone(), database.clone())?);
         billing.check_plans_in_use().await?;
@@ -81,7 +88,7 @@ impl Gateway {
             tollgate_control::Concerns {
                 accounts,
                 billing: billing.clone(),
-                ledger: tollgate_ledger::Views::new(database.clone()),
+                ledger: tollgate_ledger::Views::new(database.clone(), Some(books.request_log.clone())),
                 packages: catalog.packages.clone(),
                 components: catalog.component_installs,
                 actors: actors.clone(),
@@ -230,12 +237,26 @@ impl Books {
         // The writer runs whether or not the wallet is on: every request
         // leaves a request-log row (spec §1.11); with the wallet off, rows
         // bill nothing.
+        let journal_dir = config
+            .ledger
+            .journal_dir
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("journal"));
         let request_log = Ledger::start(
             database.clone(),
             &config.ledger,
+            &journal_dir,
             tollgate_metering::instance_source(&config.metering),
             metering.as_ref().map(Metering::notifier),
-        )?;
+        )
+        .await?;
+        tollgate_telemetry::watch_ledger_journal({
+            let ledger = request_log.clone();
+            move || {
+                let health = ledger.health();
+                (health.lag, health.database_reachable)
+            }
+        });
         let archive = config.retention.open_archive(&config.data_dir)?;
         crate::retention::start(database.clone(), archive, config.retention.clone());
         Ok(Self {

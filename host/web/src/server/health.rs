@@ -2,10 +2,15 @@
 //! never shed:
 //!
 //! - `GET /healthz`, liveness: the process answers (`ok`).
-//! - `GET /readyz`, readiness: 200 while the database answers and every
-//!   adapter the live routes name is loaded; 503 in the documented error shape
-//!   otherwise, and from the moment a shutdown begins (SIGTERM), so that load
-//!   balancers stop sending traffic before the drain.
+//! - `GET /readyz`, readiness: 200 while every adapter the live routes name
+//!   is loaded; 503 in the documented error shape otherwise, and from the
+//!   moment a shutdown begins (SIGTERM), so that load balancers stop sending
+//!   traffic before the drain. The body also shows whether the database
+//!   answers and how many answered settlements the ledger's journal holds
+//!   for it (`ledger.lag`). A database that does not answer makes the
+//!   gateway `degraded`, not unready: it keeps serving keys it has seen from
+//!   its journal and wallet grants, and taking every gateway out of the load
+//!   balancer at once would turn a database outage into a gateway outage.
 //!
 //! The gateway listens only once its adapters and installs have loaded, so a
 //! process that answers has loaded them; the check confirms the live routes
@@ -38,19 +43,28 @@ pub fn is_health_check(path: &str) -> bool {
 /// The adapters the live routes name that are not loaded.
 pub type UnloadedAdapters = Box<dyn Fn() -> Vec<String> + Send + Sync>;
 
+/// The ledger journal's state, as `/readyz` shows it.
+pub type LedgerHealth = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 pub struct Readiness {
     stopping: AtomicBool,
     database: Database,
     unloaded_adapters: UnloadedAdapters,
-    last: tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>,
+    ledger: LedgerHealth,
+    last: tokio::sync::Mutex<Option<(Instant, Checked)>>,
 }
 
+/// What the last check found: unready (why), or ready with the database
+/// reachable or not (why not).
+type Checked = Result<Result<(), String>, String>;
+
 impl Readiness {
-    pub fn new(database: Database, unloaded_adapters: UnloadedAdapters) -> Self {
+    pub fn new(database: Database, unloaded_adapters: UnloadedAdapters, ledger: LedgerHealth) -> Self {
         Self {
             stopping: AtomicBool::new(false),
             database,
             unloaded_adapters,
+            ledger,
             last: tokio::sync::Mutex::new(None),
         }
     }
@@ -66,7 +80,7 @@ impl Readiness {
 
     /// The checks, or their result from less than a second ago. Concurrent
     /// probes wait for the one check in progress.
-    async fn check(&self) -> Result<(), String> {
+    async fn check(&self) -> Checked {
         let mut last = self.last.lock().await;
         if let Some((at, result)) = &*last
             && at.elapsed() < CHECK_REUSE
@@ -78,22 +92,18 @@ impl Readiness {
         result
     }
 
-    async fn run_checks(&self) -> Result<(), String> {
-        match tokio::time::timeout(DATABASE_TIMEOUT, self.database.ping()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(format!("the database is unreachable: {e}")),
-            Err(_) => {
-                return Err(format!(
-                    "the database did not answer within {} s",
-                    DATABASE_TIMEOUT.as_secs()
-                ));
-            }
-        }
+    async fn run_checks(&self) -> Checked {
         let unloaded = (self.unloaded_adapters)();
         if !unloaded.is_empty() {
             return Err(format!("adapters not loaded: {}", unloaded.join(", ")));
         }
-        Ok(())
+        Ok(
+            match tokio::time::timeout(DATABASE_TIMEOUT, self.database.ping()).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(format!("unreachable: {e}")),
+                Err(_) => Err(format!("did not answer within {} s", DATABASE_TIMEOUT.as_secs())),
+            },
+        )
     }
 }
 
@@ -107,7 +117,13 @@ pub async fn readyz(readiness: Arc<Readiness>, request_id: RequestId) -> Respons
         false => readiness.check().await,
     };
     match verdict {
-        Ok(()) => axum::Json(json!({"status": "ready"})).into_response(),
+        Ok(database) => {
+            let (status, database) = match database {
+                Ok(()) => ("ready", "reachable".to_string()),
+                Err(why) => ("degraded", why),
+            };
+            axum::Json(json!({"status": status, "database": database, "ledger": (readiness.ledger)()})).into_response()
+        }
         Err(why) => {
             let mut error = ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -132,7 +148,8 @@ mod tests {
         let url = tollgate_core::db::sqlite_url(&dir.path().join("t.db"));
         let database = Database::open(&url, Default::default()).await.unwrap();
         let unloaded = Box::new(|| unloaded.iter().map(|name| name.to_string()).collect());
-        (dir, Arc::new(Readiness::new(database, unloaded)))
+        let ledger = Box::new(|| json!({"lag": 3, "database_reachable": true}));
+        (dir, Arc::new(Readiness::new(database, unloaded, ledger)))
     }
 
     async fn status(readiness: &Arc<Readiness>) -> (StatusCode, serde_json::Value) {
@@ -143,21 +160,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn ready_until_the_database_goes_away_or_a_shutdown_begins() {
+    async fn degraded_while_the_database_is_away_and_unready_once_a_shutdown_begins() {
         let (_dir, readiness) = readiness(&[]).await;
-        assert_eq!(status(&readiness).await.0, StatusCode::OK);
+        let (code, body) = status(&readiness).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(
+            body,
+            json!({"status": "ready", "database": "reachable", "ledger": {"lag": 3, "database_reachable": true}})
+        );
 
         readiness.database.pool.close().await;
         // The answer from a moment ago is reused for a second.
-        assert_eq!(status(&readiness).await.0, StatusCode::OK);
+        assert_eq!(status(&readiness).await.1["status"], "ready");
         *readiness.last.lock().await = None;
         let (code, body) = status(&readiness).await;
-        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(body["error"]["code"], "not_ready");
-        assert!(
-            body["error"]["message"].as_str().unwrap().contains("database"),
-            "{body}"
-        );
+        assert_eq!(code, StatusCode::OK, "the gateway keeps serving from its journal");
+        assert_eq!(body["status"], "degraded");
+        assert!(body["database"].as_str().unwrap().starts_with("unreachable"), "{body}");
 
         readiness.stop();
         let (code, body) = status(&readiness).await;

@@ -157,12 +157,22 @@ impl Gateway {
     /// Another gateway process with the same configuration (and so the same
     /// database) on its own port.
     pub async fn another(&self) -> Gateway {
+        // Each gateway keeps a ledger journal of its own.
+        let journal = self
+            .dir
+            .path()
+            .join(format!("journal-{}", uuid::Uuid::now_v7().simple()));
+        let mut env = self.env.clone();
+        env.push((
+            "TOLLGATE_LEDGER__JOURNAL_DIR".to_string(),
+            journal.display().to_string(),
+        ));
         Self::launch(
             self.dir.clone(),
             self.config_path.clone(),
             self.api_key.clone(),
             self.workspace_id.clone(),
-            self.env.clone(),
+            env,
         )
         .await
     }
