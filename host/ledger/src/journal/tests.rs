@@ -1,3 +1,6 @@
+//! The journal on a real directory: numbering across segments and reopens,
+//! deleting applied segments, a torn or damaged tail, and `caught_up`.
+
 use std::fs::OpenOptions;
 use std::io::Write;
 

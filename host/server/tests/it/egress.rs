@@ -111,7 +111,7 @@ async fn http_fetch_reaches_no_internal_address_unless_the_operator_allows_it_an
     // Allowed by the operator: the install approves them and reaches the listener.
     gateway.kill();
     set_allowlist(&gateway, &every);
-    let gateway = gateway.another().await;
+    let gateway = gateway.restart().await;
     method(
         &gateway,
         Some(&gateway.api_key),
@@ -131,7 +131,7 @@ async fn http_fetch_reaches_no_internal_address_unless_the_operator_allows_it_an
     let mut gateway = gateway;
     gateway.kill();
     set_allowlist(&gateway, &[]);
-    let gateway = gateway.another().await;
+    let gateway = gateway.restart().await;
     for origin in &every {
         let started = Instant::now();
         let url = format!("{origin}/page");

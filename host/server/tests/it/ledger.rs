@@ -268,7 +268,7 @@ async fn survives_kill_9(postgres: bool) {
     for request in in_flight {
         assert!(request.await.unwrap().is_err(), "the killed gateway answered nothing");
     }
-    let restarted = gateway.another().await;
+    let restarted = gateway.restart().await;
     let mut wallet = Value::Null;
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_millis(100)).await;

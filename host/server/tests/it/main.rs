@@ -22,6 +22,7 @@ mod egress;
 mod errors;
 mod fallback;
 mod ingress;
+mod journal;
 mod keys_and_abuse;
 mod ledger;
 mod metering;

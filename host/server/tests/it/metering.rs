@@ -182,7 +182,7 @@ async fn events_survive_a_restart(lease_ms: u64, requests: usize, stop: fn(&mut 
     stop(&mut gateway);
 
     sink.up.store(true, Ordering::SeqCst);
-    let restarted = gateway.another().await;
+    let restarted = gateway.restart().await;
     let by_id = sink.wait_for(&ids, within).await;
     assert_eq!(
         by_id.keys().cloned().collect::<BTreeSet<_>>(),
@@ -376,7 +376,7 @@ async fn kill_9_under_load_loses_no_answered_event(database_url: Option<String>)
         answered.len()
     );
 
-    let restarted = gateway.another().await;
+    let restarted = gateway.restart().await;
     let by_id = sink.wait_for(&answered, Duration::from_secs(30)).await;
     let missing: Vec<_> = answered.iter().filter(|id| !by_id.contains_key(*id)).collect();
     assert!(missing.is_empty(), "answered without a usage event: {missing:?}");

@@ -177,6 +177,19 @@ impl Gateway {
         .await
     }
 
+    /// This gateway started again after it stopped: the same data directory,
+    /// so the same ledger journal.
+    pub async fn restart(&self) -> Gateway {
+        Self::launch(
+            self.dir.clone(),
+            self.config_path.clone(),
+            self.api_key.clone(),
+            self.workspace_id.clone(),
+            self.env.clone(),
+        )
+        .await
+    }
+
     /// Another gateway on the same database, as on another host: its own
     /// data directory (so its own blob store and caches), sharing only what
     /// an operator shares between hosts, the database and the key files.
