@@ -11,11 +11,19 @@
 //! unused for a while, or every slice at a graceful shutdown, goes back to
 //! the row ([`Leased::return_idle`]). A gateway that dies loses its unused
 //! slices: the counter may then refuse early, never let a limit pass.
+//!
+//! While the database cannot be reached, slices already claimed are still
+//! taken from in memory; a take that needs a claim fails (after one attempt
+//! per `tollgate_core::outage::RETRY_AFTER`; the others fail at once), so a
+//! limit is never passed. An idle slice that cannot be handed back stays in
+//! memory, to be spent or handed back later, rather than being lost.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use tollgate_core::outage::Outage;
 
 /// The rows a [`Leased`] counter claims from.
 pub(crate) trait Claims: Send + Sync {
@@ -27,10 +35,9 @@ pub(crate) trait Claims: Send + Sync {
     /// new total, or `None` when it does not fit.
     async fn claim(&self, key: &Self::Key, size: i64, limit: i64) -> sqlx::Result<Option<i64>>;
 
-    /// Hands `amount` of an unused slice back to the row. A failure is
-    /// logged and the amount stays claimed: the counter refuses early, never
-    /// late.
-    async fn unclaim(&self, key: &Self::Key, amount: i64);
+    /// Hands `amount` of an unused slice back to the row. On failure the
+    /// amount stays claimed: the counter refuses early, never late.
+    async fn unclaim(&self, key: &Self::Key, amount: i64) -> sqlx::Result<()>;
 }
 
 /// This gateway's claimed-but-untaken part of one row.
@@ -68,13 +75,17 @@ impl Slice {
 pub(crate) struct Leased<C: Claims> {
     claims: C,
     slices: Mutex<HashMap<C::Key, Slice>>,
+    /// Whether the database answers claims, and the outage's warnings.
+    outage: Outage,
 }
 
 impl<C: Claims> Leased<C> {
-    pub fn new(claims: C) -> Self {
+    /// `what` names the counter in the log ("plan request slices").
+    pub fn new(claims: C, what: &'static str) -> Self {
         Self {
             claims,
             slices: Mutex::default(),
+            outage: Outage::new(what),
         }
     }
 
@@ -118,9 +129,9 @@ impl<C: Claims> Leased<C> {
             };
             let need = amount - left;
             let size = need.max(slice_size(seen));
-            let mut claimed = self.claims.claim(key, size, limit).await?.map(|total| (total, size));
+            let mut claimed = self.claim(key, size, limit).await?.map(|total| (total, size));
             if claimed.is_none() && size > need {
-                claimed = self.claims.claim(key, need, limit).await?.map(|total| (total, need));
+                claimed = self.claim(key, need, limit).await?.map(|total| (total, need));
             }
             let mut slices = self.slices();
             let slice = slices.entry(key.clone()).or_insert_with(Slice::new);
@@ -136,6 +147,17 @@ impl<C: Claims> Leased<C> {
                 }
             }
         }
+    }
+
+    /// One claim, refused at once while the database is known down.
+    async fn claim(&self, key: &C::Key, size: i64, limit: i64) -> sqlx::Result<Option<i64>> {
+        let claimed = self.outage.ask(self.claims.claim(key, size, limit)).await;
+        if let Err(error) = &claimed
+            && tollgate_core::outage::unreachable(error)
+        {
+            self.outage.note(false, error);
+        }
+        claimed
     }
 
     /// Puts `amount` taken and not used back into this gateway's slice, with
@@ -173,7 +195,14 @@ impl<C: Claims> Leased<C> {
                 .collect()
         };
         for (key, left) in returned {
-            self.claims.unclaim(&key, left).await;
+            let was_down = self.outage.is_down();
+            if let Err(error) = self.outage.ask(self.claims.unclaim(&key, left)).await {
+                // Once per outage, not once per slice and try.
+                if !was_down {
+                    tracing::warn!(%error, "could not hand back an unused slice; keeping it to retry");
+                }
+                self.give_back(&key, left);
+            }
         }
     }
 }

@@ -10,6 +10,13 @@
 //! the month's requests, and costs a conditional upsert only when the slice
 //! runs out (`quota.rs`). Spend controls (budgets) are held at reservation
 //! through [`Admitted::hold_budgets`] (`budgets.rs`).
+//!
+//! Through a database outage (docs/billing.md, "When the database is
+//! unreachable"): an expired plan or budget list is still read again first,
+//! and only when the database cannot answer is the last known one used
+//! (`tollgate_core::outage`). Slices already claimed are spent from memory as
+//! usual; a request that needs a new claim is refused (the data plane answers
+//! 503 `ledger_unavailable`), never admitted past a limit.
 
 // One test reads the thread's CPU clock through libc; nothing else is unsafe.
 #![deny(unsafe_code)]
@@ -33,6 +40,7 @@ use budgets::{Budget, BudgetError, BudgetHold, Budgets};
 use plans::{Plan, PlanConfig, Plans};
 use quota::{Clock, FileClock, Quota, SystemClock};
 use tollgate_core::db::Database;
+use tollgate_core::outage::{self, Outage};
 use tollgate_identity::accounts::Accounts;
 
 /// How long a workspace's plan is trusted before it is read again: a plan
@@ -130,6 +138,8 @@ pub struct Billing {
     database: Database,
     clock: Arc<dyn Clock>,
     cache: Mutex<HashMap<String, (Arc<Plan>, Instant)>>,
+    /// Whether the database answers plan reads, and the outage's warnings.
+    plans_outage: Outage,
     budgets: Budgets,
     payments: Option<payments::Payments>,
 }
@@ -149,6 +159,7 @@ impl Billing {
             database,
             clock,
             cache: Mutex::new(HashMap::new()),
+            plans_outage: Outage::new("workspace plans"),
         })
     }
 
@@ -211,14 +222,25 @@ impl Billing {
         }
     }
 
-    /// The workspace's plan, read at most every [`PLAN_TTL`].
+    /// The workspace's plan, read at most every [`PLAN_TTL`]; the last one
+    /// read while the database cannot answer.
     pub async fn plan_of(&self, workspace_id: &str) -> Result<Arc<Plan>, BillingError> {
-        if let Some((plan, read)) = self.cache.lock().expect("plan cache poisoned").get(workspace_id)
-            && read.elapsed() < PLAN_TTL
-        {
-            return Ok(plan.clone());
-        }
-        let id = self.accounts.plan(workspace_id).await?;
+        let last_known = match self.cache.lock().expect("plan cache poisoned").get(workspace_id) {
+            Some((plan, read)) if read.elapsed() < PLAN_TTL => return Ok(plan.clone()),
+            cached => cached.map(|(plan, _)| plan.clone()),
+        };
+        let read = match &last_known {
+            Some(_) => self.plans_outage.revalidate(self.accounts.plan(workspace_id)).await,
+            None => self.plans_outage.ask(self.accounts.plan(workspace_id)).await,
+        };
+        let id = match read {
+            Ok(id) => id,
+            Err(error) if outage::unreachable(&error) => {
+                self.plans_outage.note(last_known.is_some(), &error);
+                return last_known.ok_or(BillingError::Database(error));
+            }
+            Err(error) => return Err(error.into()),
+        };
         let plan = self
             .plans
             .get(&id)
@@ -336,5 +358,57 @@ pub fn lower_limit(plan: Option<u32>, operator: Option<u32>) -> Option<u32> {
     match (plan, operator) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_plan_once_read_stands_while_the_database_cannot_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = tollgate_core::db::sqlite_url(&dir.path().join("p.db"));
+        let database = Database::open(&url, Default::default()).await.unwrap();
+        let keys = tollgate_identity::auth::KeyResolver::new(database.pool.clone());
+        let accounts = Accounts::new(database.clone(), keys);
+        let created = accounts
+            .signup("outage", None, tollgate_core::money::Nanos::ZERO)
+            .await
+            .unwrap();
+        let other = accounts
+            .signup("never read", None, tollgate_core::money::Nanos::ZERO)
+            .await
+            .unwrap();
+        let billing = Billing::new(&BillingConfig::default(), accounts, database.clone()).unwrap();
+        assert_eq!(billing.plan_of(&created.workspace_id).await.unwrap().id, "free");
+
+        let rename = |from: &str, to: &str| format!("ALTER TABLE {from} RENAME TO {to}");
+        sqlx::query(sqlx::AssertSqlSafe(rename("workspaces", "workspaces_away")))
+            .execute(&database.pool)
+            .await
+            .unwrap();
+        tokio::time::sleep(PLAN_TTL).await;
+        assert_eq!(
+            billing.plan_of(&created.workspace_id).await.unwrap().id,
+            "free",
+            "the plan last read"
+        );
+        assert!(
+            matches!(
+                billing.plan_of(&other.workspace_id).await,
+                Err(BillingError::Database(_))
+            ),
+            "a plan never read is not guessed"
+        );
+
+        // Back, and changed meanwhile: the new plan is read.
+        sqlx::query(sqlx::AssertSqlSafe(rename("workspaces_away", "workspaces")))
+            .execute(&database.pool)
+            .await
+            .unwrap();
+        billing.accounts.set_plan(&created.workspace_id, "pro").await.unwrap();
+        tokio::time::sleep(outage::RETRY_AFTER).await;
+        assert_eq!(billing.plan_of(&created.workspace_id).await.unwrap().id, "pro");
     }
 }

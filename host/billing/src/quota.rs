@@ -93,19 +93,17 @@ impl Claims for PlanUsage {
         .await
     }
 
-    async fn unclaim(&self, (workspace_id, period): &Key, amount: i64) {
+    async fn unclaim(&self, (workspace_id, period): &Key, amount: i64) -> sqlx::Result<()> {
         let _turn = self.database.write_turn().await;
-        let done = sqlx::query(
+        sqlx::query(
             "UPDATE plan_usage SET requests = requests - $3 WHERE workspace_id = $1 AND period = $2 AND requests >= $3",
         )
         .bind(workspace_id)
         .bind(period)
         .bind(amount)
         .execute(&self.database.pool)
-        .await;
-        if let Err(error) = done {
-            tracing::warn!(%error, %workspace_id, "could not hand back an unused request slice");
-        }
+        .await?;
+        Ok(())
     }
 }
 
@@ -115,7 +113,7 @@ pub struct Quota(Arc<Leased<PlanUsage>>);
 
 impl Quota {
     pub fn new(database: Database) -> Self {
-        Self(Arc::new(Leased::new(PlanUsage { database })))
+        Self(Arc::new(Leased::new(PlanUsage { database }, "plan request slices")))
     }
 
     /// Admits one request of `period` if the workspace's month has room under
@@ -220,6 +218,48 @@ mod tests {
             .unwrap();
         assert!(claimed < 300 + 15, "claimed {claimed} for 300 requests");
         assert_eq!(quota.counted("ws", "2026-11").await.unwrap(), 300);
+    }
+
+    #[tokio::test]
+    async fn through_an_outage_the_claimed_slice_is_spent_and_nothing_past_it_is_admitted() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = database(&dir).await;
+        let quota = Quota::new(database.clone());
+        let rename = |from: &'static str, to: &'static str| {
+            let pool = database.pool.clone();
+            async move {
+                sqlx::query(sqlx::AssertSqlSafe(format!("ALTER TABLE {from} RENAME TO {to}")))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+        };
+        // A slice of 15 (a 64th of 1,000) claimed by the first request.
+        assert!(quota.take("ws", "2026-11", 1_000).await.unwrap());
+        rename("plan_usage", "plan_usage_away").await;
+        for _ in 0..14 {
+            assert!(quota.take("ws", "2026-11", 1_000).await.unwrap(), "from the slice");
+        }
+        assert!(
+            quota.take("ws", "2026-11", 1_000).await.is_err(),
+            "past the slice a claim is needed, and it cannot be made"
+        );
+        // A request given back is admitted again; an idle slice that cannot
+        // be handed back stays here rather than being lost.
+        quota.give_back("ws", "2026-11");
+        quota.give_back("ws", "2026-11");
+        quota.return_slices(None).await;
+        assert!(quota.take("ws", "2026-11", 1_000).await.unwrap());
+        assert!(quota.take("ws", "2026-11", 1_000).await.unwrap());
+        assert!(quota.take("ws", "2026-11", 1_000).await.is_err());
+
+        rename("plan_usage_away", "plan_usage").await;
+        tokio::time::sleep(tollgate_core::outage::RETRY_AFTER).await;
+        assert!(
+            quota.take("ws", "2026-11", 1_000).await.unwrap(),
+            "the database is back"
+        );
+        assert_eq!(quota.counted("ws", "2026-11").await.unwrap(), 16);
     }
 
     #[tokio::test]

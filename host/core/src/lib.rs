@@ -1,6 +1,7 @@
 //! Tollgate's core: what every other crate may use and nothing else depends on.
 //! Exact money (`money`), secrets that never print (`secret`), the database
-//! handle with its migrations (`db`), error text that names no secret
+//! handle with its migrations (`db`), what a cache does while that database
+//! cannot be reached (`outage`), error text that names no secret
 //! (`error_text`), and secrets sealed for storage (`sealed`). It knows no
 //! provider, wallet, plugin or HTTP route.
 #![forbid(unsafe_code)]
@@ -8,5 +9,6 @@
 pub mod db;
 pub mod error_text;
 pub mod money;
+pub mod outage;
 pub mod sealed;
 pub mod secret;

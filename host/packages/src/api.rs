@@ -117,10 +117,7 @@ async fn caller(auth: &AuthState, headers: &HeaderMap) -> Result<Arc<Principal>,
     match auth.resolve(secret).await {
         Ok(Some(principal)) => Ok(principal),
         Ok(None) => Err(ApiError::invalid_token("Invalid API key.")),
-        Err(e) => {
-            tracing::error!(error = %e, "key lookup failed");
-            Err(ApiError::internal("Could not check the API key."))
-        }
+        Err(e) => Err(e.to_api_error()),
     }
 }
 

@@ -51,24 +51,28 @@ impl Budgets {
             pending.drain().collect()
         };
         for ((budget_id, period, limit), (budget, amount)) in pending {
+            let was_down = self.0.outage.is_down();
             let spent: sqlx::Result<Option<i64>> = {
                 let _turn = self.0.database.write_turn().await;
-                sqlx::query_scalar(
+                let update = sqlx::query_scalar(
                     "UPDATE budget_usage SET spent_nano = spent_nano + $3 WHERE budget_id = $1 AND period = $2 \
                      RETURNING spent_nano",
                 )
                 .bind(&budget_id)
                 .bind(&period)
                 .bind(amount)
-                .fetch_optional(&self.0.database.pool)
-                .await
+                .fetch_optional(&self.0.database.pool);
+                self.0.outage.ask(update).await
             };
             match spent {
                 Ok(Some(spent)) => self.alert(&budget, &period, Nanos(spent)).await,
                 // The budget was removed meanwhile.
                 Ok(None) => {}
                 Err(error) => {
-                    tracing::warn!(%error, %budget_id, "could not add settled spend to a budget; retrying");
+                    // Once per outage, not on every flush.
+                    if !was_down {
+                        tracing::warn!(%error, %budget_id, "could not add settled spend to a budget; retrying");
+                    }
                     let mut pending = self.0.pending.lock().expect("budget spend poisoned");
                     let entry = pending.entry((budget_id, period, limit)).or_insert_with(|| (budget, 0));
                     entry.1 = entry.1.saturating_add(amount);

@@ -36,6 +36,7 @@ use super::quota::Clock;
 use crate::leased::{Claims, Leased};
 use tollgate_core::db::{Database, new_id, now_ms};
 use tollgate_core::money::Nanos;
+use tollgate_core::outage::{self, Outage};
 use tollgate_ledger::Ledger;
 
 /// A slice is at most this fraction of what is left of a budget's period...
@@ -121,6 +122,8 @@ struct Inner {
     database: Database,
     clock: Arc<dyn Clock>,
     cache: Mutex<HashMap<String, Cached>>,
+    /// Whether the database answers budget reads, and the outage's warnings.
+    outage: Outage,
     slices: Leased<BudgetUsage>,
     /// Settled spend not yet added to `spent_nano`.
     pending: Mutex<HashMap<Key, (Arc<Budget>, i64)>>,
@@ -230,9 +233,9 @@ impl Claims for BudgetUsage {
         .await
     }
 
-    async fn unclaim(&self, (budget_id, period, _): &Key, amount: i64) {
+    async fn unclaim(&self, (budget_id, period, _): &Key, amount: i64) -> sqlx::Result<()> {
         let _turn = self.database.write_turn().await;
-        let done = sqlx::query(
+        sqlx::query(
             "UPDATE budget_usage SET claimed_nano = claimed_nano - $3 \
              WHERE budget_id = $1 AND period = $2 AND claimed_nano >= $3",
         )
@@ -240,10 +243,8 @@ impl Claims for BudgetUsage {
         .bind(period)
         .bind(amount)
         .execute(&self.database.pool)
-        .await;
-        if let Err(error) = done {
-            tracing::warn!(%error, %budget_id, "could not hand back an unused budget slice");
-        }
+        .await?;
+        Ok(())
     }
 }
 
@@ -253,7 +254,8 @@ impl Budgets {
             database: database.clone(),
             clock,
             cache: Mutex::default(),
-            slices: Leased::new(BudgetUsage { database }),
+            outage: Outage::new("budgets"),
+            slices: Leased::new(BudgetUsage { database }, "budget slices"),
             pending: Mutex::default(),
             alerted: Mutex::default(),
             ledger: OnceLock::new(),
@@ -274,7 +276,8 @@ impl Budgets {
 
     /// The budgets that apply to a request of `key_id` in the workspace,
     /// from a cache trusted for [`BUDGETS_TTL`]: a workspace without budgets
-    /// costs a request no I/O.
+    /// costs a request no I/O. While the database cannot answer, the last
+    /// list read stands.
     pub async fn applying(&self, workspace_id: &str, key_id: &str) -> sqlx::Result<Vec<Arc<Budget>>> {
         let cached = self
             .0
@@ -282,19 +285,33 @@ impl Budgets {
             .lock()
             .expect("budget cache poisoned")
             .get(workspace_id)
-            .filter(|(_, read)| read.elapsed() < BUDGETS_TTL)
-            .map(|(budgets, _)| budgets.clone());
+            .map(|(budgets, read)| (budgets.clone(), read.elapsed() < BUDGETS_TTL));
         let all = match cached {
-            Some(all) => all,
-            None => {
-                let all: Arc<Vec<Arc<Budget>>> =
-                    Arc::new(self.list(workspace_id).await?.into_iter().map(Arc::new).collect());
-                self.0
-                    .cache
-                    .lock()
-                    .expect("budget cache poisoned")
-                    .insert(workspace_id.to_string(), (all.clone(), Instant::now()));
-                all
+            Some((all, true)) => all,
+            last_known => {
+                let read = match &last_known {
+                    Some(_) => self.0.outage.revalidate(self.list(workspace_id)).await,
+                    None => self.0.outage.ask(self.list(workspace_id)).await,
+                };
+                match read {
+                    Ok(list) => {
+                        let all: Arc<Vec<Arc<Budget>>> = Arc::new(list.into_iter().map(Arc::new).collect());
+                        self.0
+                            .cache
+                            .lock()
+                            .expect("budget cache poisoned")
+                            .insert(workspace_id.to_string(), (all.clone(), Instant::now()));
+                        all
+                    }
+                    Err(error) if outage::unreachable(&error) => {
+                        self.0.outage.note(last_known.is_some(), &error);
+                        match last_known {
+                            Some((all, _)) => all,
+                            None => return Err(error),
+                        }
+                    }
+                    Err(error) => return Err(error),
+                }
             }
         };
         Ok(all

@@ -246,3 +246,72 @@ async fn two_gateways_with_slices_never_claim_past_the_limit() {
     assert_eq!((admitted + more) * cost.0, Nanos::from_usd("0.999").unwrap().0);
     assert!(claimed(&database).await <= Nanos::from_usd("1").unwrap().0);
 }
+
+/// Renames the budget tables away, as an outage would, or back.
+async fn break_budget_tables(database: &Database, broken: bool) {
+    for table in ["budgets", "budget_usage"] {
+        let (from, to) = match broken {
+            true => (table.to_string(), format!("{table}_away")),
+            false => (format!("{table}_away"), table.to_string()),
+        };
+        sqlx::query(sqlx::AssertSqlSafe(format!("ALTER TABLE {from} RENAME TO {to}")))
+            .execute(&database.pool)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn through_an_outage_a_claimed_slice_is_spent_and_nothing_past_it_is_admitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = database(&dir).await;
+    let clock: Arc<dyn Clock> = Arc::new(Fixed(Mutex::new(at("2026-11-15T12:00:00Z"))));
+    let budgets = Budgets::new(database.clone(), clock);
+    let request = Nanos::from_usd("0.001").unwrap();
+    budgets.set("ws", spec("64")).await.unwrap();
+    let applying = budgets.applying("ws", "key_a").await.unwrap();
+    // Far from the limit the first hold claims 64 requests' worth.
+    budgets.hold(&applying, request).await.unwrap().settle(Nanos::ZERO);
+    assert_eq!(claimed(&database).await, 64 * request.0);
+
+    break_budget_tables(&database, true).await;
+    tokio::time::sleep(BUDGETS_TTL).await;
+    let last_known = budgets.applying("ws", "key_a").await.unwrap();
+    assert_eq!(last_known, applying, "the budgets last read stand");
+    let mut holds = Vec::new();
+    for _ in 0..64 {
+        holds.push(
+            budgets
+                .hold(&last_known, request)
+                .await
+                .expect("from the claimed slice"),
+        );
+    }
+    assert!(
+        matches!(budgets.hold(&last_known, request).await, Err(BudgetError::Database(_))),
+        "past the slice a claim is needed, and it cannot be made"
+    );
+    // What goes back to the slice is spent again; an idle slice that cannot
+    // be handed back to the database stays here rather than being lost.
+    for hold in holds.drain(..10) {
+        hold.settle(Nanos::ZERO);
+    }
+    budgets.return_slices(None).await;
+    for _ in 0..10 {
+        holds.push(
+            budgets
+                .hold(&last_known, request)
+                .await
+                .expect("kept through the outage"),
+        );
+    }
+    assert!(budgets.hold(&last_known, request).await.is_err());
+    let unseen = budgets.applying("ws_other", "key_x").await;
+    assert!(unseen.is_err(), "nothing known of it: no budgets to assume");
+
+    // Back: claims are made again.
+    break_budget_tables(&database, false).await;
+    tokio::time::sleep(tollgate_core::outage::RETRY_AFTER).await;
+    holds.push(budgets.hold(&last_known, request).await.expect("the database is back"));
+    assert_eq!(claimed(&database).await, 2 * 64 * request.0);
+}

@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 
 use super::refusals::RefusalLog;
 use super::sessions::{SessionRefusal, Sessions};
-use super::{KeyResolver, Principal};
+use super::{KeyResolver, Principal, ResolveError};
 use tollgate_web::error::ApiError;
 use tollgate_web::rate_limit::KeyRateLimiter;
 use tollgate_web::server::RequestId;
@@ -97,8 +97,35 @@ impl AuthState {
 
     /// The principal a key stands for, whatever it may do; `None` for an
     /// unknown, revoked or malformed key.
-    pub async fn resolve(&self, secret: &str) -> anyhow::Result<Option<Arc<Principal>>> {
+    pub async fn resolve(&self, secret: &str) -> Result<Option<Arc<Principal>>, ResolveError> {
         self.keys.resolve(secret).await
+    }
+}
+
+impl ResolveError {
+    /// The answer to a request whose key could not be checked: 503
+    /// `auth_unavailable` (with `Retry-After`) while the database cannot be
+    /// reached, since the key may well be valid and a 401 would tell its
+    /// client to give it up; 500 otherwise.
+    pub fn to_api_error(&self) -> ApiError {
+        match self {
+            ResolveError::Unavailable(_) => {
+                let mut error = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "api_error",
+                    "auth_unavailable",
+                    "The API key could not be checked: the database is unreachable and this gateway has not seen this key yet. Retry shortly; keys it has already seen keep working.",
+                );
+                error.retry_after = Some(1);
+                // The resolver logs these, at most once per ten seconds.
+                error.quiet = true;
+                error
+            }
+            ResolveError::Failed(e) => {
+                tracing::error!(error = %e, "key lookup failed");
+                ApiError::internal("Could not check the API key.")
+            }
+        }
     }
 }
 
@@ -171,7 +198,13 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Ref
             Err(SessionError::Refused(SessionRefusal::Csrf)) => {
                 return Err((ApiError::csrf_failed().with_request_id(&request_id.0), None));
             }
-            Err(SessionError::Internal(e)) => Err(e),
+            Err(SessionError::Internal(e)) => {
+                tracing::error!(error = %e, "session lookup failed");
+                return Err((
+                    ApiError::internal("Could not check the console session.").with_request_id(&request_id.0),
+                    None,
+                ));
+            }
         },
     };
     match resolved {
@@ -194,13 +227,8 @@ async fn authenticate(parts: &mut Parts, auth: &AuthState) -> Result<Caller, Ref
             Err(wait) => Err((rate_limited(&principal, auth, wait, &request_id), Some(principal))),
         },
         Ok(None) => Err(refuse("Invalid API key.")),
-        Err(e) => {
-            tracing::error!(error = %e, "key lookup failed");
-            Err((
-                ApiError::internal("Could not check the API key.").with_request_id(&request_id.0),
-                None,
-            ))
-        }
+        // The resolver logs an outage's refusals itself, rate-limited.
+        Err(e) => Err((e.to_api_error().with_request_id(&request_id.0), None)),
     }
 }
 

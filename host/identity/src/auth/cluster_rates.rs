@@ -16,13 +16,18 @@
 //!
 //! Clocks of the hosts are assumed in sync (NTP); skew shifts a host's
 //! share by the skew's worth of rate. When the database cannot be reached,
-//! the shared limit is skipped (logged) and each gateway's own still holds.
+//! the shared limit is skipped (logged, at most once per
+//! `tollgate_core::outage::WARN_EVERY`) and each gateway's own still holds;
+//! a claim waits at most `FALLBACK_WAIT` for the database, and while it is
+//! down only one claim per `RETRY_AFTER` is sent at all.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tollgate_core::outage::Outage;
 
 /// How long a claimed slice may be spent.
 const SLICE_LIFETIME: Duration = Duration::from_secs(1);
@@ -43,6 +48,7 @@ pub struct ClusterRates {
     pool: sqlx::AnyPool,
     slices: Mutex<HashMap<String, Slice>>,
     admissions: AtomicU64,
+    outage: Outage,
 }
 
 /// Admissions in one slice: a second's worth of `per_minute`, at least one.
@@ -67,6 +73,7 @@ impl ClusterRates {
             pool,
             slices: Mutex::default(),
             admissions: AtomicU64::new(0),
+            outage: Outage::new("shared key rates"),
         }
     }
 
@@ -87,7 +94,7 @@ impl ClusterRates {
         }
         let mut size = slice_size(per_minute);
         loop {
-            match self.claim(key_id, per_minute, size).await {
+            match self.outage.revalidate(self.claim(key_id, per_minute, size)).await {
                 Ok(true) => {
                     if let Some(slice) = self.slices.lock().expect("rates poisoned").get_mut(key_id) {
                         slice.left = size - 1;
@@ -99,7 +106,8 @@ impl ClusterRates {
                 Ok(false) if size > 1 => size = 1,
                 Ok(false) => return Err(self.wait(key_id, per_minute).await),
                 Err(e) => {
-                    tracing::warn!(error = %e, "the shared key rate could not be checked; this gateway's own holds");
+                    // This gateway's own limit, checked before, still holds.
+                    self.outage.note(true, &e);
                     return Ok(());
                 }
             }
@@ -152,11 +160,10 @@ impl ClusterRates {
 
     /// How long until one more admission fits, after a refused claim.
     async fn wait(&self, key_id: &str, per_minute: NonZeroU32) -> Duration {
-        let cell: Option<i64> = sqlx::query_scalar("SELECT tat_us FROM key_rate_cells WHERE key_id = $1")
+        let read = sqlx::query_scalar("SELECT tat_us FROM key_rate_cells WHERE key_id = $1")
             .bind(key_id)
-            .fetch_optional(&self.pool)
-            .await
-            .unwrap_or(None);
+            .fetch_optional(&self.pool);
+        let cell: Option<i64> = self.outage.revalidate(read).await.unwrap_or(None);
         let fits_at = cell.unwrap_or(0) + interval_us(per_minute) - BURST_US;
         Duration::from_micros(u64::try_from(fits_at - now_us()).unwrap_or(0).max(1_000))
     }

@@ -31,6 +31,7 @@ pub use caller::{AuthState, Caller, SessionError};
 
 use permissions::Role;
 use tollgate_core::db::{Backend, Database, Db};
+use tollgate_core::outage::{self, Outage};
 
 pub const KEY_PREFIX: &str = "tg_live_";
 const KEY_RANDOM_CHARS: usize = 40;
@@ -200,10 +201,18 @@ type Tx = sqlx::Transaction<'static, sqlx::Any>;
 /// Each gateway listens (`LISTEN`) and drops the same keys within
 /// milliseconds. A notification can be lost only with the listening
 /// connection; the listener probes it when quiet, and while the feed is down
-/// the cache is cleared and every cached key is re-read after
-/// [`UNWATCHED_TTL`], so a revoked key is refused within about a second even
-/// then. SQLite has no feed: cached keys are always re-read after
+/// every cached key is marked stale and re-read on its next use, and again
+/// after each [`UNWATCHED_TTL`], so a revoked key is refused within about a
+/// second even then. SQLite has no feed: cached keys are always re-read after
 /// [`UNWATCHED_TTL`], which also covers two processes sharing one file.
+///
+/// Through a database outage (docs/control-plane.md, "Immediate effect"): a
+/// stale or expired key is still re-read first, and only when that read fails
+/// for want of the database (`tollgate_core::outage`), not because the key is
+/// unknown or revoked, is its last known principal served, until a read
+/// succeeds. A key this gateway has not seen is refused with
+/// [`ResolveError::Unavailable`] meanwhile. Keys a notification named are
+/// dropped, not marked, so a change that arrived is never undone by an outage.
 ///
 /// Clones share one cache (auth resolves through it, accounts evict from it).
 #[derive(Clone)]
@@ -214,6 +223,8 @@ pub struct KeyResolver {
 struct Shared {
     db: Db,
     cache: RwLock<Cache>,
+    /// Whether the database answers key reads, and the outage's warnings.
+    outage: Outage,
     /// Monotonic origin of the millisecond times below.
     origin: Instant,
     /// The feed is live until this time (ms since `origin`); 0: not live.
@@ -234,6 +245,22 @@ struct Entry {
     principal: Arc<Principal>,
     /// When the database last confirmed it (ms since `origin`).
     checked_ms: u64,
+    /// Changes may have been missed since it was read (the feed was down):
+    /// re-read before it is trusted again, and kept only to serve while the
+    /// database cannot answer.
+    stale: bool,
+}
+
+/// Why a key could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The database cannot be reached and this gateway knows nothing of the
+    /// key: it may well be valid, so this is no verdict on it.
+    #[error("the API key could not be checked: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// The database answered something this gateway could not read.
+    #[error("the API key could not be checked: {0}")]
+    Failed(#[source] sqlx::Error),
 }
 
 impl KeyResolver {
@@ -268,7 +295,7 @@ impl KeyResolver {
         Ok(Self { shared })
     }
 
-    pub async fn resolve(&self, secret: &str) -> anyhow::Result<Option<Arc<Principal>>> {
+    pub async fn resolve(&self, secret: &str) -> Result<Option<Arc<Principal>>, ResolveError> {
         if !is_well_formed(secret) {
             return Ok(None);
         }
@@ -277,20 +304,42 @@ impl KeyResolver {
 
     /// [`Self::resolve`] for a key known by its hash (a console session made
     /// with that key).
-    pub async fn resolve_hash(&self, hash: &KeyHash) -> anyhow::Result<Option<Arc<Principal>>> {
+    pub async fn resolve_hash(&self, hash: &KeyHash) -> Result<Option<Arc<Principal>>, ResolveError> {
         let hash = *hash;
         let shared = &self.shared;
         let now = shared.now_ms();
-        let generation = {
+        let (generation, known) = {
             let cache = shared.cache.read().expect("key cache poisoned");
-            if let Some(entry) = cache.entries.get(&hash)
-                && shared.trusts(entry, now)
-            {
-                return Ok(Some(entry.principal.clone()));
+            match cache.entries.get(&hash) {
+                Some(entry) if !entry.stale && shared.trusts(entry, now) => {
+                    return Ok(Some(entry.principal.clone()));
+                }
+                entry => (cache.generation, entry.is_some()),
             }
-            cache.generation
         };
-        let principal = lookup(&shared.db, &hash).await?.map(Arc::new);
+        let read = match known {
+            true => shared.outage.revalidate(lookup(&shared.db, &hash)).await,
+            false => shared.outage.ask(lookup(&shared.db, &hash)).await,
+        };
+        let principal = match read {
+            Ok(principal) => principal.map(Arc::new),
+            Err(error) if outage::unreachable(&error) => {
+                // Read again: a notification may have dropped it meanwhile.
+                let last_known = shared
+                    .cache
+                    .read()
+                    .expect("key cache poisoned")
+                    .entries
+                    .get(&hash)
+                    .map(|entry| entry.principal.clone());
+                shared.outage.note(last_known.is_some(), &error);
+                return match last_known {
+                    Some(principal) => Ok(Some(principal)),
+                    None => Err(ResolveError::Unavailable(error)),
+                };
+            }
+            Err(error) => return Err(ResolveError::Failed(error)),
+        };
         let mut cache = shared.cache.write().expect("key cache poisoned");
         if cache.generation == generation {
             match &principal {
@@ -300,6 +349,7 @@ impl KeyResolver {
                         Entry {
                             principal: principal.clone(),
                             checked_ms: now,
+                            stale: false,
                         },
                     );
                 }
@@ -307,6 +357,9 @@ impl KeyResolver {
                     cache.entries.remove(&hash);
                 }
             }
+        } else if principal.is_none() {
+            // Whatever changed meanwhile, the key is gone now.
+            cache.entries.remove(&hash);
         }
         Ok(principal)
     }
@@ -339,6 +392,7 @@ impl Shared {
         Self {
             db,
             cache: RwLock::new(Cache::default()),
+            outage: Outage::new("API keys"),
             origin: Instant::now(),
             feed_live_until: AtomicU64::new(0),
             channel,
@@ -365,12 +419,15 @@ impl Shared {
             .retain(|hash, entry| !change.affects(hash, &entry.principal));
     }
 
-    /// Forgets everything: the feed (re)connected or went down, so changes may
-    /// have been missed.
-    fn evict_all(&self) {
+    /// Marks every key stale: the feed (re)connected or went down, so changes
+    /// may have been missed. Each is re-read on its next use; the last known
+    /// principal stays only for when the database cannot answer that read.
+    fn mark_all_stale(&self) {
         let mut cache = self.cache.write().expect("key cache poisoned");
         cache.generation += 1;
-        cache.entries.clear();
+        for entry in cache.entries.values_mut() {
+            entry.stale = true;
+        }
     }
 
     fn feed_heard(&self) {
@@ -380,7 +437,7 @@ impl Shared {
 
     fn feed_lost(&self) {
         self.feed_live_until.store(0, Ordering::Release);
-        self.evict_all();
+        self.mark_all_stale();
     }
 
     fn apply(&self, payload: &str) {
@@ -388,8 +445,8 @@ impl Shared {
             Ok(change) => self.evict(&change),
             // Unknown news (a newer gateway's message, say): be safe.
             Err(e) => {
-                tracing::warn!(error = %e, "unreadable key-change notification; dropping all cached keys");
-                self.evict_all();
+                tracing::warn!(error = %e, "unreadable key-change notification; re-reading all cached keys");
+                self.mark_all_stale();
             }
         }
     }
@@ -414,7 +471,7 @@ pub fn change_channel(schema: &str) -> String {
     )
 }
 
-async fn lookup(db: &Db, hash: &KeyHash) -> anyhow::Result<Option<Principal>> {
+async fn lookup(db: &Db, hash: &KeyHash) -> sqlx::Result<Option<Principal>> {
     // A key whose user has left the workspace resolves to nothing.
     type Row = (String, String, Option<String>, Option<String>, String, Option<i64>);
     let row: Option<Row> = sqlx::query_as(
@@ -453,7 +510,7 @@ async fn lookup(db: &Db, hash: &KeyHash) -> anyhow::Result<Option<Principal>> {
 
 /// The change feed: LISTEN on the schema's channel, drop what each
 /// notification names, and treat any doubt about the connection as a lost
-/// feed (clear the cache, fall back to the TTL) until it is back.
+/// feed (mark the cache stale, fall back to the TTL) until it is back.
 async fn follow_changes(shared: Weak<Shared>, url: String, connected: tokio::sync::oneshot::Sender<()>) {
     let mut connected = Some(connected);
     let mut backoff = Duration::from_millis(100);
@@ -467,7 +524,7 @@ async fn follow_changes(shared: Weak<Shared>, url: String, connected: tokio::syn
                 {
                     let Some(shared) = shared.upgrade() else { return };
                     // Changes made while we were not listening are unknown.
-                    shared.evict_all();
+                    shared.mark_all_stale();
                     shared.feed_heard();
                 }
                 if let Some(connected) = connected.take() {
@@ -502,7 +559,7 @@ async fn listen(url: &str, channel: &str) -> Result<sqlx::postgres::PgListener, 
         .connect_with(options.application_name(channel))
         .await?;
     let mut listener = PgListener::connect_with(&pool).await?;
-    // Reconnect only through our loop, which clears the cache first.
+    // Reconnect only through our loop, which marks the cache stale first.
     listener.eager_reconnect(false);
     listener.listen(channel).await?;
     Ok(listener)
@@ -598,6 +655,97 @@ mod tests {
         assert_eq!(serde_json::from_str::<KeyChange>(&text).unwrap(), member);
         assert!(change_channel("public").len() <= 63);
         assert_ne!(change_channel("public"), change_channel("tenant_b"));
+    }
+
+    /// A resolver on a SQLite file holding just what `lookup` reads, with
+    /// one key (and its hash) of a developer in `ws_a`.
+    async fn resolver_with_a_key(dir: &tempfile::TempDir) -> (KeyResolver, Db, KeyHash) {
+        sqlx::any::install_default_drivers();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("keys.db").display());
+        let db = sqlx::AnyPool::connect(&url).await.unwrap();
+        for statement in [
+            "CREATE TABLE api_keys (id TEXT, workspace_id TEXT, user_id TEXT, key_hash BLOB, scope TEXT, \
+             requests_per_minute INTEGER, revoked_at INTEGER)",
+            "CREATE TABLE memberships (workspace_id TEXT, user_id TEXT, role TEXT)",
+            "INSERT INTO memberships VALUES ('ws_a', 'user_a', 'developer')",
+        ] {
+            sqlx::query(statement).execute(&db).await.unwrap();
+        }
+        let key = generate_key();
+        sqlx::query("INSERT INTO api_keys VALUES ('key_a', 'ws_a', 'user_a', $1, 'user', NULL, NULL)")
+            .bind(key.hash.to_vec())
+            .execute(&db)
+            .await
+            .unwrap();
+        (KeyResolver::new(db.clone()), db, key.hash)
+    }
+
+    /// Takes the key table away, as an outage would, and gives it back.
+    async fn break_database(db: &Db, broken: bool) {
+        let statement = match broken {
+            true => "ALTER TABLE api_keys RENAME TO api_keys_away",
+            false => "ALTER TABLE api_keys_away RENAME TO api_keys",
+        };
+        sqlx::query(statement).execute(db).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_stale_key_is_served_from_its_last_known_state_only_while_the_database_cannot_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (keys, db, hash) = resolver_with_a_key(&dir).await;
+        let principal = keys.resolve_hash(&hash).await.unwrap().expect("a valid key");
+        assert_eq!(principal.key_id, "key_a");
+
+        // The feed drops (as the listener does when Postgres goes away), and
+        // the database cannot answer: the key keeps working as it was.
+        keys.shared.feed_lost();
+        break_database(&db, true).await;
+        for _ in 0..3 {
+            let served = keys
+                .resolve_hash(&hash)
+                .await
+                .unwrap()
+                .expect("the last known principal");
+            assert_eq!(served, principal);
+        }
+        // A key never seen gets no verdict: the database is what is missing.
+        let unseen = hash_key(&generate_key().secret);
+        assert!(matches!(
+            keys.resolve_hash(&unseen).await,
+            Err(ResolveError::Unavailable(_))
+        ));
+
+        // The database is back and the key was revoked meanwhile: refused
+        // as soon as the outage's retry interval lets a read through.
+        break_database(&db, false).await;
+        sqlx::query("UPDATE api_keys SET revoked_at = 1")
+            .execute(&db)
+            .await
+            .unwrap();
+        tokio::time::sleep(tollgate_core::outage::RETRY_AFTER).await;
+        assert_eq!(keys.resolve_hash(&hash).await.unwrap(), None);
+
+        // Refused for good: an outage does not bring a revoked key back.
+        break_database(&db, true).await;
+        keys.shared.feed_lost();
+        assert!(matches!(
+            keys.resolve_hash(&hash).await,
+            Err(ResolveError::Unavailable(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_key_a_notification_named_is_not_served_through_an_outage() {
+        let dir = tempfile::tempdir().unwrap();
+        let (keys, db, hash) = resolver_with_a_key(&dir).await;
+        assert!(keys.resolve_hash(&hash).await.unwrap().is_some());
+        keys.shared
+            .apply(&serde_json::to_string(&KeyChange::key(&hash)).unwrap());
+        break_database(&db, true).await;
+        assert!(matches!(
+            keys.resolve_hash(&hash).await,
+            Err(ResolveError::Unavailable(_))
+        ));
     }
 
     #[test]

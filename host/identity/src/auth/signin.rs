@@ -242,10 +242,7 @@ async fn sign_in_with_key(
     let principal = match auth.resolve(secret).await {
         Ok(Some(principal)) => principal,
         Ok(None) => return fail(ApiError::invalid_token("Invalid API key.")),
-        Err(e) => {
-            tracing::error!(error = %e, "key lookup failed");
-            return fail(ApiError::internal("Could not check the API key."));
-        }
+        Err(e) => return fail(e.to_api_error()),
     };
     match auth.signin.accounts.requires_sso(&principal.workspace_id).await {
         Ok(false) => {}

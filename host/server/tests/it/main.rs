@@ -29,6 +29,7 @@ mod metering;
 mod metering_feed;
 mod metering_rotation;
 mod models;
+mod outage;
 mod payments;
 mod registry;
 mod responses_upstream;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod db_proxy;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
