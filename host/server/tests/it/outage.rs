@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::common;
 use crate::common::db_proxy::DbProxy;
 use crate::common::{Gateway, PgSchema, assert_error_shape, standard_config, start_mock};
 use crate::control_plane::helpers::{EXTRA, chat_with, method, post};
@@ -176,4 +177,170 @@ async fn until_status(gateway: &Gateway, key: &str, status: u16, meanwhile: &[u1
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Seconds of load before, during and after the cut; the run is
+/// `TOLLGATE_OUTAGE_TEST_SECS=600` (a 5-minute cut in 10 minutes).
+fn outage_test_secs() -> u64 {
+    std::env::var("TOLLGATE_OUTAGE_TEST_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or(24)
+}
+
+/// Two gateways on one Postgres with the wallet on, 16 clients, the
+/// database cut for the middle half of the run: every request answers, from
+/// the wallet grants and the journal; once the database is back both
+/// journals drain, the ledger verifies, the wallet's spend is the sum of
+/// the answered costs, and the NATS sink holds exactly one event per answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn answers_through_an_outage_are_billed_and_evented_exactly_once() {
+    let nats_url = std::env::var("TG_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let nats = match async_nats::connect(&nats_url).await {
+        Ok(client) => client,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: no NATS at {nats_url} ({e}); CI runs this test against a real server");
+            return;
+        }
+        Err(e) => panic!("NATS at {nats_url} is required in CI: {e}"),
+    };
+    let Some(schema) = PgSchema::create().await else {
+        return;
+    };
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let (subject, stream) = (format!("tollgate.outage.{run}"), format!("TGOUTAGE_{run}"));
+    let proxy = DbProxy::start(DbProxy::upstream_of(&schema.url)).await;
+    let mock = start_mock(Default::default()).await;
+    let sinks = format!(
+        "[[metering.sinks]]\nkind = \"nats\"\nurl = \"{nats_url}\"\nsubject = \"{subject}\"\nstream = \"{stream}\"\n"
+    );
+    // The free plan without its monthly request limit: its slices would
+    // otherwise run out during the cut (a documented 503, not what this
+    // test measures).
+    let extra = format!("{}\n[billing.plans.free]\n", crate::metering::metering_config(&sinks));
+    let config = format!(
+        "database_url = \"{}\"\n{}",
+        proxy.url_for(&schema.url),
+        standard_config(mock, &extra)
+    );
+    let first = Gateway::start_with(&config, "100").await;
+    let second = first.another_host("second-host").await;
+    let posted = |gateway: &Gateway| common::nanos(gateway.wallet()["posted_usd"].as_str().unwrap());
+    let initial = posted(&first);
+
+    let total = Duration::from_secs(outage_test_secs());
+    let started = Instant::now();
+    let workers: Vec<_> = (0..16)
+        .map(|worker| {
+            let gateway = if worker % 2 == 0 { &first } else { &second };
+            let (http, url, key) = (gateway.http.clone(), gateway.url.clone(), gateway.api_key.clone());
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                let mut failures = Vec::new();
+                let mut i = 0;
+                while started.elapsed() < total {
+                    i += 1;
+                    let response = http
+                        .post(format!("{url}/v1/chat/completions"))
+                        .bearer_auth(&key)
+                        .json(&json!({"model": "mock/small", "messages": [{"role": "user", "content": format!("w{worker} r{i}")}]}))
+                        .timeout(Duration::from_secs(5))
+                        .send()
+                        .await;
+                    let (status, body) = match response {
+                        Ok(response) => (response.status().as_u16(), response.json::<Value>().await.unwrap_or_default()),
+                        Err(error) => (0, json!(error.to_string())),
+                    };
+                    match status {
+                        200 => answers.push((
+                            common::nanos(body["service"]["cost_usd"].as_str().unwrap()),
+                            body["service"]["request_id"].as_str().unwrap().to_string(),
+                        )),
+                        _ => failures.push((started.elapsed(), status, body)),
+                    }
+                }
+                (answers, failures)
+            })
+        })
+        .collect();
+    tokio::time::sleep(total / 4).await;
+    proxy.cut();
+    let cut_at = Instant::now();
+    tokio::time::sleep(total / 2).await;
+    proxy.restore();
+    eprintln!("the database was cut for {:?}", cut_at.elapsed());
+    let mut answered = Vec::new();
+    for worker in workers {
+        let (answers, failures) = worker.await.unwrap();
+        assert!(
+            failures.is_empty(),
+            "requests failed: {:?}",
+            &failures[..failures.len().min(5)]
+        );
+        answered.extend(answers);
+    }
+    assert!(answered.len() > 100, "the load ran: {} answers", answered.len());
+
+    // Both journals drain once the database is back.
+    for gateway in [&first, &second] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ready: Value = gateway.get("/readyz").send().await.unwrap().json().await.unwrap();
+            if ready["ledger"]["lag"] == 0 && ready["ledger"]["database_reachable"] == true {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the journal did not drain: {ready}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let verify = first.admin(&["ledger-verify"]);
+    assert!(verify.contains("verified"), "{verify}");
+    let billed: i64 = answered.iter().map(|(cost, _)| cost).sum();
+    assert_eq!(
+        initial - posted(&first),
+        billed,
+        "the spend is the sum of the answered costs"
+    );
+
+    // One event per answer at the sink, none twice.
+    let jetstream = async_nats::jetstream::new(nats);
+    let js_stream = jetstream.get_stream(&stream).await.unwrap();
+    let consumer = js_stream
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut events: std::collections::BTreeMap<String, usize> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while events.len() < answered.len() && Instant::now() < deadline {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(1000)
+            .expires(Duration::from_millis(500))
+            .messages()
+            .await
+            .unwrap();
+        while let Some(message) = futures_util::StreamExt::next(&mut batch).await {
+            let message = message.unwrap();
+            let event: Value = serde_json::from_slice(&message.payload).unwrap();
+            *events.entry(event["id"].as_str().unwrap().to_string()).or_default() += 1;
+            message.ack().await.unwrap();
+        }
+    }
+    let _ = jetstream.delete_stream(&stream).await;
+    let missing = answered.iter().filter(|(_, id)| !events.contains_key(id)).count();
+    let doubled = events.values().filter(|copies| **copies > 1).count();
+    assert_eq!((missing, doubled), (0, 0), "events missing, events delivered twice");
+    assert_eq!(
+        events.len(),
+        answered.len(),
+        "no event for a request that was not answered"
+    );
+    eprintln!(
+        "{} answers, {:?} of them without the database; every one billed and evented once",
+        answered.len(),
+        total / 2
+    );
 }
