@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod db_proxy;
+pub mod nats;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -157,39 +158,19 @@ impl Gateway {
     }
 
     /// Another gateway process with the same configuration (and so the same
-    /// database) on its own port.
+    /// database) on its own port, with a ledger journal of its own.
     pub async fn another(&self) -> Gateway {
-        // Each gateway keeps a ledger journal of its own.
         let journal = self
             .dir
             .path()
             .join(format!("journal-{}", uuid::Uuid::now_v7().simple()));
-        let mut env = self.env.clone();
-        env.push((
-            "TOLLGATE_LEDGER__JOURNAL_DIR".to_string(),
-            journal.display().to_string(),
-        ));
-        Self::launch(
-            self.dir.clone(),
-            self.config_path.clone(),
-            self.api_key.clone(),
-            self.workspace_id.clone(),
-            env,
-        )
-        .await
+        self.launch_beside([("TOLLGATE_LEDGER__JOURNAL_DIR", journal)]).await
     }
 
     /// This gateway started again after it stopped: the same data directory,
     /// so the same ledger journal.
     pub async fn restart(&self) -> Gateway {
-        Self::launch(
-            self.dir.clone(),
-            self.config_path.clone(),
-            self.api_key.clone(),
-            self.workspace_id.clone(),
-            self.env.clone(),
-        )
-        .await
+        self.launch_beside::<0>([]).await
     }
 
     /// Another gateway on the same database, as on another host: its own
@@ -197,19 +178,18 @@ impl Gateway {
     /// an operator shares between hosts, the database and the key files.
     pub async fn another_host(&self, name: &str) -> Gateway {
         let data = self.dir.path().join("data");
-        let own = self.dir.path().join(name);
+        self.launch_beside([
+            ("TOLLGATE_DATA_DIR", self.dir.path().join(name)),
+            ("TOLLGATE_CREDENTIAL_KEY_FILE", data.join("credentials.key")),
+            ("TOLLGATE_PROVENANCE_KEY_FILE", data.join("provenance.key")),
+        ])
+        .await
+    }
+
+    /// A gateway with this one's configuration and environment, plus `paths`.
+    async fn launch_beside<const N: usize>(&self, paths: [(&str, PathBuf); N]) -> Gateway {
         let mut env = self.env.clone();
-        env.extend([
-            ("TOLLGATE_DATA_DIR".to_string(), own.display().to_string()),
-            (
-                "TOLLGATE_CREDENTIAL_KEY_FILE".to_string(),
-                data.join("credentials.key").display().to_string(),
-            ),
-            (
-                "TOLLGATE_PROVENANCE_KEY_FILE".to_string(),
-                data.join("provenance.key").display().to_string(),
-            ),
-        ]);
+        env.extend(paths.map(|(name, path)| (name.to_string(), path.display().to_string())));
         Self::launch(
             self.dir.clone(),
             self.config_path.clone(),
