@@ -84,6 +84,12 @@ pub enum SinkConfig {
         /// A stream to create (if missing) covering `subject`; without it the
         /// subject must already belong to a stream.
         stream: Option<String>,
+        /// The created stream's duplicate window: a redelivery within it is
+        /// dropped by `Nats-Msg-Id`. Longer than JetStream's 2-minute
+        /// default, so events redelivered after a gateway died during a
+        /// database outage are still caught.
+        #[serde(default = "default_nats_duplicate_window_secs")]
+        duplicate_window_secs: u64,
     },
     /// Append JSON lines (structured events) to a file, rotated by size and by
     /// UTC day, the rotated files compressed and only the newest `keep` kept.
@@ -138,6 +144,10 @@ fn default_true() -> bool {
 
 fn default_nats_url() -> String {
     "nats://127.0.0.1:4222".into()
+}
+
+fn default_nats_duplicate_window_secs() -> u64 {
+    3600
 }
 
 fn default_nats_subject() -> String {

@@ -32,6 +32,15 @@ pub struct Dispatcher {
 /// Events built per turn on the runtime (about 15 µs each).
 const EVENTS_PER_TURN: usize = 16;
 
+/// What became of a cursor write.
+enum Recorded {
+    Stored,
+    /// Another gateway holds the cursor now; what it delivers is its own.
+    TakenOver,
+    /// The database did not take the write.
+    Failed,
+}
+
 /// The cursor while this dispatcher holds it.
 struct Held {
     position: Position,
@@ -45,6 +54,10 @@ impl Dispatcher {
         let batch_size = self.config.batch_size.max(1);
         let mut held: Option<Held> = None;
         let mut failures: u32 = 0;
+        // Delivered, but the cursor write failed (the database was away).
+        // Stored before anything is read again, so an outage longer than the
+        // sink's duplicate window does not deliver the batch twice.
+        let mut unrecorded: Option<Position> = None;
         loop {
             let notified = self.wake.notified();
             tokio::pin!(notified);
@@ -52,7 +65,7 @@ impl Dispatcher {
             // the read and the wait still wakes us.
             notified.as_mut().enable();
 
-            let position = match self.hold(&mut held).await {
+            let mut position = match self.hold(&mut held).await {
                 Ok(Some(position)) => position,
                 Ok(None) => {
                     // Another gateway delivers this sink; take over if it stops.
@@ -65,6 +78,19 @@ impl Dispatcher {
                     continue;
                 }
             };
+            if let Some(delivered) = unrecorded.take()
+                && delivered > position
+            {
+                match self.record(&mut held, delivered, None).await {
+                    Recorded::Stored => position = delivered,
+                    Recorded::TakenOver => continue,
+                    Recorded::Failed => {
+                        unrecorded = Some(delivered);
+                        tokio::time::sleep(poll).await;
+                        continue;
+                    }
+                }
+            }
             let batch = match self.feed.read(position, batch_size).await {
                 Ok(batch) => batch,
                 Err(error) => {
@@ -115,7 +141,11 @@ impl Dispatcher {
                     backoff
                 }
             };
-            self.record(&mut held, reached, delivery.error.as_deref()).await;
+            if let Recorded::Failed = self.record(&mut held, reached, delivery.error.as_deref()).await
+                && reached > position
+            {
+                unrecorded = Some(reached);
+            }
 
             if !backoff.is_zero() {
                 tokio::time::sleep(backoff).await;
@@ -146,10 +176,10 @@ impl Dispatcher {
         Ok(leased)
     }
 
-    /// Stores how far delivery got. If the write fails or the lease was lost,
-    /// the cursor stays behind and those events are delivered again: at least
-    /// once.
-    async fn record(&self, held: &mut Option<Held>, reached: Position, error: Option<&str>) {
+    /// Stores how far delivery got. If the lease was lost, or the process
+    /// ends before a failed write is retried, the cursor stays behind and
+    /// those events are delivered again: at least once.
+    async fn record(&self, held: &mut Option<Held>, reached: Position, error: Option<&str>) -> Recorded {
         let now = now_ms();
         let lease_ms = self.config.lease_ms.max(1);
         match feed::advance(
@@ -167,15 +197,18 @@ impl Dispatcher {
                 *held = Some(Held {
                     position: reached,
                     lease_until_ms: now + lease_ms as i64,
-                })
+                });
+                Recorded::Stored
             }
             Ok(false) => {
                 tracing::warn!(sink = %self.sink_name, "the metering cursor was taken over; another gateway delivers this sink");
                 *held = None;
+                Recorded::TakenOver
             }
             Err(error) => {
                 tracing::warn!(sink = %self.sink_name, %error, "could not record a metering delivery");
                 *held = None;
+                Recorded::Failed
             }
         }
     }
@@ -288,12 +321,56 @@ mod tests {
         .unwrap();
     }
 
+    fn dispatcher(database: &Database, sink_name: &str, sink: Arc<dyn Sink>) -> Dispatcher {
+        let config = MeteringConfig {
+            linger_ms: 0,
+            poll_interval_ms: 10,
+            retry_base_ms: 10,
+            retry_max_ms: 20,
+            lease_ms: 60_000,
+            ..MeteringConfig::default()
+        };
+        Dispatcher {
+            feed: feed::Reader::open(database).unwrap(),
+            database: database.clone(),
+            sink_name: sink_name.into(),
+            sink,
+            identity: Identity {
+                source: "urn:tollgate:instance:t".into(),
+                dataschema: "http://t/schemas/usage.v1.json".into(),
+            },
+            wake: Arc::new(Notify::new()),
+            config,
+            owner: "test-owner".into(),
+        }
+    }
+
+    async fn open_database(dir: &tempfile::TempDir) -> Database {
+        Database::open(&sqlite_url(&dir.path().join("t.db")), SqliteSync::Normal)
+            .await
+            .unwrap()
+    }
+
+    async fn wait_for(received: &Mutex<Vec<String>>, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while received.lock().unwrap().len() < count && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    async fn cursor_seq(database: &Database, sink: &str) -> i64 {
+        sqlx::query_scalar("SELECT seq FROM metering_cursors WHERE sink = $1")
+            .bind(sink)
+            .fetch_one(&database.pool)
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn a_partial_delivery_moves_the_cursor_past_the_delivered_prefix_only() {
         let dir = tempfile::tempdir().unwrap();
-        let database = Database::open(&sqlite_url(&dir.path().join("t.db")), SqliteSync::Normal)
-            .await
-            .unwrap();
+        let database = open_database(&dir).await;
         feed::ensure_cursor(&database, "flaky", now_ms()).await.unwrap();
         let ids: Vec<String> = (0..10).map(|n| format!("req_{n:02}")).collect();
         for id in &ids {
@@ -304,33 +381,8 @@ mod tests {
             deliveries: Mutex::new(0),
             received: Mutex::new(Vec::new()),
         });
-        let config = MeteringConfig {
-            linger_ms: 0,
-            poll_interval_ms: 10,
-            retry_base_ms: 10,
-            retry_max_ms: 20,
-            lease_ms: 60_000,
-            ..MeteringConfig::default()
-        };
-        let dispatcher = Dispatcher {
-            feed: feed::Reader::open(&database).unwrap(),
-            database: database.clone(),
-            sink_name: "flaky".into(),
-            sink: sink.clone(),
-            identity: Identity {
-                source: "urn:tollgate:instance:t".into(),
-                dataschema: "http://t/schemas/usage.v1.json".into(),
-            },
-            wake: Arc::new(Notify::new()),
-            config,
-            owner: "test-owner".into(),
-        };
-        let running = tokio::spawn(dispatcher.run());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while sink.received.lock().unwrap().len() < ids.len() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let running = tokio::spawn(dispatcher(&database, "flaky", sink.clone()).run());
+        wait_for(&sink.received, ids.len()).await;
         running.abort();
 
         // The three accepted before the failure are not sent again; the rest
@@ -344,5 +396,65 @@ mod tests {
                 .unwrap();
         assert_eq!(seq, 10, "the cursor is at the last row");
         assert_eq!((failures, last_error), (0, None), "a success clears the failure record");
+    }
+
+    /// Accepts everything; during its first delivery the cursor table goes
+    /// away, as a database does in an outage, so the cursor write after it
+    /// fails.
+    struct CursorLosingSink {
+        database: Database,
+        received: Mutex<Vec<String>>,
+    }
+
+    impl Sink for CursorLosingSink {
+        fn deliver<'a>(&'a self, events: &'a [StoredEvent]) -> DeliveryFuture<'a> {
+            Box::pin(async move {
+                let first = self.received.lock().unwrap().is_empty();
+                if first {
+                    sqlx::query("ALTER TABLE metering_cursors RENAME TO metering_cursors_away")
+                        .execute(&self.database.pool)
+                        .await
+                        .unwrap();
+                }
+                self.received
+                    .lock()
+                    .unwrap()
+                    .extend(events.iter().map(|e| e.id.clone()));
+                Delivery::all(events.len())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_delivery_whose_cursor_write_failed_is_recorded_not_sent_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = open_database(&dir).await;
+        feed::ensure_cursor(&database, "nats", now_ms()).await.unwrap();
+        let mut ids: Vec<String> = (0..10).map(|n| format!("req_{n:02}")).collect();
+        for id in &ids {
+            insert(&database, id).await;
+        }
+        let sink = Arc::new(CursorLosingSink {
+            database: database.clone(),
+            received: Mutex::new(Vec::new()),
+        });
+        let running = tokio::spawn(dispatcher(&database, "nats", sink.clone()).run());
+        wait_for(&sink.received, ids.len()).await;
+
+        // The database comes back, with the cursor where it was before.
+        sqlx::query("ALTER TABLE metering_cursors_away RENAME TO metering_cursors")
+            .execute(&database.pool)
+            .await
+            .unwrap();
+        let later: Vec<String> = (10..15).map(|n| format!("req_{n:02}")).collect();
+        for id in &later {
+            insert(&database, id).await;
+        }
+        ids.extend(later);
+        wait_for(&sink.received, ids.len()).await;
+        running.abort();
+
+        assert_eq!(*sink.received.lock().unwrap(), ids, "each event once, in order");
+        assert_eq!(cursor_seq(&database, "nats").await, 15);
     }
 }

@@ -1,14 +1,17 @@
 //! One provider adapter: its pre-linked component and the per-request [`Session`]
-//! that drives the `exchange` resource inside a fresh, capped store.
+//! that drives the `exchange` resource inside a fresh, capped store, made
+//! ready before the request asked for it (`warm.rs`).
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use wasmtime::component::{Linker, ResourceAny};
 use wasmtime::{ResourceLimiter, Store, Trap};
 
 use super::cache::load_component;
 use super::engine::PluginEngine;
+use super::warm::{Refill, Warmer};
 
 /// `tollgate:provider@0.1.0`: translated mode only.
 mod v1 {
@@ -58,8 +61,10 @@ const MAX_DIALECT_NAME: usize = 64;
 pub struct InstanceState {
     memory_cap: usize,
     memory_cap_hit: bool,
-    /// Keeps the epoch ticker running while this store lives.
-    _awake: crate::Awake,
+    /// Keeps the epoch ticker running while this store runs guest code:
+    /// while it is instantiated, and for the request that uses it. Not while
+    /// it waits, ready, so an idle gateway lets the ticker sleep.
+    awake: Option<crate::Awake>,
 }
 
 impl ResourceLimiter for InstanceState {
@@ -112,11 +117,33 @@ enum Bindings {
 
 pub struct LoadedAdapter {
     pub name: Arc<str>,
-    engine_limits: EngineLimits,
-    ticker: crate::Ticker,
-    pre: Pre,
+    blueprint: Arc<Blueprint>,
     /// The dialects a 0.2.0 adapter takes natively; none for 0.1.0.
     native_dialects: Vec<String>,
+}
+
+/// Everything it takes to make an instance of the adapter, and the instances
+/// made ahead of need.
+struct Blueprint {
+    name: Arc<str>,
+    limits: EngineLimits,
+    ticker: crate::Ticker,
+    pre: Pre,
+    ready: Mutex<Vec<Instance>>,
+    /// Ready instances to keep (0 when the engine's pool is too small to
+    /// spare slots).
+    keep_ready: usize,
+    /// Instances asked of the warmer and not made yet.
+    refilling: AtomicUsize,
+    /// Requests that found no instance ready and made their own.
+    made_inline: AtomicUsize,
+    warmer: Warmer,
+}
+
+/// An instantiated adapter in its own store, before any exchange.
+struct Instance {
+    store: Store<InstanceState>,
+    bindings: Bindings,
 }
 
 #[derive(Clone, Copy)]
@@ -145,25 +172,38 @@ impl LoadedAdapter {
                 ),
             },
         };
-        let mut adapter = Self {
-            name: Arc::from(name),
-            engine_limits: EngineLimits {
+        let name: Arc<str> = Arc::from(name);
+        let blueprint = Arc::new(Blueprint {
+            name: name.clone(),
+            limits: EngineLimits {
                 memory_cap: engine.memory_cap,
                 call_deadline_ticks: engine.call_deadline_ticks,
                 call_timeout_ms: engine.call_timeout_ms,
             },
             ticker: engine.ticker.clone(),
             pre,
+            ready: Mutex::new(Vec::new()),
+            keep_ready: engine.keep_ready,
+            refilling: AtomicUsize::new(0),
+            made_inline: AtomicUsize::new(0),
+            warmer: engine.warmer.clone(),
+        });
+        let mut adapter = Self {
+            name,
+            blueprint,
             native_dialects: Vec::new(),
         };
-        if matches!(adapter.pre, Pre::V2(_)) {
-            let mut session = adapter.instantiate()?;
+        if matches!(adapter.blueprint.pre, Pre::V2(_)) {
+            let mut session = adapter.session(adapter.blueprint.instantiate()?);
             let dialects = session.call(|bindings, store| match bindings {
                 Bindings::V2(b) => b.tollgate_provider_adapter().call_native_dialects(store),
                 Bindings::V1(_) => Ok(Vec::new()),
             })?;
             if dialects.len() > MAX_DIALECTS || dialects.iter().any(|d| d.is_empty() || d.len() > MAX_DIALECT_NAME) {
-                anyhow::bail!("adapter '{name}' declares too many or malformed native dialects");
+                anyhow::bail!(
+                    "adapter '{}' declares too many or malformed native dialects",
+                    adapter.name
+                );
             }
             adapter.native_dialects = dialects;
         }
@@ -172,7 +212,7 @@ impl LoadedAdapter {
 
     /// The WIT version of `tollgate:provider` the adapter exports.
     pub fn wit_version(&self) -> &'static str {
-        match self.pre {
+        match self.blueprint.pre {
             Pre::V1(_) => "0.1.0",
             Pre::V2(_) => "0.2.0",
         }
@@ -188,38 +228,43 @@ impl LoadedAdapter {
         self.native_dialects.iter().any(|d| d == dialect)
     }
 
-    /// A fresh instance in a fresh, capped store, without an exchange.
+    /// A fresh instance in a fresh, capped store, without an exchange: a
+    /// ready one when there is one, and the warmer makes its replacement.
     fn instantiate(&self) -> Result<Session, AdapterFault> {
-        let state = InstanceState {
-            memory_cap: self.engine_limits.memory_cap,
-            memory_cap_hit: false,
-            _awake: self.ticker.awake(),
+        let (ready, left) = self.blueprint.take_ready();
+        Blueprint::top_up(&self.blueprint, left);
+        let mut instance = match ready {
+            Some(instance) => instance,
+            None => {
+                self.blueprint.made_inline.fetch_add(1, Ordering::Relaxed);
+                self.blueprint.instantiate()?
+            }
         };
-        let engine = match &self.pre {
-            Pre::V1(pre) => pre.engine(),
-            Pre::V2(pre) => pre.engine(),
-        };
-        let mut store = Store::new(engine, state);
-        store.limiter(|state| state);
-        store.set_epoch_deadline(self.engine_limits.call_deadline_ticks);
-        let bindings = match &self.pre {
-            Pre::V1(pre) => pre.instantiate(&mut store).map(Bindings::V1),
-            Pre::V2(pre) => pre.instantiate(&mut store).map(Bindings::V2),
-        };
-        match bindings {
-            Ok(bindings) => Ok(Session {
-                adapter: self.name.clone(),
-                limits: self.engine_limits,
-                store,
-                bindings,
-                exchange: None,
-                native: false,
-            }),
-            Err(e) => Err(AdapterFault {
-                adapter: self.name.clone(),
-                reason: format!("could not be instantiated: {e}"),
-            }),
+        instance.store.data_mut().awake = Some(self.blueprint.ticker.awake());
+        Ok(self.session(instance))
+    }
+
+    fn session(&self, instance: Instance) -> Session {
+        Session {
+            adapter: self.name.clone(),
+            limits: self.blueprint.limits,
+            store: instance.store,
+            bindings: instance.bindings,
+            exchange: None,
+            native: false,
         }
+    }
+
+    /// Instances ready now (for tests).
+    #[doc(hidden)]
+    pub fn ready_instances(&self) -> usize {
+        self.blueprint.ready.lock().expect("ready lock poisoned").len()
+    }
+
+    /// Requests that found no instance ready (for tests).
+    #[doc(hidden)]
+    pub fn instantiated_inline(&self) -> usize {
+        self.blueprint.made_inline.load(Ordering::Relaxed)
     }
 
     /// Instantiates the adapter in a fresh store and opens an exchange in
@@ -263,6 +308,68 @@ impl LoadedAdapter {
         session.exchange = Some(exchange);
         session.native = true;
         Ok(session)
+    }
+}
+
+impl Blueprint {
+    /// A new instance in a new, capped store. The ticker runs meanwhile,
+    /// because instantiating runs the component's start code.
+    fn instantiate(&self) -> Result<Instance, AdapterFault> {
+        let state = InstanceState {
+            memory_cap: self.limits.memory_cap,
+            memory_cap_hit: false,
+            awake: Some(self.ticker.awake()),
+        };
+        let engine = match &self.pre {
+            Pre::V1(pre) => pre.engine(),
+            Pre::V2(pre) => pre.engine(),
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| state);
+        store.set_epoch_deadline(self.limits.call_deadline_ticks);
+        let bindings = match &self.pre {
+            Pre::V1(pre) => pre.instantiate(&mut store).map(Bindings::V1),
+            Pre::V2(pre) => pre.instantiate(&mut store).map(Bindings::V2),
+        };
+        match bindings {
+            Ok(bindings) => Ok(Instance { store, bindings }),
+            Err(e) => Err(AdapterFault {
+                adapter: self.name.clone(),
+                reason: format!("could not be instantiated: {e}"),
+            }),
+        }
+    }
+
+    /// A ready instance if there is one, and how many are left.
+    fn take_ready(&self) -> (Option<Instance>, usize) {
+        let mut ready = self.ready.lock().expect("ready lock poisoned");
+        (ready.pop(), ready.len())
+    }
+
+    /// Asks the warmer for one more instance unless enough are ready or on
+    /// their way.
+    fn top_up(this: &Arc<Self>, ready: usize) {
+        let refilling = this.refilling.fetch_add(1, Ordering::SeqCst);
+        if ready + refilling >= this.keep_ready {
+            this.refilling.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        this.warmer.request(this.clone());
+    }
+}
+
+impl Refill for Blueprint {
+    fn refill(&self) {
+        match self.instantiate() {
+            Ok(mut instance) => {
+                instance.store.data_mut().awake = None;
+                self.ready.lock().expect("ready lock poisoned").push(instance);
+            }
+            // The request that takes its place instantiates inline and
+            // meets the same fault; it is reported there.
+            Err(fault) => tracing::debug!(%fault, "could not make an adapter instance ready"),
+        }
+        self.refilling.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

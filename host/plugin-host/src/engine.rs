@@ -9,6 +9,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 use crate::PluginLimits;
 use crate::ticker::{EPOCH_TICK, Ticker};
+use crate::warm::Warmer;
 
 /// Linear memories and tables whose instances ended are handed back to the
 /// kernel this many at a time. Each decommit is an `madvise` that flushes the
@@ -19,6 +20,10 @@ use crate::ticker::{EPOCH_TICK, Ticker};
 /// for reuse meanwhile, far below `max_instances`.
 const DECOMMIT_BATCH: usize = 16;
 
+/// Instances each used adapter keeps ready (`warm.rs`): one for the next
+/// request, one for a request that comes while the first is replaced.
+const KEEP_READY: usize = 2;
+
 pub struct PluginEngine {
     pub(crate) engine: Engine,
     /// Linear-memory cap per instance, in bytes.
@@ -27,6 +32,10 @@ pub struct PluginEngine {
     pub(crate) call_deadline_ticks: u64,
     pub(crate) call_timeout_ms: u64,
     pub(crate) ticker: Ticker,
+    pub(crate) warmer: Warmer,
+    /// Ready instances per adapter; none when the pool is too small to
+    /// spare the slots.
+    pub(crate) keep_ready: usize,
 }
 
 impl PluginEngine {
@@ -82,6 +91,8 @@ impl PluginEngine {
         Ok(Self {
             engine,
             ticker,
+            warmer: Warmer::start(),
+            keep_ready: KEEP_READY.min(instances as usize / 32),
             memory_cap,
             call_deadline_ticks: limits.call_timeout_ms.div_ceil(EPOCH_TICK.as_millis() as u64).max(1),
             call_timeout_ms: limits.call_timeout_ms,

@@ -1,5 +1,6 @@
 //! The plugin host: one wasmtime engine, provider adapters compiled once and kept
-//! as pre-linked `InstancePre`s, and a fresh sandboxed instance per request.
+//! as pre-linked `InstancePre`s, and a fresh sandboxed instance per request,
+//! made ready before the request comes.
 //!
 //! Adapters are pure translators with no capabilities (every import they declare is
 //! linked to a trap), so they cannot reach the network, the filesystem or secrets.
@@ -10,6 +11,7 @@ mod adapter;
 mod cache;
 mod engine;
 mod ticker;
+mod warm;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -269,5 +271,55 @@ mod tests {
             .open(&ctx, br#"{"messages":[{"role":"user","content":"hi"}]}"#)
             .unwrap();
         assert!(!translated.is_native());
+    }
+
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// A used adapter has an instance ready for its next request, made off
+    /// the request's thread; the request takes it, and its replacement is
+    /// made in turn. A ready instance holds no ticker guard, so an idle
+    /// gateway's ticker still sleeps; and a request still gets an instance
+    /// of its own, fresh to the exchange.
+    #[test]
+    fn each_request_takes_a_ready_instance_and_a_replacement_follows() {
+        let cache = tempfile::tempdir().unwrap();
+        let adapters = Adapters::load(&PluginLimits::default(), cache.path(), &[]).unwrap();
+        let adapter = adapters.ensure("openai-compatible").unwrap().unwrap();
+        assert_eq!(adapter.ready_instances(), 0, "nothing is made before first use");
+        let ctx = CallContext {
+            request_id: "r".into(),
+            upstream_model: "m".into(),
+            base_url: "http://127.0.0.1:1".into(),
+            stream: false,
+            attempt: 0,
+            max_output_tokens: None,
+            continuation: None,
+        };
+        let body = br#"{"messages":[{"role":"user","content":"hi"}]}"#;
+        let first = adapter.open(&ctx, body).unwrap();
+        assert_eq!(adapter.instantiated_inline(), 1, "the first request found none ready");
+        wait_until("one instance is ready", || adapter.ready_instances() == 1);
+        let mut second = adapter.open(&ctx, body).unwrap();
+        assert_eq!(
+            adapter.instantiated_inline(),
+            1,
+            "the second request took the ready one"
+        );
+        wait_until("its replacement is ready", || adapter.ready_instances() == 1);
+        assert!(second.request().unwrap().body.starts_with(b"{"));
+        drop((first, second));
+
+        let ticker = adapters.engine().ticker();
+        std::thread::sleep(crate::EPOCH_TICK * 80);
+        let before = ticker.ticks();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(ticker.ticks(), before, "a ready instance lets the ticker sleep");
+        assert_eq!(adapter.ready_instances(), 1);
     }
 }

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::config::SinkConfig;
 
@@ -64,8 +65,17 @@ pub fn build(config: &SinkConfig, data_dir: &Path, batch_size: usize) -> anyhow:
             ..
         } => Arc::new(http::HttpSink::new(url, *mode, headers, *timeout_ms)?),
         SinkConfig::Nats {
-            url, subject, stream, ..
-        } => Arc::new(nats::NatsSink::new(url, subject, stream.as_deref())),
+            url,
+            subject,
+            stream,
+            duplicate_window_secs,
+            ..
+        } => Arc::new(nats::NatsSink::new(
+            url,
+            subject,
+            stream.as_deref(),
+            Duration::from_secs(*duplicate_window_secs),
+        )),
         SinkConfig::File {
             path,
             max_bytes,

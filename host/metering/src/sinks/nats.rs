@@ -2,6 +2,8 @@
 //! with `Nats-Msg-Id` set to the event id, so JetStream's duplicate window drops
 //! redeliveries, and counts as delivered once the stream acknowledged it.
 
+use std::time::Duration;
+
 use async_nats::jetstream;
 use tokio::sync::Mutex;
 
@@ -11,16 +13,18 @@ pub struct NatsSink {
     url: String,
     subject: String,
     stream: Option<String>,
+    duplicate_window: Duration,
     /// Connected on first use, so a NATS outage at start only delays events.
     context: Mutex<Option<jetstream::Context>>,
 }
 
 impl NatsSink {
-    pub fn new(url: &str, subject: &str, stream: Option<&str>) -> Self {
+    pub fn new(url: &str, subject: &str, stream: Option<&str>, duplicate_window: Duration) -> Self {
         Self {
             url: url.to_string(),
             subject: subject.to_string(),
             stream: stream.map(str::to_string),
+            duplicate_window,
             context: Mutex::new(None),
         }
     }
@@ -39,6 +43,7 @@ impl NatsSink {
                 .get_or_create_stream(jetstream::stream::Config {
                     name: stream.clone(),
                     subjects: vec![self.subject.clone()],
+                    duplicate_window: self.duplicate_window,
                     ..Default::default()
                 })
                 .await
