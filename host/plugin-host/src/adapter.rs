@@ -248,7 +248,8 @@ impl LoadedAdapter {
         Session {
             adapter: self.name.clone(),
             limits: self.blueprint.limits,
-            store: instance.store,
+            warmer: self.blueprint.warmer.clone(),
+            store: Some(instance.store),
             bindings: instance.bindings,
             exchange: None,
             native: false,
@@ -354,7 +355,9 @@ impl Blueprint {
             this.refilling.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        this.warmer.request(this.clone());
+        if !this.warmer.refill(this.clone()) {
+            this.refilling.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -373,11 +376,15 @@ impl Refill for Blueprint {
     }
 }
 
-/// One request's adapter instance. Dropping it frees the instance slot.
+/// One request's adapter instance. Dropping it hands the store to the warmer
+/// thread, which drops it and so frees its pool slot.
 pub struct Session {
     adapter: Arc<str>,
     limits: EngineLimits,
-    store: Store<InstanceState>,
+    /// Where the store goes to be dropped, off the request's thread.
+    warmer: Warmer,
+    /// Always `Some` until the session drops.
+    store: Option<Store<InstanceState>>,
     bindings: Bindings,
     exchange: Option<ResourceAny>,
     native: bool,
@@ -470,15 +477,16 @@ impl Session {
         &mut self,
         f: impl FnOnce(&Bindings, &mut Store<InstanceState>) -> wasmtime::Result<R>,
     ) -> Result<R, AdapterFault> {
-        self.store.set_epoch_deadline(self.limits.call_deadline_ticks);
-        f(&self.bindings, &mut self.store).map_err(|error| AdapterFault {
+        let store = self.store.as_mut().expect("the store lives as long as the session");
+        store.set_epoch_deadline(self.limits.call_deadline_ticks);
+        f(&self.bindings, store).map_err(|error| AdapterFault {
             adapter: self.adapter.clone(),
             reason: self.describe(&error),
         })
     }
 
     fn describe(&self, error: &wasmtime::Error) -> String {
-        if self.store.data().memory_cap_hit {
+        if self.store.as_ref().is_some_and(|store| store.data().memory_cap_hit) {
             return format!("exceeded its memory limit ({} MiB)", self.limits.memory_cap >> 20);
         }
         match error.downcast_ref::<Trap>() {
@@ -488,6 +496,14 @@ impl Session {
             // Imports are linked to traps: a Rust panic, for one, first asks WASI
             // for the environment and stops there.
             None => format!("trapped: {}", error.root_cause()),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            self.warmer.discard(Box::new(store));
         }
     }
 }

@@ -1,29 +1,44 @@
-//! Instances made ready off the request path. Instantiating an adapter in a
-//! fresh store costs tens of microseconds, which a request at c=1 used to
-//! wait for. Each adapter keeps a few instances ready; a request takes one
-//! and asks the warmer thread for its replacement, which is made while the
-//! request runs (on another core when there is one).
+//! Instance work done off the request path. Instantiating an adapter in a
+//! fresh store costs tens of microseconds, and dropping a used one a few more,
+//! which a request at c=1 used to wait for. Each adapter keeps a few
+//! instances ready; a request takes one and asks the warmer thread for its
+//! replacement, and hands its used store to the same thread to drop. Both
+//! happen while the request runs or after it answered, on another core when
+//! there is one.
 //!
 //! An instance is still used by exactly one request and dropped after it: a
 //! ready instance has run nothing but its component's start code, as a fresh
 //! one would have.
+//!
+//! The queue is bounded. When the warmer falls behind (a saturated host), a
+//! request drops its store itself and no replacement is asked for, so the
+//! next request instantiates its own: the work is never lost or piled up,
+//! only done inline as before.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+
+/// Jobs waiting at most: a few per core is plenty when the thread keeps up.
+const QUEUE: usize = 64;
 
 /// Something that can make one more ready instance of itself.
 pub(crate) trait Refill: Send + Sync {
     fn refill(&self);
 }
 
+enum Job {
+    Refill(Arc<dyn Refill>),
+    Discard(Box<dyn Send>),
+}
+
 /// A handle on the warmer thread; clones share it. The thread ends once
 /// every handle is gone.
 #[derive(Clone)]
-pub(crate) struct Warmer(Sender<Arc<dyn Refill>>);
+pub(crate) struct Warmer(SyncSender<Job>);
 
 impl Warmer {
     pub(crate) fn start() -> Self {
-        let (sender, receiver) = channel();
+        let (sender, receiver) = sync_channel(QUEUE);
         std::thread::Builder::new()
             .name("wasm-warmer".into())
             .spawn(move || run(receiver))
@@ -31,15 +46,26 @@ impl Warmer {
         Self(sender)
     }
 
-    /// Asks for one more ready instance of `what`. Never blocks.
-    pub(crate) fn request(&self, what: Arc<dyn Refill>) {
-        // The thread is gone only while the process shuts down.
-        let _ = self.0.send(what);
+    /// Asks for one more ready instance of `what`; false when the warmer is
+    /// behind and will not make it. Never blocks.
+    pub(crate) fn refill(&self, what: Arc<dyn Refill>) -> bool {
+        self.0.try_send(Job::Refill(what)).is_ok()
+    }
+
+    /// Drops `used` on the warmer thread, or here when the warmer is behind.
+    pub(crate) fn discard(&self, used: Box<dyn Send>) {
+        match self.0.try_send(Job::Discard(used)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => drop(job),
+        }
     }
 }
 
-fn run(requests: Receiver<Arc<dyn Refill>>) {
-    for what in requests {
-        what.refill();
+fn run(jobs: Receiver<Job>) {
+    for job in jobs {
+        match job {
+            Job::Refill(what) => what.refill(),
+            Job::Discard(used) => drop(used),
+        }
     }
 }
