@@ -201,6 +201,20 @@ pub const TOOL_CALLER_TEST_COMPONENT: &str = env!("TG_TEST_TOOL_CALLER_WASM");
 mod tests {
     use super::*;
 
+    /// A translated, unstreamed call to model `m` at an address nothing
+    /// listens on (these tests never send it).
+    fn plain_context() -> CallContext {
+        CallContext {
+            request_id: "r".into(),
+            upstream_model: "m".into(),
+            base_url: "http://127.0.0.1:1".into(),
+            stream: false,
+            attempt: 0,
+            max_output_tokens: None,
+            continuation: None,
+        }
+    }
+
     /// Built-ins on both WIT versions load side by side: the anthropic adapter
     /// (0.2.0) takes `anthropic-messages` natively, a 0.1.0 adapter (and the
     /// 0.1.0 test adapter loaded from a file) takes nothing natively.
@@ -227,15 +241,7 @@ mod tests {
             let adapter = adapters.get(name).unwrap();
             assert_eq!(adapter.wit_version(), "0.1.0", "{name}");
             assert!(adapter.native_dialects().is_empty(), "{name}");
-            let ctx = CallContext {
-                request_id: "r".into(),
-                upstream_model: "m".into(),
-                base_url: "http://127.0.0.1:1".into(),
-                stream: false,
-                attempt: 0,
-                max_output_tokens: None,
-                continuation: None,
-            };
+            let ctx = plain_context();
             assert!(
                 adapter.open_native(&ctx, "anthropic-messages", b"{}").is_err(),
                 "{name}"
@@ -292,15 +298,7 @@ mod tests {
         let adapters = Adapters::load(&PluginLimits::default(), cache.path(), &[]).unwrap();
         let adapter = adapters.ensure("openai-compatible").unwrap().unwrap();
         assert_eq!(adapter.ready_instances(), 0, "nothing is made before first use");
-        let ctx = CallContext {
-            request_id: "r".into(),
-            upstream_model: "m".into(),
-            base_url: "http://127.0.0.1:1".into(),
-            stream: false,
-            attempt: 0,
-            max_output_tokens: None,
-            continuation: None,
-        };
+        let ctx = plain_context();
         let body = br#"{"messages":[{"role":"user","content":"hi"}]}"#;
         let first = adapter.open(&ctx, body).unwrap();
         assert_eq!(adapter.instantiated_inline(), 1, "the first request found none ready");
