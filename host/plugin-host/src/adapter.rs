@@ -233,14 +233,17 @@ impl LoadedAdapter {
     fn instantiate(&self) -> Result<Session, AdapterFault> {
         let (ready, left) = self.blueprint.take_ready();
         Blueprint::top_up(&self.blueprint, left);
-        let mut instance = match ready {
-            Some(instance) => instance,
+        let instance = match ready {
+            Some(mut instance) => {
+                // It waited without a ticker guard; it runs guest code now.
+                instance.store.data_mut().awake = Some(self.blueprint.ticker.awake());
+                instance
+            }
             None => {
                 self.blueprint.made_inline.fetch_add(1, Ordering::Relaxed);
                 self.blueprint.instantiate()?
             }
         };
-        instance.store.data_mut().awake = Some(self.blueprint.ticker.awake());
         Ok(self.session(instance))
     }
 
