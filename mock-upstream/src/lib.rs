@@ -227,6 +227,10 @@ pub fn router(opts: MockOptions) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/chat/completions", post(openai::chat_completions))
+        .route("/v1/embeddings", post(openai::operations::embeddings))
+        .route("/embeddings", post(openai::operations::embeddings))
+        .route("/v1/moderations", post(openai::operations::moderations))
+        .route("/moderations", post(openai::operations::moderations))
         .route(
             "/openai/deployments/{deployment}/chat/completions",
             post(azure::chat_completions),

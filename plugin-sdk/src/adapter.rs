@@ -8,6 +8,8 @@ use std::cell::RefCell;
 use crate::bindings;
 use crate::openai;
 use crate::{AdapterError, CallContext, ErrorClass, Event, OutboundRequest, ResponseHead, Usage};
+#[cfg(feature = "operations")]
+use crate::{Measured, Operation, OperationAnswer, OperationBody};
 
 /// One upstream exchange, implemented by a provider adapter.
 ///
@@ -86,6 +88,43 @@ pub trait Adapter: 'static {
     /// error if the stream was cut short.
     fn native_finish(&mut self) -> Result<Vec<Event>, AdapterError> {
         Ok(Vec::new())
+    }
+
+    /// The operations besides chat this adapter serves (WIT 0.3.0, feature
+    /// `operations`). None by default.
+    #[cfg(feature = "operations")]
+    fn operations() -> Vec<Operation>
+    where
+        Self: Sized,
+    {
+        Vec::new()
+    }
+
+    /// Operation mode: `body` is the caller's request for `operation`, with
+    /// the gateway's own fields removed. An error here is reported by
+    /// [`request`](Adapter::request). Refused by default.
+    #[cfg(feature = "operations")]
+    fn new_operation(ctx: CallContext, operation: Operation, body: OperationBody) -> Result<Self, AdapterError>
+    where
+        Self: Sized,
+    {
+        let _ = (ctx, body);
+        Err(AdapterError::invalid_request(format!(
+            "this adapter does not serve the {operation:?} operation"
+        )))
+    }
+
+    /// Operation mode: a whole 2xx answer, in the operation's OpenAI shape.
+    #[cfg(feature = "operations")]
+    fn operation_response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<OperationAnswer, AdapterError> {
+        let _ = (head, body);
+        Err(AdapterError::internal("this exchange is not in operation mode"))
+    }
+
+    /// Operation mode: what the exchange consumed, as far as reported.
+    #[cfg(feature = "operations")]
+    fn measured(&self) -> Option<Measured> {
+        None
     }
 }
 
@@ -185,6 +224,30 @@ impl<A: Adapter> bindings::exports::tollgate::provider::adapter::GuestExchange f
         self.with(|e| Err(e.clone()), |a| a.finish())
     }
 
+    #[cfg(feature = "operations")]
+    fn open_operation(
+        ctx: CallContext,
+        operation: Operation,
+        body: OperationBody,
+    ) -> bindings::exports::tollgate::provider::adapter::Exchange {
+        bindings::exports::tollgate::provider::adapter::Exchange::new(AdapterExchange {
+            inner: RefCell::new(A::new_operation(ctx, operation, body)),
+        })
+    }
+
+    #[cfg(feature = "operations")]
+    fn operation_response(&self, head: ResponseHead, body: Vec<u8>) -> Result<OperationAnswer, AdapterError> {
+        self.with(|e| Err(e.clone()), |a| a.operation_response(head, body))
+    }
+
+    #[cfg(feature = "operations")]
+    fn measured(&self) -> Option<Measured> {
+        match &*self.inner.borrow() {
+            Ok(adapter) => adapter.measured(),
+            Err(_) => None,
+        }
+    }
+
     #[cfg(feature = "native")]
     fn native_events(&self, events: Vec<Event>) -> Result<Vec<Event>, AdapterError> {
         self.with(|e| Err(e.clone()), |a| a.native_events(events))
@@ -241,7 +304,7 @@ macro_rules! export_adapter {
 /// Export an [`Adapter`] implementation as this component's
 /// `tollgate:provider/adapter@0.2.0` interface (feature `native`), with the
 /// dialects of [`Adapter::native_dialects`].
-#[cfg(feature = "native")]
+#[cfg(all(feature = "native", not(feature = "operations")))]
 #[macro_export]
 macro_rules! export_adapter {
     ($adapter:ty) => {
@@ -254,6 +317,38 @@ macro_rules! export_adapter {
 
                 fn native_dialects() -> Vec<String> {
                     <$adapter as $crate::Adapter>::native_dialects()
+                }
+            }
+
+            // Only components get the exports: native builds (unit tests) of a
+            // cdylib cannot link symbol names like `tollgate:provider/...`.
+            #[cfg(target_family = "wasm")]
+    $crate::bindings::export!(__TollgateAdapterComponent with_types_in $crate::bindings);
+        };
+    };
+}
+
+/// Export an [`Adapter`] implementation as this component's
+/// `tollgate:provider/adapter@0.3.0` interface (feature `operations`), with
+/// the dialects of [`Adapter::native_dialects`] and the operations of
+/// [`Adapter::operations`].
+#[cfg(feature = "operations")]
+#[macro_export]
+macro_rules! export_adapter {
+    ($adapter:ty) => {
+        const _: () = {
+            #[allow(dead_code)]
+            struct __TollgateAdapterComponent;
+
+            impl $crate::bindings::exports::tollgate::provider::adapter::Guest for __TollgateAdapterComponent {
+                type Exchange = $crate::AdapterExchange<$adapter>;
+
+                fn native_dialects() -> Vec<String> {
+                    <$adapter as $crate::Adapter>::native_dialects()
+                }
+
+                fn operations() -> Vec<$crate::Operation> {
+                    <$adapter as $crate::Adapter>::operations()
                 }
             }
 

@@ -85,6 +85,17 @@
 //! in the dialect. Without the feature those methods are never called and
 //! the component is a 0.1.0 one, which the host keeps loading.
 //!
+//! # Operations besides chat (WIT 0.3.0, feature `operations`)
+//!
+//! With the `operations` feature the component exports
+//! `tollgate:provider/adapter@0.3.0`: 0.2.0 plus the model operations
+//! besides chat (embeddings, images, audio, moderation, rerank). The adapter
+//! lists them in [`Adapter::operations`], and implements
+//! [`Adapter::new_operation`], [`Adapter::operation_response`] and
+//! [`Adapter::measured`]; `request` and `classify_error` serve every mode.
+//! [`openai::Compatible`] serves them all for an OpenAI-compatible upstream
+//! ([`openai::operations`]).
+//!
 //! The adapter crate needs `crate-type = ["cdylib"]` and is built for
 //! `wasm32-wasip2`; it does not depend on `wit-bindgen` itself.
 //!
@@ -142,7 +153,7 @@ pub mod bindings {
 }
 
 /// Raw bindings generated from `wit/provider/0.2.0` (feature `native`).
-#[cfg(feature = "native")]
+#[cfg(all(feature = "native", not(feature = "operations")))]
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -155,8 +166,24 @@ pub mod bindings {
     });
 }
 
+/// Raw bindings generated from `wit/provider/0.3.0` (feature `operations`).
+#[cfg(feature = "operations")]
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit/provider/0.3.0",
+        world: "provider-adapter",
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "tollgate_plugin_sdk::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
 #[cfg(feature = "provider")]
 pub use bindings::exports::tollgate::provider::adapter::CallContext;
+#[cfg(feature = "operations")]
+pub use bindings::tollgate::provider::operations::{FormPart, Measured, Operation, OperationAnswer, OperationBody};
 #[cfg(feature = "provider")]
 pub use bindings::tollgate::provider::types::{
     AdapterError, AuthSlot, ErrorClass, Event, Headers, OutboundRequest, ResponseHead, Usage,

@@ -12,6 +12,8 @@ mod compatible;
 mod completion;
 mod content;
 mod errors;
+#[cfg(feature = "operations")]
+pub mod operations;
 mod params;
 mod request;
 mod usage;

@@ -11,6 +11,8 @@
 use std::marker::PhantomData;
 
 use crate::{Adapter, AdapterError, CallContext, Event, OutboundRequest, ResponseHead, Usage, openai};
+#[cfg(feature = "operations")]
+use crate::{Measured, Operation, OperationAnswer, OperationBody};
 
 /// A whole answer translated to an OpenAI `chat.completion`, and the usage it
 /// reported.
@@ -57,6 +59,41 @@ pub trait Protocol: 'static {
     fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {
         openai::classify_error(&head, &body)
     }
+
+    /// The operations besides chat the protocol serves (feature
+    /// `operations`); none by default.
+    #[cfg(feature = "operations")]
+    fn operations() -> Vec<Operation> {
+        Vec::new()
+    }
+
+    /// The upstream request for one of [`operations`](Protocol::operations),
+    /// and what its answer's translation needs.
+    #[cfg(feature = "operations")]
+    fn operation_request(
+        ctx: &CallContext,
+        operation: Operation,
+        body: &OperationBody,
+    ) -> Result<(OutboundRequest, openai::operations::OperationShape), AdapterError> {
+        let _ = (ctx, body);
+        Err(AdapterError::invalid_request(format!(
+            "this adapter does not serve the {operation:?} operation"
+        )))
+    }
+
+    /// A whole 2xx answer of an operation, and what it consumed.
+    #[cfg(feature = "operations")]
+    fn operation_response(
+        operation: Operation,
+        shape: &openai::operations::OperationShape,
+        head: ResponseHead,
+        body: Vec<u8>,
+    ) -> Result<(OperationAnswer, Measured), AdapterError> {
+        let _ = (shape, head, body);
+        Err(AdapterError::internal(format!(
+            "this adapter does not serve the {operation:?} operation"
+        )))
+    }
 }
 
 /// Translates one streamed answer, event by event.
@@ -92,7 +129,19 @@ pub struct Exchange<P: Protocol> {
     /// Usage of a whole (non-streamed) answer.
     usage: Option<Usage>,
     stream: Option<P::Stream>,
+    /// Operation mode: the operation, the caller's request, what the answer
+    /// needs of it, and what the answer consumed.
+    #[cfg(feature = "operations")]
+    operation: Option<OperationState>,
     protocol: PhantomData<P>,
+}
+
+#[cfg(feature = "operations")]
+struct OperationState {
+    operation: Operation,
+    body: OperationBody,
+    shape: openai::operations::OperationShape,
+    measured: Option<Measured>,
 }
 
 impl<P: Protocol> Exchange<P> {
@@ -120,11 +169,19 @@ impl<P: Protocol> Adapter for Exchange<P> {
             shape: P::Shape::default(),
             usage: None,
             stream: None,
+            #[cfg(feature = "operations")]
+            operation: None,
             protocol: PhantomData,
         }
     }
 
     fn request(&mut self) -> Result<OutboundRequest, AdapterError> {
+        #[cfg(feature = "operations")]
+        if let Some(state) = &mut self.operation {
+            let (request, shape) = P::operation_request(&self.ctx, state.operation, &state.body)?;
+            state.shape = shape;
+            return Ok(request);
+        }
         let (request, shape) = P::request(&self.ctx, &self.body)?;
         self.shape = shape;
         Ok(request)
@@ -156,6 +213,43 @@ impl<P: Protocol> Adapter for Exchange<P> {
 
     fn classify_error(&mut self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
         P::classify_error(head, body)
+    }
+
+    #[cfg(feature = "operations")]
+    fn operations() -> Vec<Operation> {
+        P::operations()
+    }
+
+    #[cfg(feature = "operations")]
+    fn new_operation(ctx: CallContext, operation: Operation, body: OperationBody) -> Result<Self, AdapterError> {
+        if !P::operations().contains(&operation) {
+            return Err(AdapterError::invalid_request(format!(
+                "this adapter does not serve the {operation:?} operation"
+            )));
+        }
+        let mut exchange = Self::new(ctx, Vec::new());
+        exchange.operation = Some(OperationState {
+            operation,
+            body,
+            shape: Default::default(),
+            measured: None,
+        });
+        Ok(exchange)
+    }
+
+    #[cfg(feature = "operations")]
+    fn operation_response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<OperationAnswer, AdapterError> {
+        let Some(state) = &mut self.operation else {
+            return Err(AdapterError::internal("this exchange is not in operation mode"));
+        };
+        let (answer, measured) = P::operation_response(state.operation, &state.shape, head, body)?;
+        state.measured = Some(measured);
+        Ok(answer)
+    }
+
+    #[cfg(feature = "operations")]
+    fn measured(&self) -> Option<Measured> {
+        self.operation.as_ref().and_then(|state| state.measured)
     }
 }
 

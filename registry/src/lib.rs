@@ -67,8 +67,9 @@ impl PackageKind {
     }
 
     /// Every `(world, export)` a component of this kind may implement, oldest
-    /// first. Provider adapters have two: `tollgate:provider@0.1.0`, and
-    /// `0.2.0`, which adds the native lane; the host loads both.
+    /// first. Provider adapters have three: `tollgate:provider@0.1.0`,
+    /// `0.2.0`, which adds the native lane, and `0.3.0`, which adds the
+    /// operations besides chat; the host loads all three.
     pub fn accepted_worlds(self) -> &'static [(&'static str, &'static str)] {
         match self {
             PackageKind::ProviderAdapter => &[
@@ -79,6 +80,10 @@ impl PackageKind {
                 (
                     "tollgate:provider/provider-adapter@0.2.0",
                     "tollgate:provider/adapter@0.2.0",
+                ),
+                (
+                    "tollgate:provider/provider-adapter@0.3.0",
+                    "tollgate:provider/adapter@0.3.0",
                 ),
             ],
             PackageKind::ToolServer => &[("tollgate:tool/tool-server@0.1.0", "tollgate:tool/tools@0.1.0")],

@@ -18,7 +18,7 @@ use super::DataPlane;
 use super::billing::Bill;
 use super::provenance::{Attempt, Metered, Trail};
 use super::upstream::response_head;
-use tollgate_plugin_host::{CallContext, ExchangeError, Session};
+use tollgate_plugin_host::{CallContext, ExchangeError, Operation, OperationBody, Session};
 use tollgate_routing::catalog::ModelRoute;
 use tollgate_routing::health::{Held, Permit};
 use tollgate_routing::traffic::InFlight;
@@ -51,6 +51,9 @@ pub struct Call<'a> {
     pub injected_cap: Option<u32>,
     /// The answer text already relayed, when continuing a broken stream.
     pub continuation: Option<String>,
+    /// An operation besides chat, and the caller's request for it: then
+    /// `body` and `native` are unused.
+    pub operation: Option<(Operation, &'a OperationBody)>,
 }
 
 /// A candidate that answered with a 2xx head.
@@ -105,7 +108,10 @@ pub async fn first_answer(
                 };
                 bill.calling(&route);
                 let mut flight = data.traffic.route(&route.id).start();
-                let sent = send(data, &route, &ctx, call.body, call.native).await;
+                let sent = match call.operation {
+                    Some(operation) => send(data, &route, &ctx, Opening::Operation(operation)).await,
+                    None => send(data, &route, &ctx, Opening::Chat(call.body, call.native)).await,
+                };
                 bill.landed();
                 report(permit, &mut flight, &sent, started, call.stream);
                 sent.map(|(session, response)| (session, response, flight))
@@ -230,15 +236,21 @@ pub fn output_cap(route: &ModelRoute, default: u32) -> u32 {
         .map_or(default, |max| u32::try_from(max).unwrap_or(u32::MAX))
 }
 
-/// Opens the adapter session for `route` (natively when the adapter takes the
-/// native body's dialect) and sends the request; a non-2xx answer is
-/// classified by the adapter. Errors carry the upstream status, if any.
+/// How an adapter session is opened: for a chat body (natively when the
+/// adapter takes the native body's dialect), or for an operation.
+pub(crate) enum Opening<'a> {
+    Chat(&'a [u8], Option<NativeBody<'a>>),
+    Operation((Operation, &'a OperationBody)),
+}
+
+/// Opens the adapter session for `route` and sends the request; a non-2xx
+/// answer is classified by the adapter. Errors carry the upstream status, if
+/// any.
 pub(crate) async fn send(
     data: &DataPlane,
     route: &Arc<ModelRoute>,
     ctx: &CallContext,
-    body: &[u8],
-    native: Option<NativeBody<'_>>,
+    opening: Opening<'_>,
 ) -> Result<(Session, reqwest::Response), (ApiError, Option<u16>)> {
     let provider = &route.provider;
     if let Some(reason) = provider.unavailable_reason() {
@@ -258,10 +270,12 @@ pub(crate) async fn send(
         );
         (ApiError::internal(message), None)
     })?;
-    let native = native.filter(|n| adapter.takes_natively(n.dialect));
-    let opened = match native {
-        Some(native) => adapter.open_native(ctx, native.dialect, native.body),
-        None => adapter.open(ctx, body),
+    let (opened, native) = match opening {
+        Opening::Operation((operation, body)) => (adapter.open_operation(ctx, operation, body), None),
+        Opening::Chat(body, native) => match native.filter(|n| adapter.takes_natively(n.dialect)) {
+            Some(native) => (adapter.open_native(ctx, native.dialect, native.body), Some(native)),
+            None => (adapter.open(ctx, body), None),
+        },
     };
     let mut session = opened.map_err(|fault| (crate::adapter_errors::fault(&fault), None))?;
     let mut outbound = {

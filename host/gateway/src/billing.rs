@@ -71,6 +71,8 @@ pub struct Demand<'a> {
     /// The request this one runs inside: a skill run's, for its model calls.
     pub parent_request_id: Option<&'a str>,
     pub requested_model: &'a str,
+    /// What the log row records the request as.
+    pub kind: RequestKind,
     pub streamed: bool,
     pub body_bytes: usize,
     pub messages: usize,
@@ -183,7 +185,7 @@ impl Bill {
             attempt_count: 0,
             started_at_ms: now_ms(),
             duration_ms: 0,
-            kind: RequestKind::Chat,
+            kind: demand.kind,
             parent_request_id: demand.parent_request_id.map(str::to_string),
             provenance: None,
             detail: None,

@@ -97,6 +97,16 @@ fn candidates(
 ) -> Result<(Vec<Arc<ModelRoute>>, Option<Decision>), ApiError> {
     let workspace = &caller.0.workspace_id;
     let (mut candidates, decision) = crate::routing::select(data, routes, envelope, body, workspace)?;
+    if let Some(route) = candidates.iter().find(|route| !route.serves("chat")) {
+        // An embedding model, say: its provider would refuse the request.
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "operation_not_supported",
+            format!("{}.", route.not_serving("chat")),
+        )
+        .with_param(if route.id == envelope.model { "model" } else { "models" }));
+    }
     if let Some(native) = native.filter(|n| n.required) {
         // Only an adapter that takes the dialect natively can carry the request.
         candidates.retain(|route| {
@@ -187,6 +197,7 @@ async fn admit(
         request_id: &site.request_id.0,
         parent_request_id: site.parent,
         requested_model: &envelope.model,
+        kind: tollgate_ledger::RequestKind::Chat,
         streamed: envelope.stream,
         body_bytes: body.len(),
         messages: envelope.messages,
@@ -241,6 +252,7 @@ impl Attempts<'_> {
             stream: self.stream,
             injected_cap: self.injected_cap,
             continuation: None,
+            operation: None,
         };
         let mut attempt = 0;
         let first = first_answer(self.data, &mut remaining, &call, &mut attempt, &mut bill, &mut trail).await;
@@ -310,6 +322,18 @@ pub async fn refused(
     model: Option<&str>,
     error: ApiError,
 ) -> ApiError {
+    refused_as(data, site, caller, tollgate_ledger::RequestKind::Chat, model, error).await
+}
+
+/// [`refused`], for a request of `kind` (an operation besides chat).
+pub async fn refused_as(
+    data: &DataPlane,
+    site: &CallSite<'_>,
+    caller: &Caller,
+    kind: tollgate_ledger::RequestKind,
+    model: Option<&str>,
+    error: ApiError,
+) -> ApiError {
     let request_id = &site.request_id.0;
     let row = tollgate_ledger::RequestLogRow {
         outcome: error.code.to_string(),
@@ -317,7 +341,7 @@ pub async fn refused(
         started_at_ms: tollgate_core::db::now_ms(),
         parent_request_id: site.parent.map(str::to_string),
         ..tollgate_ledger::RequestLogRow::unbilled(
-            tollgate_ledger::RequestKind::Chat,
+            kind,
             request_id.to_string(),
             caller.0.key_id.clone(),
             caller.0.workspace_id.clone(),
@@ -332,7 +356,7 @@ pub async fn refused(
 
 /// A request the workspace's plan refuses: 429 `plan_limit_reached` past the
 /// monthly limit; a plan this gateway does not define is a configuration error.
-fn plan_error(error: tollgate_billing::BillingError) -> ApiError {
+pub(crate) fn plan_error(error: tollgate_billing::BillingError) -> ApiError {
     use tollgate_billing::BillingError;
     match error {
         BillingError::LimitReached { .. } => ApiError::new(

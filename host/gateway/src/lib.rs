@@ -21,6 +21,7 @@ mod http;
 mod ingress;
 mod models;
 mod native;
+mod operations;
 pub mod pipeline;
 pub mod probe;
 mod provenance;
@@ -179,6 +180,8 @@ where
 {
     Router::new()
         .route("/v1/chat/completions", post(http::chat_completions))
+        .route("/v1/embeddings", post(http::embeddings))
+        .route("/v1/moderations", post(http::moderations))
         .route("/v1/models", get(models::list_models))
         .route("/v1/models/{*id}", get(models::get_model))
         .merge(ingress::routes())

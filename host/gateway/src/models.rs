@@ -29,12 +29,14 @@ use tollgate_web::server::RequestId;
 /// Why `route` cannot serve requests now, if it cannot. `billing`: the wallet
 /// ledger is on, so an unpriced model is unavailable.
 /// Every reason that applies is given, so fixing one does not reveal another.
-fn unavailable_reason(route: &ModelRoute, health: &Health, billing: bool) -> Option<String> {
+fn unavailable_reason(route: &ModelRoute, data: &DataPlane) -> Option<String> {
+    let (health, billing) = (&data.health, data.ledger.is_some());
     let provider = &route.provider;
     let reasons: Vec<String> = provider
         .unavailable_reason()
         .into_iter()
         .chain(billing.then(|| route.unpriced_reason()).flatten())
+        .chain(unserved_operations(route, data))
         .collect();
     (!reasons.is_empty())
         .then(|| reasons.join("; "))
@@ -45,14 +47,41 @@ fn unavailable_reason(route: &ModelRoute, health: &Health, billing: bool) -> Opt
         })
 }
 
-fn entry(route: &ModelRoute, health: &Health, traffic: &Traffic, snapshot_id: i64, billing: bool) -> Value {
+/// Why the model's operations besides chat cannot be served: its adapter
+/// does not serve them (an adapter before WIT 0.3.0 serves chat only).
+fn unserved_operations(route: &ModelRoute, data: &DataPlane) -> Option<String> {
+    let adapter = data.adapters.get(&route.provider.adapter)?;
+    let unserved: Vec<&str> = route
+        .operations
+        .iter()
+        .map(String::as_str)
+        .filter(|op| *op != "chat")
+        .filter(|op| {
+            !adapter
+                .operations()
+                .iter()
+                .any(|served| crate::operations::name(*served) == *op)
+        })
+        .collect();
+    (!unserved.is_empty()).then(|| {
+        format!(
+            "its adapter '{}' does not serve {} yet",
+            route.provider.adapter,
+            unserved.join(", ")
+        )
+    })
+}
+
+fn entry(route: &ModelRoute, data: &DataPlane, snapshot_id: i64) -> Value {
+    let (health, traffic) = (&data.health, &data.traffic);
     let provider = &route.provider;
-    let reason = unavailable_reason(route, health, billing);
+    let reason = unavailable_reason(route, data);
     let mut service = json!({
         "available": reason.is_none(),
         "provider": provider.id,
         "provider_name": provider.name,
         "capabilities": route.capabilities,
+        "operations": route.operations,
         "pricing_snapshot": snapshot_id,
         "health": live_health(route, health, traffic),
         "pricing_source": pricing_source(&route.price_source),
@@ -198,13 +227,13 @@ impl Filter {
         Ok(filter)
     }
 
-    fn admits(&self, route: &ModelRoute, health: &Health, billing: bool) -> bool {
+    fn admits(&self, route: &ModelRoute, data: &DataPlane) -> bool {
         let provider = &route.provider;
         (self.providers.is_empty() || self.providers.contains(&provider.id))
             && self.capabilities.iter().all(|flag| route.has_capability(flag))
             && self
                 .available
-                .is_none_or(|want| want == unavailable_reason(route, health, billing).is_none())
+                .is_none_or(|want| want == unavailable_reason(route, data).is_none())
     }
 }
 
@@ -230,7 +259,7 @@ pub async fn list_models(
         .catalog
         .routes()
         .filter(|route| route.priced)
-        .filter(|route| filter.admits(route, &data.health, data.ledger.is_some()))
+        .filter(|route| filter.admits(route, &data))
         .map(|route| model_entry(route, &routes, &data))
         .collect();
     // Groups with ids of their own come after the catalog's models.
@@ -240,10 +269,7 @@ pub async fn list_models(
         }
         // A group is the gateway's model, not a provider's: a provider filter leaves it out.
         let deployments = deployments(group, &routes);
-        let admitted = filter.providers.is_empty()
-            && deployments
-                .iter()
-                .any(|route| filter.admits(route, &data.health, data.ledger.is_some()));
+        let admitted = filter.providers.is_empty() && deployments.iter().any(|route| filter.admits(route, &data));
         if admitted && let Some(entry) = group_entry(id, group, &routes, &data) {
             listed.push(entry);
         }
@@ -253,8 +279,7 @@ pub async fn list_models(
 
 /// A catalog model's entry; an equivalents group named after it adds `service.group`.
 fn model_entry(route: &ModelRoute, routes: &Routes, data: &DataPlane) -> Value {
-    let billing = data.ledger.is_some();
-    let mut listed = entry(route, &data.health, &data.traffic, routes.snapshot_id, billing);
+    let mut listed = entry(route, data, routes.snapshot_id);
     if let Some(group) = data.groups.groups.get(&route.id) {
         listed["service"]["group"] = group_json(group, routes, data);
     }
@@ -278,10 +303,7 @@ fn group_entry(id: &str, group: &GroupConfig, routes: &Routes, data: &DataPlane)
         .iter()
         .filter(|route| route.priced)
         .max_by_key(|route| route.price.input.0.saturating_add(route.price.output.0))?;
-    let billing = data.ledger.is_some();
-    let available = members
-        .iter()
-        .any(|route| unavailable_reason(route, &data.health, billing).is_none());
+    let available = members.iter().any(|route| unavailable_reason(route, data).is_none());
     let capabilities: Vec<&String> = dearest
         .capabilities
         .iter()
@@ -314,7 +336,6 @@ fn group_entry(id: &str, group: &GroupConfig, routes: &Routes, data: &DataPlane)
 /// `service.group`: the strategy, affinity and each deployment with its
 /// weight and whether it can serve now.
 fn group_json(group: &GroupConfig, routes: &Routes, data: &DataPlane) -> Value {
-    let billing = data.ledger.is_some();
     let deployments: Vec<Value> = group
         .deployments
         .iter()
@@ -322,7 +343,7 @@ fn group_json(group: &GroupConfig, routes: &Routes, data: &DataPlane) -> Value {
             let available = routes
                 .catalog
                 .resolve(&d.model)
-                .is_some_and(|route| unavailable_reason(route, &data.health, billing).is_none());
+                .is_some_and(|route| unavailable_reason(route, data).is_none());
             json!({"model": d.model, "weight": d.weight, "rpm": d.rpm, "tpm": d.tpm, "available": available})
         })
         .collect();

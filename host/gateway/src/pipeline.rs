@@ -9,9 +9,9 @@
 //! SSE back: the cost, the counts billed and the provenance come typed in
 //! [`Service`]. Rendering an answer for the wire is the caller's part.
 //!
-//! Chat is the one operation today; embeddings, images and the rest are
-//! further variants of [`Operation`], each with its own stages behind the
-//! same admission, attempts, settlement and record (see `chat`).
+//! Chat has its own stages (`chat`); embeddings, moderations and the other
+//! operations of WIT 0.3.0 share one set (`operations`), behind the same
+//! admission, attempts, settlement and record.
 
 use std::sync::Arc;
 
@@ -28,11 +28,14 @@ use tollgate_plugin_host::Event;
 use tollgate_web::error::ApiError;
 use tollgate_web::server::RequestId;
 
+pub use super::operations::OperationCall;
 pub use super::provenance::Service;
 
 /// What the pipeline is asked to do.
 pub enum Operation {
     Chat(ChatCall),
+    /// Embeddings, moderations and the other operations besides chat.
+    Model(OperationCall),
 }
 
 /// A chat completion: the chat-completions body, and the caller's request in
@@ -197,6 +200,7 @@ impl DataPlane {
     ) -> Result<Answer, ApiError> {
         match operation {
             Operation::Chat(call) => super::chat::run(self, call, caller, &site).await,
+            Operation::Model(call) => super::operations::run(self, call, caller, &site).await,
         }
     }
 }

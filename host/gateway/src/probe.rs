@@ -16,7 +16,7 @@ use tollgate_routing::catalog::ModelRoute;
 use tollgate_routing::groups::ProbeConfig;
 
 use super::DataPlane;
-use super::attempts::send;
+use super::attempts::{Opening, send};
 
 const PROBE_BODY: &[u8] = br#"{"model":"probe","messages":[{"role":"user","content":"ping"}],"max_tokens":1}"#;
 
@@ -78,7 +78,7 @@ async fn probe(data: &DataPlane, route: &Arc<ModelRoute>) {
     };
     let started = Instant::now();
     let mut flight = data.traffic.route(&route.id).start();
-    match send(data, route, &ctx, PROBE_BODY, None).await {
+    match send(data, route, &ctx, Opening::Chat(PROBE_BODY, None)).await {
         Ok((_session, response)) => {
             permit.succeeded();
             flight.answered(started.elapsed(), false);

@@ -226,6 +226,7 @@ impl Pump {
             stream: true,
             injected_cap: self.failover.injected_cap,
             continuation: (!self.answer.text.is_empty()).then(|| self.answer.text.clone()),
+            operation: None,
         };
         let answered = first_answer(
             &self.data,

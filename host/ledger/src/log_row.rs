@@ -140,6 +140,16 @@ pub enum RequestKind {
     SkillRun,
     ActorRun,
     BudgetAlert,
+    // The model operations besides chat, named as in the catalog's
+    // operations: priced and billed like chat, each its own kind in the log.
+    Embeddings,
+    ImageGeneration,
+    ImageEdit,
+    Speech,
+    Transcription,
+    Translation,
+    Moderation,
+    Rerank,
 }
 
 impl RequestKind {
@@ -150,6 +160,14 @@ impl RequestKind {
             RequestKind::SkillRun => "skill_run",
             RequestKind::ActorRun => "actor_run",
             RequestKind::BudgetAlert => "budget_alert",
+            RequestKind::Embeddings => "embeddings",
+            RequestKind::ImageGeneration => "image_generation",
+            RequestKind::ImageEdit => "image_edit",
+            RequestKind::Speech => "speech",
+            RequestKind::Transcription => "transcription",
+            RequestKind::Translation => "translation",
+            RequestKind::Moderation => "moderation",
+            RequestKind::Rerank => "rerank",
         }
     }
 }

@@ -35,10 +35,24 @@ mod v2 {
     });
 }
 
+/// `tollgate:provider@0.3.0`: 0.2.0 plus the operations besides chat
+/// (`operations`, `open-operation`, `operation-response`, `measured`). Its
+/// `types` interface is 0.1.0's too.
+mod v3 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/provider/0.3.0",
+        world: "provider-adapter",
+        with: {
+            "tollgate:provider/types@0.3.0": super::v1::tollgate::provider::types,
+        },
+    });
+}
+
 pub use v1::exports::tollgate::provider::adapter::CallContext;
 pub use v1::tollgate::provider::types::{
     AdapterError, AuthSlot, ErrorClass, Event, OutboundRequest, ResponseHead, Usage,
 };
+pub use v3::tollgate::provider::operations::{FormPart, Measured, Operation, OperationAnswer, OperationBody};
 
 /// The 0.2.0 form of a call context (the same fields).
 fn v2_context(ctx: &CallContext) -> v2::exports::tollgate::provider::adapter::CallContext {
@@ -52,6 +66,22 @@ fn v2_context(ctx: &CallContext) -> v2::exports::tollgate::provider::adapter::Ca
         continuation: ctx.continuation.clone(),
     }
 }
+
+/// The 0.3.0 form of a call context (the same fields).
+fn v3_context(ctx: &CallContext) -> v3::exports::tollgate::provider::adapter::CallContext {
+    v3::exports::tollgate::provider::adapter::CallContext {
+        request_id: ctx.request_id.clone(),
+        upstream_model: ctx.upstream_model.clone(),
+        base_url: ctx.base_url.clone(),
+        stream: ctx.stream,
+        attempt: ctx.attempt,
+        max_output_tokens: ctx.max_output_tokens,
+        continuation: ctx.continuation.clone(),
+    }
+}
+
+/// Most operations an adapter may declare (there are eight).
+const MAX_OPERATIONS: usize = 16;
 
 /// Most native dialects an adapter may declare, and the longest name.
 const MAX_DIALECTS: usize = 16;
@@ -107,12 +137,14 @@ impl From<AdapterFault> for ExchangeError {
 enum Pre {
     V1(v1::ProviderAdapterPre<InstanceState>),
     V2(v2::ProviderAdapterPre<InstanceState>),
+    V3(v3::ProviderAdapterPre<InstanceState>),
 }
 
 /// An instantiated adapter's bindings, by WIT version.
 enum Bindings {
     V1(v1::ProviderAdapter),
     V2(v2::ProviderAdapter),
+    V3(v3::ProviderAdapter),
 }
 
 pub struct LoadedAdapter {
@@ -120,6 +152,8 @@ pub struct LoadedAdapter {
     blueprint: Arc<Blueprint>,
     /// The dialects a 0.2.0 adapter takes natively; none for 0.1.0.
     native_dialects: Vec<String>,
+    /// The operations besides chat a 0.3.0 adapter serves; none before.
+    operations: Vec<Operation>,
 }
 
 /// Everything it takes to make an instance of the adapter, and the instances
@@ -154,22 +188,26 @@ struct EngineLimits {
 }
 
 impl LoadedAdapter {
-    /// Loads a component exporting `tollgate:provider/adapter` at 0.2.0 or
-    /// 0.1.0. A 0.2.0 adapter is asked once, here, which dialects it takes
-    /// natively.
+    /// Loads a component exporting `tollgate:provider/adapter` at 0.3.0,
+    /// 0.2.0 or 0.1.0. A 0.2.0 or later adapter is asked once, here, which
+    /// dialects it takes natively; a 0.3.0 one, which operations it serves.
     pub fn load(engine: &PluginEngine, name: &str, bytes: &[u8], cache_dir: &Path) -> anyhow::Result<Self> {
         let component = load_component(&engine.engine, bytes, cache_dir)?;
         let mut linker = Linker::new(&engine.engine);
         // Adapters get no capabilities: whatever they import traps when called.
         linker.define_unknown_imports_as_traps(&component)?;
         let instance_pre = linker.instantiate_pre(&component)?;
-        let pre = match v2::ProviderAdapterPre::new(instance_pre.clone()) {
-            Ok(pre) => Pre::V2(pre),
-            Err(v2_error) => match v1::ProviderAdapterPre::new(instance_pre) {
-                Ok(pre) => Pre::V1(pre),
-                Err(v1_error) => anyhow::bail!(
-                    "not a tollgate:provider/adapter@0.1.0 component: {v1_error} (nor a 0.2.0 one: {v2_error})"
-                ),
+        let pre = match v3::ProviderAdapterPre::new(instance_pre.clone()) {
+            Ok(pre) => Pre::V3(pre),
+            Err(v3_error) => match v2::ProviderAdapterPre::new(instance_pre.clone()) {
+                Ok(pre) => Pre::V2(pre),
+                Err(v2_error) => match v1::ProviderAdapterPre::new(instance_pre) {
+                    Ok(pre) => Pre::V1(pre),
+                    Err(v1_error) => anyhow::bail!(
+                        "not a tollgate:provider/adapter@0.1.0 component: {v1_error} \
+                         (nor a 0.2.0 one: {v2_error}; nor a 0.3.0 one: {v3_error})"
+                    ),
+                },
             },
         };
         let name: Arc<str> = Arc::from(name);
@@ -192,13 +230,22 @@ impl LoadedAdapter {
             name,
             blueprint,
             native_dialects: Vec::new(),
+            operations: Vec::new(),
         };
-        if matches!(adapter.blueprint.pre, Pre::V2(_)) {
+        if !matches!(adapter.blueprint.pre, Pre::V1(_)) {
             let mut session = adapter.session(adapter.blueprint.instantiate()?);
-            let dialects = session.call(|bindings, store| match bindings {
-                Bindings::V2(b) => b.tollgate_provider_adapter().call_native_dialects(store),
-                Bindings::V1(_) => Ok(Vec::new()),
+            let (dialects, operations) = session.call(|bindings, store| match bindings {
+                Bindings::V3(b) => Ok((
+                    b.tollgate_provider_adapter().call_native_dialects(&mut *store)?,
+                    b.tollgate_provider_adapter().call_operations(store)?,
+                )),
+                Bindings::V2(b) => Ok((b.tollgate_provider_adapter().call_native_dialects(store)?, Vec::new())),
+                Bindings::V1(_) => Ok((Vec::new(), Vec::new())),
             })?;
+            if operations.len() > MAX_OPERATIONS {
+                anyhow::bail!("adapter '{}' declares too many operations", adapter.name);
+            }
+            adapter.operations = operations;
             if dialects.len() > MAX_DIALECTS || dialects.iter().any(|d| d.is_empty() || d.len() > MAX_DIALECT_NAME) {
                 anyhow::bail!(
                     "adapter '{}' declares too many or malformed native dialects",
@@ -215,7 +262,18 @@ impl LoadedAdapter {
         match self.blueprint.pre {
             Pre::V1(_) => "0.1.0",
             Pre::V2(_) => "0.2.0",
+            Pre::V3(_) => "0.3.0",
         }
+    }
+
+    /// The operations besides chat the adapter serves (none before 0.3.0).
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
+    }
+
+    /// Whether the adapter serves `operation`.
+    pub fn serves(&self, operation: Operation) -> bool {
+        self.operations.contains(&operation)
     }
 
     /// The request dialects the adapter takes natively (none for 0.1.0).
@@ -285,6 +343,11 @@ impl LoadedAdapter {
                     .exchange()
                     .call_constructor(store, &v2_context(ctx), openai_body)
             }
+            Bindings::V3(b) => {
+                b.tollgate_provider_adapter()
+                    .exchange()
+                    .call_constructor(store, &v3_context(ctx), openai_body)
+            }
         })?;
         session.exchange = Some(exchange);
         Ok(session)
@@ -307,10 +370,43 @@ impl LoadedAdapter {
                     .exchange()
                     .call_open_native(store, &v2_context(ctx), dialect, body)
             }
+            Bindings::V3(b) => {
+                b.tollgate_provider_adapter()
+                    .exchange()
+                    .call_open_native(store, &v3_context(ctx), dialect, body)
+            }
             Bindings::V1(_) => unreachable!("a 0.1.0 adapter has no native dialects"),
         })?;
         session.exchange = Some(exchange);
         session.native = true;
+        Ok(session)
+    }
+
+    /// Instantiates the adapter and opens an exchange in operation mode:
+    /// `body` is the caller's request for `operation`, which the adapter must
+    /// list in [`operations`](Self::operations).
+    pub fn open_operation(
+        &self,
+        ctx: &CallContext,
+        operation: Operation,
+        body: &OperationBody,
+    ) -> Result<Session, AdapterFault> {
+        if !self.serves(operation) {
+            return Err(AdapterFault {
+                adapter: self.name.clone(),
+                reason: format!("does not serve the {operation:?} operation"),
+            });
+        }
+        let mut session = self.instantiate()?;
+        let exchange = session.call(|bindings, store| match bindings {
+            Bindings::V3(b) => {
+                b.tollgate_provider_adapter()
+                    .exchange()
+                    .call_open_operation(store, &v3_context(ctx), operation, body)
+            }
+            Bindings::V1(_) | Bindings::V2(_) => unreachable!("only a 0.3.0 adapter serves operations"),
+        })?;
+        session.exchange = Some(exchange);
         Ok(session)
     }
 }
@@ -327,6 +423,7 @@ impl Blueprint {
         let engine = match &self.pre {
             Pre::V1(pre) => pre.engine(),
             Pre::V2(pre) => pre.engine(),
+            Pre::V3(pre) => pre.engine(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| state);
@@ -334,6 +431,7 @@ impl Blueprint {
         let bindings = match &self.pre {
             Pre::V1(pre) => pre.instantiate(&mut store).map(Bindings::V1),
             Pre::V2(pre) => pre.instantiate(&mut store).map(Bindings::V2),
+            Pre::V3(pre) => pre.instantiate(&mut store).map(Bindings::V3),
         };
         match bindings {
             Ok(bindings) => Ok(Instance { store, bindings }),
@@ -405,6 +503,10 @@ macro_rules! on_exchange {
                 let $e = b.tollgate_provider_adapter().exchange();
                 $call
             }
+            Bindings::V3(b) => {
+                let $e = b.tollgate_provider_adapter().exchange();
+                $call
+            }
         })
     }};
 }
@@ -445,6 +547,10 @@ impl Session {
                 .tollgate_provider_adapter()
                 .exchange()
                 .call_native_events(store, this, events),
+            Bindings::V3(b) => b
+                .tollgate_provider_adapter()
+                .exchange()
+                .call_native_events(store, this, events),
             Bindings::V1(_) => Ok(Err(not_native())),
         })?
         .map_err(ExchangeError::Reported)
@@ -455,9 +561,32 @@ impl Session {
         let this = self.exchange();
         self.call(|bindings, store| match bindings {
             Bindings::V2(b) => b.tollgate_provider_adapter().exchange().call_native_finish(store, this),
+            Bindings::V3(b) => b.tollgate_provider_adapter().exchange().call_native_finish(store, this),
             Bindings::V1(_) => Ok(Err(not_native())),
         })?
         .map_err(ExchangeError::Reported)
+    }
+
+    /// Operation mode: a whole 2xx answer, in the operation's OpenAI shape.
+    pub fn operation_response(&mut self, head: &ResponseHead, body: &[u8]) -> Result<OperationAnswer, ExchangeError> {
+        let this = self.exchange();
+        self.call(|bindings, store| match bindings {
+            Bindings::V3(b) => b
+                .tollgate_provider_adapter()
+                .exchange()
+                .call_operation_response(store, this, head, body),
+            Bindings::V1(_) | Bindings::V2(_) => Ok(Err(not_operation())),
+        })?
+        .map_err(ExchangeError::Reported)
+    }
+
+    /// Operation mode: what the exchange consumed, as far as reported.
+    pub fn measured(&mut self) -> Result<Option<Measured>, AdapterFault> {
+        let this = self.exchange();
+        self.call(|bindings, store| match bindings {
+            Bindings::V3(b) => b.tollgate_provider_adapter().exchange().call_measured(store, this),
+            Bindings::V1(_) | Bindings::V2(_) => Ok(None),
+        })
     }
 
     pub fn usage(&mut self) -> Result<Option<Usage>, AdapterFault> {
@@ -508,6 +637,15 @@ impl Drop for Session {
         if let Some(store) = self.store.take() {
             self.warmer.discard(Box::new(store));
         }
+    }
+}
+
+/// A session before 0.3.0 asked for an operation's answer (the host never
+/// does this).
+fn not_operation() -> AdapterError {
+    AdapterError {
+        class: ErrorClass::Internal,
+        message: "the exchange is not in operation mode".into(),
     }
 }
 

@@ -21,8 +21,8 @@ use anyhow::Context;
 use arc_swap::ArcSwap;
 
 pub use adapter::{
-    AdapterError, AdapterFault, AuthSlot, CallContext, ErrorClass, Event, ExchangeError, LoadedAdapter,
-    OutboundRequest, ResponseHead, Session, Usage,
+    AdapterError, AdapterFault, AuthSlot, CallContext, ErrorClass, Event, ExchangeError, FormPart, LoadedAdapter,
+    Measured, Operation, OperationAnswer, OperationBody, OutboundRequest, ResponseHead, Session, Usage,
 };
 pub use cache::load_component;
 pub use engine::PluginEngine;

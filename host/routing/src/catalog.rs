@@ -24,7 +24,7 @@ pub use crate::config::{ModelConfig, ProviderConfig};
 use endpoint::declared_slot;
 pub use endpoint::fill_placeholders;
 use entries::validate_capabilities;
-pub use entries::{AuthStyle, CAPABILITIES, CatalogProvider, builtin_entries, validate_provider_id};
+pub use entries::{AuthStyle, CAPABILITIES, CatalogProvider, OPERATIONS, builtin_entries, validate_provider_id};
 use models::resolve_model;
 pub use models::{ModelRoute, PriceSource};
 
@@ -287,6 +287,7 @@ mod tests {
                     context_length: Some(1000),
                     max_output_tokens: Some(500),
                     adapter: None,
+                    operations: None,
                 }],
                 ..Default::default()
             },
@@ -363,6 +364,7 @@ mod tests {
             max_output_tokens: Some(1024),
             capabilities: capabilities.map(|c| c.iter().map(|f| f.to_string()).collect()),
             adapter: None,
+            operations: None,
         };
         let mut table = PriceTable::default();
         table.source.release = "r1".into();

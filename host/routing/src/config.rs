@@ -90,6 +90,11 @@ pub struct ModelConfig {
     /// OpenAI-compatible provider serves only through its Responses API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<String>,
+    /// The operations the model serves, from [`crate::catalog::OPERATIONS`]
+    /// (`["embeddings"]` for an embedding model); by default the price
+    /// table's, else `["chat"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operations: Option<Vec<String>>,
 }
 
 impl ModelConfig {
@@ -108,6 +113,7 @@ impl ModelConfig {
             context_length: None,
             max_output_tokens: None,
             adapter: None,
+            operations: None,
         }
     }
 }

@@ -71,6 +71,10 @@ pub struct TableModel {
     /// Responses API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<String>,
+    /// The operations the model serves (`["embeddings"]`); absent for a
+    /// chat model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operations: Option<Vec<String>>,
 }
 
 impl TableModel {

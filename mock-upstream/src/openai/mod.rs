@@ -3,6 +3,7 @@
 
 pub(crate) mod answer;
 pub(crate) mod error;
+pub(crate) mod operations;
 pub(crate) mod request;
 mod response;
 

@@ -82,6 +82,30 @@ impl Protocol for Compatible {
     fn stream(_ctx: &CallContext, _shape: &()) -> CompatibleStream {
         CompatibleStream::default()
     }
+
+    #[cfg(feature = "operations")]
+    fn operations() -> Vec<crate::Operation> {
+        openai::operations::ALL.to_vec()
+    }
+
+    #[cfg(feature = "operations")]
+    fn operation_request(
+        ctx: &CallContext,
+        operation: crate::Operation,
+        body: &crate::OperationBody,
+    ) -> Result<(OutboundRequest, openai::operations::OperationShape), AdapterError> {
+        openai::operations::request(ctx, operation, body)
+    }
+
+    #[cfg(feature = "operations")]
+    fn operation_response(
+        operation: crate::Operation,
+        shape: &openai::operations::OperationShape,
+        head: ResponseHead,
+        body: Vec<u8>,
+    ) -> Result<(crate::OperationAnswer, crate::Measured), AdapterError> {
+        openai::operations::response(operation, shape, &head, body)
+    }
 }
 
 /// The stream of an OpenAI-compatible upstream: chunks pass through minus

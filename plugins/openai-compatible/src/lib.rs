@@ -5,7 +5,9 @@
 //! pins the upstream model, strips gateway-only fields, asks for streamed
 //! usage, records usage and drops a provider-specific top-level `provider` key.
 //! All of that is the SDK's `openai::Compatible` protocol, which adapters for
-//! OpenAI-like APIs wrap; this crate only exports it.
+//! OpenAI-like APIs wrap; this crate only exports it. It exports WIT 0.3.0,
+//! so the same protocol serves the operations besides chat (embeddings,
+//! images, audio, moderations, rerank) at their OpenAI endpoints.
 
 mod adapter;
 

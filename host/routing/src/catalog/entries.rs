@@ -44,6 +44,21 @@ pub const CAPABILITIES: [&str; 7] = [
     "caching",
 ];
 
+/// The operations a model may serve, named after their OpenAI endpoints:
+/// `chat` (chat completions, and the Messages and Responses dialects), and
+/// the rest, which only an adapter of WIT 0.3.0 serves.
+pub const OPERATIONS: [&str; 9] = [
+    "chat",
+    "embeddings",
+    "image_generation",
+    "image_edit",
+    "speech",
+    "transcription",
+    "translation",
+    "moderation",
+    "rerank",
+];
+
 /// One `[[provider]]` entry of a built-in catalog file, as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -31,6 +31,9 @@ pub struct ModelRoute {
     /// Flags from [`super::CAPABILITIES`]: the model's own where the price
     /// table knows them, else its provider's.
     pub capabilities: Vec<String>,
+    /// What the model serves, from [`super::OPERATIONS`]: `["chat"]` unless
+    /// the config or the price table says otherwise.
+    pub operations: Vec<String>,
 }
 
 /// Where a model's price came from, most specific first.
@@ -60,6 +63,21 @@ impl PriceSource {
 impl ModelRoute {
     pub fn has_capability(&self, flag: &str) -> bool {
         self.capabilities.iter().any(|c| c == flag)
+    }
+
+    /// Whether the model serves `operation` (one of [`super::OPERATIONS`]).
+    pub fn serves(&self, operation: &str) -> bool {
+        self.operations.iter().any(|o| o == operation)
+    }
+
+    /// The refusal of a request for `operation` to a model that does not
+    /// serve it, in a sentence.
+    pub fn not_serving(&self, operation: &str) -> String {
+        format!(
+            "model '{}' does not serve {operation} (it serves: {})",
+            self.id,
+            self.operations.join(", ")
+        )
     }
 
     /// Why this model cannot be served from a wallet: it has no price.
@@ -144,6 +162,17 @@ pub(super) fn resolve_model(
     let capabilities = entry
         .and_then(|e| e.capabilities.clone())
         .unwrap_or_else(|| provider.capabilities.clone());
+    let operations = model
+        .operations
+        .clone()
+        .or_else(|| entry.and_then(|e| e.operations.clone()))
+        .unwrap_or_else(|| vec!["chat".to_string()]);
+    if let Some(unknown) = operations.iter().find(|o| !super::OPERATIONS.contains(&o.as_str())) {
+        anyhow::bail!(
+            "model '{id}' lists unknown operation '{unknown}' (known: {})",
+            super::OPERATIONS.join(", ")
+        );
+    }
     let provider = match model.adapter.as_deref().or(entry.and_then(|e| e.adapter.as_deref())) {
         Some(adapter) if adapter != provider.adapter => Arc::new(Provider {
             adapter: adapter.to_string(),
@@ -161,5 +190,6 @@ pub(super) fn resolve_model(
         context_length: model.context_length.or(entry.and_then(|e| e.context_length)),
         max_output_tokens: model.max_output_tokens.or(entry.and_then(|e| e.max_output_tokens)),
         capabilities,
+        operations,
     })
 }

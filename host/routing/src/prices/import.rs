@@ -111,6 +111,16 @@ fn chat_callable(entry: &Entry) -> bool {
     }
 }
 
+/// The operation besides chat a LiteLLM `mode` names, for the modes whose
+/// models are priced per token.
+fn token_operation(entry: &Entry) -> Option<&'static str> {
+    match text(entry, "mode").as_deref() {
+        Some("embedding") => Some("embeddings"),
+        Some("moderation") => Some("moderation"),
+        _ => None,
+    }
+}
+
 /// The adapter that serves OpenAI's models that answer only on its
 /// Responses API (`mode: responses` without the chat endpoint).
 pub const RESPONSES_ADAPTER: &str = "openai-responses";
@@ -131,9 +141,31 @@ fn read_model(key: &str, entry: &Entry) -> anyhow::Result<Option<TableModel>> {
             .map(|v| per_mtok(v.get()).with_context(|| format!("'{key}'.{k}")))
             .transpose()
     };
-    let (Some(input), Some(output)) = (per_mtok("input_cost_per_token")?, per_mtok("output_cost_per_token")?) else {
+    let operation = token_operation(entry);
+    let output = match per_mtok("output_cost_per_token")? {
+        Some(output) => Some(output),
+        // Embeddings and moderations write no tokens.
+        None if operation.is_some() => Some("0".to_string()),
+        None => None,
+    };
+    let (Some(input), Some(output)) = (per_mtok("input_cost_per_token")?, output) else {
         return Ok(None);
     };
+    if let Some(operation) = operation {
+        return Ok(Some(TableModel {
+            key: key.to_string(),
+            input,
+            output,
+            cache_read: None,
+            cache_write: None,
+            reasoning: None,
+            context_length: count(entry, "max_input_tokens").or_else(|| count(entry, "max_tokens")),
+            max_output_tokens: None,
+            capabilities: Some(Vec::new()),
+            adapter: None,
+            operations: Some(vec![operation.to_string()]),
+        }));
+    }
     // In CAPABILITIES order; every chat model streams.
     let mut capabilities = vec!["streaming".to_string()];
     let schema = flag(entry, "supports_response_schema");
@@ -160,6 +192,7 @@ fn read_model(key: &str, entry: &Entry) -> anyhow::Result<Option<TableModel>> {
         max_output_tokens: count(entry, "max_output_tokens"),
         capabilities: Some(capabilities),
         adapter: None,
+        operations: None,
     }))
 }
 
@@ -231,7 +264,7 @@ pub fn import_litellm(
             continue;
         };
         let through_responses = responses_only(entry);
-        if key.starts_with("ft:") || !(chat_callable(entry) || through_responses) {
+        if key.starts_with("ft:") || !(chat_callable(entry) || through_responses || token_operation(entry).is_some()) {
             continue;
         }
         let prefixed = key.strip_prefix(&format!("{name}/"));
@@ -282,7 +315,8 @@ fn find(entries: &BTreeMap<&str, Entry>, provider: &str, model: &str) -> anyhow:
             if text(entry, "litellm_provider").as_deref() != Some(name) {
                 continue;
             }
-            if text(entry, "mode").is_some_and(|m| m != "chat" && m != "responses") {
+            if text(entry, "mode").is_some_and(|m| m != "chat" && m != "responses") && token_operation(entry).is_none()
+            {
                 continue;
             }
             if let Some(found) = read_model(&key, entry)? {

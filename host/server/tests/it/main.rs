@@ -19,6 +19,7 @@ mod console;
 mod control_plane;
 mod data_plane;
 mod egress;
+mod endpoints;
 mod errors;
 mod fallback;
 mod ingress;

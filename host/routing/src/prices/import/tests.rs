@@ -55,6 +55,7 @@ fn imports_by_provider_name_and_reports_changes() {
         max_output_tokens: None,
         capabilities: None,
         adapter: None,
+        operations: None,
     };
     current.models.insert("openai/gpt-4o-mini".into(), old.clone());
     current.models.insert("openai/old".into(), old);
@@ -63,8 +64,13 @@ fn imports_by_provider_name_and_reports_changes() {
     assert_eq!(report.changed[0].2.cache_read.as_deref(), Some("0.075"));
     assert_eq!(report.added[0].0, "together/meta-llama/x");
     assert_eq!(report.kept, ["openai/old"]);
-    assert_eq!(report.missing, ["openai/text-embedding-3-small"]);
-    assert_eq!(table.models.len(), 3);
+    // An embedding model is priced per input token and serves embeddings.
+    assert_eq!(report.added[1].0, "openai/text-embedding-3-small");
+    let embedding = &report.added[1].1;
+    assert_eq!((embedding.input.as_str(), embedding.output.as_str()), ("0.02", "0"));
+    assert_eq!(embedding.operations.as_deref(), Some(&["embeddings".to_string()][..]));
+    assert!(report.missing.is_empty());
+    assert_eq!(table.models.len(), 4);
     let reparsed = PriceTable::parse(&table.to_toml()).unwrap();
     assert_eq!(reparsed, table);
     let price = reparsed.get("openai/gpt-4o-mini").unwrap().price().unwrap();
@@ -162,12 +168,20 @@ fn adds_every_chat_model_of_a_served_provider_and_nothing_else() {
             "openai/gpt-9",
             "openai/gpt-9-pro",
             "openai/plain-chat",
+            "openai/text-embedding-9",
         ],
-        "embedding, image, responses-only beyond OpenAI, retired, fine-tune, half-priced, \
+        "image, responses-only beyond OpenAI, retired, fine-tune, half-priced, \
          unknown-provider, regional and template entries are left out; mistral does not fill codestral"
     );
     assert_eq!(report.deprecated, 1);
-    assert_eq!(report.models.len(), 9, "the catalog's own gpt-4o is priced, not added");
+    assert_eq!(report.models.len(), 10, "the catalog's own gpt-4o is priced, not added");
+    let embedding = table.get("openai/text-embedding-9").unwrap();
+    assert_eq!(embedding.operations.as_deref(), Some(&["embeddings".to_string()][..]));
+    assert_eq!(
+        embedding.capabilities.as_deref(),
+        Some(&[][..]),
+        "an embedding model does not stream"
+    );
     // OpenAI's Responses-only model is served through its own adapter; the
     // one that also answers chat completions is not.
     assert_eq!(
