@@ -530,6 +530,10 @@ const RELEASED_WIT: &[(&str, &str)] = &[
         "7820031ec3b9ce86a85b5b928053446e5c0f0bbc9d05d0086aef3961ba4536f0",
     ),
     (
+        "provider/0.3.0",
+        "bad4b332d7534f4ff0de2ec37182d441a011857258919d4972677afa83ffdc7f",
+    ),
+    (
         "skill/0.1.0",
         "04034369829f7ba359758564c4bedac33b5f8098315dd47c34ae16f740e5de22",
     ),
