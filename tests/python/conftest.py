@@ -86,6 +86,16 @@ id = "echo"
 input_price_per_mtok = "1.00"
 output_price_per_mtok = "2.00"
 context_length = 128000
+[[providers.acme.models]]
+id = "embed"
+operations = ["embeddings"]
+input_price_per_mtok = "20"
+output_price_per_mtok = "0"
+[[providers.acme.models]]
+id = "moderate"
+operations = ["moderation"]
+input_price_per_mtok = "20"
+output_price_per_mtok = "0"
 [providers.azure-openai]
 base_url = "{self.mock_url}?api-version=2024-10-21"
 api_key = "test-key"
@@ -129,6 +139,7 @@ base_url = "{self.mock_url}/v1"
 api_key = "sk-primary"
 models = [
   {{ id = "limited", upstream = "fail-429", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
+  {{ id = "limited-embed", upstream = "fail-429", operations = ["embeddings"], input_price_per_mtok = "1", output_price_per_mtok = "0" }},
   {{ id = "cutter", upstream = "cut-3", input_price_per_mtok = "1", output_price_per_mtok = "2" }},
   {{ id = "pro", upstream = "gpt-9-pro", adapter = "openai-responses", input_price_per_mtok = "15", output_price_per_mtok = "120" }},
 ]

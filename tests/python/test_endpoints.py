@@ -1,0 +1,57 @@
+"""The official OpenAI Python SDK, unmodified, on the endpoints besides chat
+(docs/endpoints.md): each answer carries the provider and the exact cost, and
+the wallet moves by exactly their sum."""
+
+import json
+from decimal import Decimal
+
+import openai
+import pytest
+
+
+def posted(stack) -> Decimal:
+    return Decimal(json.loads(stack.admin("wallet", "--workspace", stack.workspace_id, "--json"))["posted_usd"])
+
+
+def cost(answer) -> Decimal:
+    body = answer.to_dict()
+    shown = Decimal(body["service"]["cost_usd"])
+    # usage.cost is written exactly: the same number as service.cost_usd.
+    assert Decimal(str(body["usage"]["cost"])) == shown
+    assert body["provider"] == "acme"
+    assert body["service"]["request_id"].startswith("req_")
+    return shown
+
+
+def test_embeddings_float_and_base64_and_moderations_bill_exactly(client, stack):
+    before = posted(stack)
+    # Float, as asked.
+    floats = client.embeddings.create(model="acme/embed", input=["hello world", "three words here"], encoding_format="float")
+    assert [d.index for d in floats.data] == [0, 1]
+    assert len(floats.data[0].embedding) == 8
+    assert floats.usage.prompt_tokens == 5
+    # 5 tokens at 20 USD per million.
+    assert cost(floats) == Decimal("0.0001")
+    # The SDK's default asks for base64 and decodes it: the same vectors.
+    decoded = client.embeddings.create(model="acme/embed", input=["hello world", "three words here"])
+    assert len(decoded.data) == 2
+    for a, b in zip(decoded.data[0].embedding, floats.data[0].embedding):
+        assert abs(a - b) < 1e-6
+    moderation = client.moderations.create(model="acme/moderate", input=["a calm sentence", "flagme please"])
+    assert [r.flagged for r in moderation.results] == [False, True]
+    total = cost(floats) + cost(decoded) + cost(moderation)
+    assert before - posted(stack) == total
+
+
+def test_fallback_and_refusals(client, stack):
+    # The first candidate answers 429; the second answers, billed once.
+    answer = client.embeddings.create(
+        model="primary/limited-embed", input="fall back", extra_body={"models": ["acme/embed"]}
+    )
+    attempts = answer.to_dict()["service"]["attempts"]
+    assert [a["outcome"] for a in attempts] == ["upstream_rate_limited", "success"]
+    assert cost(answer) == Decimal("0.00004")
+    # A chat model is not an embedding model: refused with the documented shape.
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.embeddings.create(model="acme/small", input="x")
+    assert refused.value.code == "operation_not_supported"
