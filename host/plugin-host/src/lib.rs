@@ -215,11 +215,13 @@ mod tests {
         }
     }
 
-    /// Built-ins on both WIT versions load side by side: the anthropic adapter
-    /// (0.2.0) takes `anthropic-messages` natively, a 0.1.0 adapter (and the
-    /// 0.1.0 test adapter loaded from a file) takes nothing natively.
+    /// Built-ins on every WIT version load side by side: the anthropic
+    /// adapter (0.2.0) takes `anthropic-messages` natively; the
+    /// OpenAI-compatible one (0.3.0) serves every operation besides chat and
+    /// no dialect; a 0.1.0 adapter (the test adapter loaded from a file)
+    /// takes nothing natively and serves chat only.
     #[test]
-    fn adapters_on_both_wit_versions_load() {
+    fn adapters_on_every_wit_version_load() {
         let cache = tempfile::tempdir().unwrap();
         let misbehaving = Path::new(MISBEHAVING_TEST_COMPONENT);
         let adapters = Adapters::load(
@@ -237,9 +239,26 @@ mod tests {
         adapters.ensure("openai-compatible").unwrap();
         assert_eq!(anthropic.wit_version(), "0.2.0");
         assert_eq!(anthropic.native_dialects(), ["anthropic-messages"]);
+        assert!(anthropic.operations().is_empty());
+        let compatible = adapters.get("openai-compatible").unwrap();
+        assert_eq!(compatible.wit_version(), "0.3.0");
+        assert_eq!(compatible.operations().len(), 8);
+        let embeddings = OperationBody::Json(br#"{"model":"x","input":"hi"}"#.to_vec());
+        let mut session = compatible
+            .open_operation(&plain_context(), Operation::Embeddings, &embeddings)
+            .unwrap();
+        let request = session.request().unwrap();
+        assert!(request.url.ends_with("/embeddings"), "{}", request.url);
+        let misbehaving = adapters.get("misbehaving").unwrap();
+        assert_eq!(misbehaving.wit_version(), "0.1.0");
+        assert!(misbehaving.operations().is_empty());
+        assert!(
+            misbehaving
+                .open_operation(&plain_context(), Operation::Embeddings, &embeddings)
+                .is_err()
+        );
         for name in ["openai-compatible", "misbehaving"] {
             let adapter = adapters.get(name).unwrap();
-            assert_eq!(adapter.wit_version(), "0.1.0", "{name}");
             assert!(adapter.native_dialects().is_empty(), "{name}");
             let ctx = plain_context();
             assert!(
