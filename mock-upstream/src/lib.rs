@@ -231,6 +231,12 @@ pub fn router(opts: MockOptions) -> Router {
         .route("/embeddings", post(openai::operations::embeddings))
         .route("/v1/moderations", post(openai::operations::moderations))
         .route("/moderations", post(openai::operations::moderations))
+        .route("/v1/images/generations", post(openai::operations::image_generations))
+        .route("/v1/images/edits", post(openai::operations::image_edits))
+        .route("/v1/audio/speech", post(openai::operations::speech))
+        .route("/v1/audio/transcriptions", post(openai::operations::transcriptions))
+        .route("/v1/audio/translations", post(openai::operations::transcriptions))
+        .route("/v1/rerank", post(openai::operations::rerank))
         .route(
             "/openai/deployments/{deployment}/chat/completions",
             post(azure::chat_completions),

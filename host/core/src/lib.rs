@@ -12,3 +12,4 @@ pub mod money;
 pub mod outage;
 pub mod sealed;
 pub mod secret;
+pub mod units;

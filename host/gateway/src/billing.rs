@@ -19,6 +19,7 @@ use axum::http::StatusCode;
 use super::provenance::{Attempt, Metered, Trail};
 use tollgate_core::db::now_ms;
 use tollgate_core::money::{Nanos, TokenCounts};
+use tollgate_core::units::UnitCounts;
 use tollgate_identity::auth::Principal;
 use tollgate_ledger::{Hold, Ledger, RequestKind, RequestLogRow, ReserveError, Settled, UsageSource};
 use tollgate_plugin_host::Usage;
@@ -80,9 +81,32 @@ pub struct Demand<'a> {
     /// A stream that may continue on later candidates after content was sent.
     pub may_continue: bool,
     pub ceiling: Option<&'a dyn CostCeiling>,
+    /// An operation priced in its own units: what it asks for at most,
+    /// held at each candidate's unit prices on top of its tokens.
+    pub units: Option<&'a UnitDemand>,
     /// The request as its workspace's plan admitted it (`None` with the
     /// ledger off): its fee, and its count to give back if refused here.
     pub admitted: Option<tollgate_billing::Admitted>,
+}
+
+/// What an operation asks for in its own units, and the image kind its
+/// images are priced as.
+#[derive(Clone, Debug, Default)]
+pub struct UnitDemand {
+    pub counts: UnitCounts,
+    pub quality: Option<String>,
+    pub size: Option<String>,
+}
+
+impl UnitDemand {
+    /// The price of one image of this request's kind on `route` (zero for a
+    /// model that prices no images).
+    pub fn image_price(&self, route: &ModelRoute) -> Nanos {
+        route
+            .units
+            .image(self.quality.as_deref(), self.size.as_deref())
+            .unwrap_or(Nanos::ZERO)
+    }
 }
 
 /// The providers' worst case over the candidates: failed starts cost
@@ -92,11 +116,15 @@ fn provider_worst_case(candidates: &[Arc<ModelRoute>], demand: &Demand<'_>) -> N
     let input_bound = demand.body_bytes as u64 + TOKENS_PER_MESSAGE * demand.messages as u64;
     let per_candidate = candidates.iter().map(|route| {
         let input = route.context_length.map_or(input_bound, |limit| input_bound.min(limit));
-        route.price.worst_case(TokenCounts {
+        let tokens = route.price.worst_case(TokenCounts {
             input,
             output: demand.max_output_tokens,
             ..TokenCounts::default()
-        })
+        });
+        let units = demand.units.map_or(Nanos::ZERO, |units| {
+            route.units.cost(units.counts, units.image_price(route))
+        });
+        Nanos(tokens.0.saturating_add(units.0))
     });
     if demand.may_continue {
         per_candidate.fold(Nanos::ZERO, |sum, cost| Nanos(sum.0.saturating_add(cost.0)))
@@ -328,6 +356,46 @@ impl Bill {
             cost: route.price.cost(token_counts(&usage)),
             fee: Nanos::ZERO,
         }
+    }
+
+    /// Meters an operation's answer: its tokens (as reported; a model priced
+    /// by tokens that reported none is estimated, as [`meter`](Self::meter)
+    /// does) plus its `units` at the route's unit prices, `reported` saying
+    /// whether the upstream reported them or the gateway measured them.
+    pub fn meter_operation(
+        &mut self,
+        route: &ModelRoute,
+        usage: Option<Usage>,
+        units: UnitCounts,
+        image_price: Nanos,
+        reported: bool,
+    ) -> Metered {
+        let token_priced = route.price.input.0 > 0 || route.price.output.0 > 0;
+        let mut metered = match usage {
+            Some(usage) => self.meter(route, Some(usage), 0),
+            None if token_priced => self.meter(route, None, 0),
+            None => {
+                self.log.usage_source = UsageSource::Upstream;
+                let nothing = Usage {
+                    input: 0,
+                    output: 0,
+                    cache_read: None,
+                    cache_write: None,
+                    reasoning: None,
+                };
+                Metered {
+                    usage: Some(nothing),
+                    cost: route.price.cost(TokenCounts::default()),
+                    fee: Nanos::ZERO,
+                }
+            }
+        };
+        if !reported {
+            self.log.usage_source = UsageSource::Estimated;
+        }
+        let units = route.units.cost(units, image_price);
+        metered.cost = Nanos(metered.cost.0.saturating_add(units.0));
+        metered
     }
 
     /// Posts the trail's total cost plus the plan's fee when anything was

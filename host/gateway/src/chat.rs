@@ -204,6 +204,7 @@ async fn admit(
         max_output_tokens: caps.held,
         may_continue: envelope.stream && envelope.continuation && candidates.len() > 1,
         ceiling: site.ceiling,
+        units: None,
         admitted,
     };
     Bill::open(

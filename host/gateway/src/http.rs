@@ -23,7 +23,7 @@ use super::chat::{body_error, refused};
 use super::chunk::frame_object;
 use super::native;
 use super::pipeline::{
-    Answer, CallSite, ChatCall, ChatStream, Completion, Ending, Operation, OperationCall, StreamEvent, StreamFailure,
+    Answer, CallSite, ChatCall, ChatStream, Completion, Ending, Operation, StreamEvent, StreamFailure,
 };
 use tollgate_identity::auth::Caller;
 use tollgate_web::server::RequestId;
@@ -64,64 +64,7 @@ pub async fn chat_completions(
     match data.run(Operation::Chat(ChatCall::body(body)), &caller, site).await {
         Ok(Answer::Whole(completion)) => whole_response(completion, &request_id),
         Ok(Answer::Stream(stream)) => sse_response(Body::from_stream(chat_sse(stream)), &request_id),
-        Err(error) => error.with_request_id(&request_id.0).into_response(),
-    }
-}
-
-/// `POST /v1/embeddings`.
-pub async fn embeddings(
-    State(data): State<Arc<DataPlane>>,
-    request_id: RequestId,
-    caller: Caller,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    operation(
-        data,
-        request_id,
-        caller,
-        body,
-        tollgate_plugin_host::Operation::Embeddings,
-    )
-    .await
-}
-
-/// `POST /v1/moderations`.
-pub async fn moderations(
-    State(data): State<Arc<DataPlane>>,
-    request_id: RequestId,
-    caller: Caller,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    operation(
-        data,
-        request_id,
-        caller,
-        body,
-        tollgate_plugin_host::Operation::Moderation,
-    )
-    .await
-}
-
-/// A JSON operation besides chat, answered whole.
-async fn operation(
-    data: Arc<DataPlane>,
-    request_id: RequestId,
-    caller: Caller,
-    body: Result<Bytes, BytesRejection>,
-    operation: tollgate_plugin_host::Operation,
-) -> Response {
-    let site = CallSite::top(&request_id, StreamFailure::Status);
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => {
-            let error = refused(&data, &site, &caller, None, body_error(&data, &rejection)).await;
-            return error.with_request_id(&request_id.0).into_response();
-        }
-    };
-    let call = OperationCall::json(operation, body);
-    match data.run(Operation::Model(call), &caller, site).await {
-        Ok(Answer::Whole(completion)) => whole_response(completion, &request_id),
-        Ok(Answer::Stream(_)) => unreachable!("operations besides chat answer whole"),
+        Ok(Answer::Media(_)) => unreachable!("a chat answer is JSON or a stream"),
         Err(error) => error.with_request_id(&request_id.0).into_response(),
     }
 }
@@ -169,7 +112,7 @@ pub(crate) struct Delegate {
 }
 
 /// A whole answer as JSON, with the request id header.
-fn whole_response(completion: Completion, request_id: &RequestId) -> Response {
+pub(crate) fn whole_response(completion: Completion, request_id: &RequestId) -> Response {
     let mut response = (StatusCode::OK, completion.render()).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -13,6 +13,7 @@ mod attempts;
 mod billing;
 mod chat;
 mod chunk;
+mod endpoints;
 mod envelope;
 mod framing;
 #[doc(hidden)]
@@ -63,6 +64,9 @@ pub struct Routes {
 pub struct DataLimits {
     /// `server.max_body_bytes`: the largest request body.
     pub max_body_bytes: usize,
+    /// `server.max_upload_bytes`: the largest form upload (image edits,
+    /// audio to transcribe).
+    pub max_upload_bytes: usize,
     /// `upstream.max_body_bytes`: the largest whole upstream answer read.
     pub max_upstream_body_bytes: usize,
     /// `ledger.default_max_output_tokens`: the cap sent when a request sets none.
@@ -180,9 +184,8 @@ where
 {
     Router::new()
         .route("/v1/chat/completions", post(http::chat_completions))
-        .route("/v1/embeddings", post(http::embeddings))
-        .route("/v1/moderations", post(http::moderations))
         .route("/v1/models", get(models::list_models))
         .route("/v1/models/{*id}", get(models::get_model))
         .merge(ingress::routes())
+        .merge(endpoints::routes())
 }

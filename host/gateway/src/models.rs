@@ -143,6 +143,25 @@ fn pricing(route: &ModelRoute) -> Value {
     if let PriceSource::Table { key, .. } = &route.price_source {
         pricing["source_key"] = Value::String(key.clone());
     }
+    // The operations' own units, where the model is priced in them.
+    let units = &route.units;
+    if !units.images.is_empty() {
+        let images: serde_json::Map<String, Value> = units
+            .images
+            .iter()
+            .map(|p| (p.key(), Value::String(p.price.usd_string())))
+            .collect();
+        pricing["image"] = Value::Object(images);
+    }
+    if let Some(per_character) = units.per_character {
+        pricing["speech_per_mchars"] = Value::String(per_character.usd_per_mtok());
+    }
+    if let Some(per_second) = units.per_audio_second {
+        pricing["audio_per_second"] = Value::String(per_second.usd_string());
+    }
+    if let Some(per_search) = units.per_search {
+        pricing["search"] = Value::String(per_search.usd_string());
+    }
     pricing
 }
 

@@ -102,6 +102,17 @@ pub enum StreamFailure {
 pub enum Answer {
     Whole(Completion),
     Stream(ChatStream),
+    /// An operation's answer that is not JSON: speech audio, a transcript
+    /// asked for as text.
+    Media(Media),
+}
+
+/// A settled answer that is not JSON: its bytes as the provider sent them,
+/// with the provenance typed (rendered as headers).
+pub struct Media {
+    pub content_type: String,
+    pub body: Bytes,
+    pub service: Service,
 }
 
 /// A whole answer, settled: the answer object with `model`, `usage`,

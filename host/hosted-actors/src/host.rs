@@ -103,6 +103,7 @@ impl Host for GatewayHost {
                     let message = completion.object["choices"][0]["message"].clone();
                     Ok(model_answer(message, &completion.service))
                 }
+                Answer::Media(_) => unreachable!("a chat answer is JSON or a stream"),
             }
         }
         .boxed()

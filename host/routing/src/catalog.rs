@@ -288,6 +288,10 @@ mod tests {
                     max_output_tokens: Some(500),
                     adapter: None,
                     operations: None,
+                    image_prices: None,
+                    speech_price_per_mchars: None,
+                    audio_price_per_second: None,
+                    search_price: None,
                 }],
                 ..Default::default()
             },
@@ -365,6 +369,10 @@ mod tests {
             capabilities: capabilities.map(|c| c.iter().map(|f| f.to_string()).collect()),
             adapter: None,
             operations: None,
+            images: None,
+            per_mchars: None,
+            per_second: None,
+            per_search: None,
         };
         let mut table = PriceTable::default();
         table.source.release = "r1".into();

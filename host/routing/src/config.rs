@@ -95,6 +95,19 @@ pub struct ModelConfig {
     /// table's, else `["chat"]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operations: Option<Vec<String>>,
+    /// USD per image, by `quality/size` (`"hd/1024x1792"`), size, quality
+    /// or `*` (any): an image model's price (docs/endpoints.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_prices: Option<std::collections::BTreeMap<String, String>>,
+    /// USD per million characters of text turned into speech.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speech_price_per_mchars: Option<String>,
+    /// USD per second of audio transcribed or translated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_price_per_second: Option<String>,
+    /// USD per search (a rerank call, as Cohere bills it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_price: Option<String>,
 }
 
 impl ModelConfig {
@@ -114,6 +127,10 @@ impl ModelConfig {
             max_output_tokens: None,
             adapter: None,
             operations: None,
+            image_prices: None,
+            speech_price_per_mchars: None,
+            audio_price_per_second: None,
+            search_price: None,
         }
     }
 }

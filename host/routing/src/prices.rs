@@ -20,7 +20,35 @@ use std::sync::LazyLock;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use tollgate_core::money::{PicoPerToken, Price};
+use tollgate_core::money::{Nanos, PicoPerToken, Price};
+use tollgate_core::units::{ImagePrice, UnitPrices};
+
+/// Unit prices from their decimal texts: USD per image (by key), per
+/// million characters, per second of audio, per search.
+pub fn unit_prices(
+    images: Option<&BTreeMap<String, String>>,
+    per_mchars: Option<&str>,
+    per_second: Option<&str>,
+    per_search: Option<&str>,
+) -> anyhow::Result<UnitPrices> {
+    let images = images
+        .into_iter()
+        .flatten()
+        .map(|(key, usd)| ImagePrice::parse(key, usd).with_context(|| format!("image price '{key}'")))
+        .collect::<anyhow::Result<_>>()?;
+    let nanos = |text: Option<&str>, what: &str| {
+        text.map(|t| Nanos::from_usd(t).with_context(|| format!("{what} '{t}'")))
+            .transpose()
+    };
+    Ok(UnitPrices {
+        images,
+        per_character: per_mchars
+            .map(|t| PicoPerToken::from_usd_per_mtok(t).with_context(|| format!("price per million characters '{t}'")))
+            .transpose()?,
+        per_audio_second: nanos(per_second, "price per second")?,
+        per_search: nanos(per_search, "price per search")?,
+    })
+}
 
 pub use import::{ImportReport, Wanted, import_litellm};
 
@@ -75,6 +103,18 @@ pub struct TableModel {
     /// chat model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operations: Option<Vec<String>>,
+    /// USD per image, by `quality/size`, size, quality or `*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<BTreeMap<String, String>>,
+    /// USD per million characters of speech.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_mchars: Option<String>,
+    /// USD per second of audio transcribed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_second: Option<String>,
+    /// USD per search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_search: Option<String>,
 }
 
 impl TableModel {
@@ -91,6 +131,16 @@ impl TableModel {
         })
     }
 
+    /// The unit prices of an operation model (empty for a chat model).
+    pub fn units(&self) -> anyhow::Result<UnitPrices> {
+        unit_prices(
+            self.images.as_ref(),
+            self.per_mchars.as_deref(),
+            self.per_second.as_deref(),
+            self.per_search.as_deref(),
+        )
+    }
+
     /// Whether both entries bill the same, whatever else they say.
     pub fn same_price(&self, other: &TableModel) -> bool {
         (
@@ -99,12 +149,14 @@ impl TableModel {
             &self.cache_read,
             &self.cache_write,
             &self.reasoning,
+            (&self.images, &self.per_mchars, &self.per_second, &self.per_search),
         ) == (
             &other.input,
             &other.output,
             &other.cache_read,
             &other.cache_write,
             &other.reasoning,
+            (&other.images, &other.per_mchars, &other.per_second, &other.per_search),
         )
     }
 

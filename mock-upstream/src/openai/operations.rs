@@ -1,5 +1,6 @@
-//! OpenAI's endpoints besides chat that the mock answers: embeddings and
-//! moderations, in the shapes the official SDK's types read.
+//! OpenAI's endpoints besides chat that the mock answers (embeddings,
+//! moderations, images, speech, transcriptions and translations) and
+//! Cohere's rerank, in the shapes the official SDKs' types read.
 //!
 //! Embeddings are deterministic: each input gets a unit vector derived from
 //! its text (or tokens), `dimensions` long (8 by default), so a test can
@@ -146,6 +147,285 @@ pub async fn moderations(State(app): State<Shared>, request: Request) -> Respons
     .into_response()
 }
 
+#[derive(Deserialize)]
+struct ImagesRequest {
+    model: String,
+    prompt: String,
+    #[serde(default)]
+    n: Option<u32>,
+    #[serde(default)]
+    response_format: Option<String>,
+    #[serde(default)]
+    mock: Option<Directives>,
+}
+
+/// A 1×1 PNG, the image every request gets.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49,
+    0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0, 0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d,
+    0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// `POST /v1/images/generations`: `n` images (1×1 PNGs), as `b64_json`
+/// unless `response_format` is `url`.
+pub async fn image_generations(State(app): State<Shared>, request: Request) -> Response {
+    let (body, fault) = match admit::<ImagesRequest>(&app, request, |r| (r.model.clone(), r.mock.as_ref())).await {
+        Ok(admitted) => admitted,
+        Err(response) => return response,
+    };
+    if let Some(response) = fault {
+        return response;
+    }
+    images(body.n.unwrap_or(1), body.response_format.as_deref(), &body.prompt)
+}
+
+fn images(n: u32, response_format: Option<&str>, prompt: &str) -> Response {
+    if !(1..=10).contains(&n) {
+        return invalid("'n' must be between 1 and 10");
+    }
+    let image = match response_format {
+        Some("url") => json!({"url": "https://images.example/mock.png", "revised_prompt": prompt}),
+        _ => json!({"b64_json": base64::engine::general_purpose::STANDARD.encode(PNG), "revised_prompt": prompt}),
+    };
+    axum::Json(json!({"created": 1_700_000_000, "data": vec![image; n as usize]})).into_response()
+}
+
+#[derive(Deserialize)]
+struct SpeechRequest {
+    model: String,
+    input: String,
+    voice: String,
+    #[serde(default)]
+    response_format: Option<String>,
+    #[serde(default)]
+    mock: Option<Directives>,
+}
+
+/// `POST /v1/audio/speech`: "audio" bytes whose length follows the input
+/// (an ID3 header, then the input repeated), in the asked format's type.
+pub async fn speech(State(app): State<Shared>, request: Request) -> Response {
+    let (body, fault) = match admit::<SpeechRequest>(&app, request, |r| (r.model.clone(), r.mock.as_ref())).await {
+        Ok(admitted) => admitted,
+        Err(response) => return response,
+    };
+    if let Some(response) = fault {
+        return response;
+    }
+    if body.voice.is_empty() || body.input.is_empty() {
+        return invalid("'input' and 'voice' are required");
+    }
+    let content_type = match body.response_format.as_deref().unwrap_or("mp3") {
+        "mp3" => "audio/mpeg",
+        "wav" => "audio/wav",
+        "opus" => "audio/opus",
+        "aac" => "audio/aac",
+        "flac" => "audio/flac",
+        "pcm" => "audio/pcm",
+        other => return invalid(&format!("unknown response_format '{other}'")),
+    };
+    let mut audio = b"ID3\x04\x00mock-audio:".to_vec();
+    for _ in 0..4 {
+        audio.extend_from_slice(body.input.as_bytes());
+    }
+    ([(axum::http::header::CONTENT_TYPE, content_type)], audio).into_response()
+}
+
+/// `POST /v1/audio/transcriptions` and `/v1/audio/translations`: the
+/// transcript is the upload's name and length; usage is its duration in
+/// seconds, from a WAV header (else one second).
+pub async fn transcriptions(State(app): State<Shared>, request: Request) -> Response {
+    let form = match read_form(&app, request).await {
+        Ok(form) => form,
+        Err(response) => return response,
+    };
+    let model = form.field("model").unwrap_or_default();
+    let directives = Directives::default();
+    if let Some(response) = scripted_fault(&app, &directives, &model).await {
+        return response;
+    }
+    let Some(file) = form.files.iter().find(|(name, _, _)| name == "file") else {
+        return invalid("'file' is required");
+    };
+    let seconds = wav_seconds(&file.2).unwrap_or(1.0);
+    let text = format!("mock transcript of {} ({} bytes)", file.1, file.2.len());
+    match form.field("response_format").as_deref() {
+        Some("text") => ([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        Some("verbose_json") => axum::Json(
+            json!({"task": "transcribe", "language": "english", "duration": seconds, "text": text, "segments": []}),
+        )
+        .into_response(),
+        _ => axum::Json(json!({"text": text, "usage": {"type": "duration", "seconds": seconds}})).into_response(),
+    }
+}
+
+/// `POST /v1/images/edits`: as generations, from a form with an image.
+pub async fn image_edits(State(app): State<Shared>, request: Request) -> Response {
+    let form = match read_form(&app, request).await {
+        Ok(form) => form,
+        Err(response) => return response,
+    };
+    let model = form.field("model").unwrap_or_default();
+    if let Some(response) = scripted_fault(&app, &Directives::default(), &model).await {
+        return response;
+    }
+    if !form
+        .files
+        .iter()
+        .any(|(name, _, _)| name == "image" || name == "image[]")
+    {
+        return invalid("'image' is required");
+    }
+    let n = form.field("n").and_then(|n| n.parse().ok()).unwrap_or(1);
+    images(
+        n,
+        form.field("response_format").as_deref(),
+        &form.field("prompt").unwrap_or_default(),
+    )
+}
+
+#[derive(Deserialize)]
+struct RerankRequest {
+    model: String,
+    query: String,
+    documents: Vec<Value>,
+    #[serde(default)]
+    top_n: Option<usize>,
+    #[serde(default)]
+    mock: Option<Directives>,
+}
+
+/// `POST /v1/rerank` (Cohere's shape): documents sharing more words with
+/// the query rank higher; one search unit per 100 documents.
+pub async fn rerank(State(app): State<Shared>, request: Request) -> Response {
+    let (body, fault) = match admit::<RerankRequest>(&app, request, |r| (r.model.clone(), r.mock.as_ref())).await {
+        Ok(admitted) => admitted,
+        Err(response) => return response,
+    };
+    if let Some(response) = fault {
+        return response;
+    }
+    let words: Vec<&str> = body.query.split_whitespace().collect();
+    let mut scored: Vec<(usize, f64)> = body
+        .documents
+        .iter()
+        .enumerate()
+        .map(|(index, doc)| {
+            let text = doc
+                .as_str()
+                .or_else(|| doc.get("text").and_then(Value::as_str))
+                .unwrap_or_default();
+            let shared = text.split_whitespace().filter(|w| words.contains(w)).count();
+            (index, shared as f64 / (words.len().max(1) as f64))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.truncate(body.top_n.unwrap_or(scored.len()));
+    let results: Vec<Value> = scored
+        .iter()
+        .map(|(index, score)| json!({"index": index, "relevance_score": score}))
+        .collect();
+    let units = body.documents.len().div_ceil(100).max(1);
+    let id = app.next_id();
+    axum::Json(json!({
+        "id": format!("rerank-mock-{id}"),
+        "results": results,
+        "meta": {"billed_units": {"search_units": units}},
+    }))
+    .into_response()
+}
+
+/// A multipart form's text fields and files (name, filename, bytes).
+struct Form {
+    fields: Vec<(String, String)>,
+    files: Vec<(String, String, Bytes)>,
+}
+
+impl Form {
+    fn field(&self, name: &str) -> Option<String> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+    }
+}
+
+async fn read_form(app: &Shared, request: Request) -> Result<Form, Response> {
+    let (parts, body) = request.into_parts();
+    let Ok(body): Result<Bytes, _> = to_bytes(body, MAX_BODY * 2).await else {
+        return Err(invalid("mock: request body too large or unreadable"));
+    };
+    let authorized = app.authorized(&parts.headers);
+    let boundary = parts
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| multer::parse_boundary(ct).ok());
+    app.count_chat_request();
+    app.recorder.record(parts, body.clone());
+    tokio::time::sleep(app.latency()).await;
+    if !authorized {
+        return Err(error::invalid_api_key());
+    }
+    let Some(boundary) = boundary else {
+        return Err(invalid("expected multipart/form-data"));
+    };
+    let stream = futures_util::stream::once(async move { Ok::<Bytes, std::convert::Infallible>(body) });
+    let mut multipart = multer::Multipart::new(stream, boundary);
+    let mut form = Form {
+        fields: Vec::new(),
+        files: Vec::new(),
+    };
+    loop {
+        match multipart.next_field().await {
+            Ok(Some(field)) => {
+                let name = field.name().unwrap_or_default().to_string();
+                let filename = field.file_name().map(str::to_string);
+                let data = match field.bytes().await {
+                    Ok(data) => data,
+                    Err(e) => return Err(invalid(&format!("malformed form: {e}"))),
+                };
+                match filename {
+                    Some(filename) => form.files.push((name, filename, data)),
+                    None => form.fields.push((name, String::from_utf8_lossy(&data).into_owned())),
+                }
+            }
+            Ok(None) => return Ok(form),
+            Err(e) => return Err(invalid(&format!("malformed form: {e}"))),
+        }
+    }
+}
+
+/// The fault a request scripts by model name (or an outage), if any.
+async fn scripted_fault(app: &Shared, directives: &Directives, model: &str) -> Option<Response> {
+    let faults = Faults::resolve(directives, model);
+    tokio::time::sleep(faults.latency).await;
+    if let Some(status) = app.outage() {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        return Some(error::fault_response(status, None, None));
+    }
+    faults.status.map(|status| {
+        let retry_after = directives.retry_after_header();
+        error::fault_response(status, directives.error_code.as_deref(), retry_after.as_deref())
+    })
+}
+
+/// A PCM WAV's length in seconds, from its `fmt ` byte rate and `data` size.
+fn wav_seconds(bytes: &[u8]) -> Option<f64> {
+    if bytes.len() < 12 || &bytes[0..4] != b"RIFF" || &bytes[8..12] != b"WAVE" {
+        return None;
+    }
+    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
+    let (mut at, mut rate) = (12, None);
+    while at + 8 <= bytes.len() {
+        let size = u32_at(at + 4)? as usize;
+        match &bytes[at..at + 4] {
+            b"fmt " => rate = u32_at(at + 16),
+            b"data" => return Some(size as f64 / f64::from(rate.filter(|r| *r > 0)?)),
+            _ => {}
+        }
+        at += 8 + size + (size & 1);
+    }
+    None
+}
+
 /// Reads, records and checks a request: the parsed body, and the fault to
 /// answer with instead when one is scripted (by body, model name or outage).
 async fn admit<T: for<'de> Deserialize<'de>>(
@@ -167,19 +447,8 @@ async fn admit<T: for<'de> Deserialize<'de>>(
     let parsed: T = serde_json::from_slice(&body).map_err(|e| invalid(&format!("Invalid request: {e}")))?;
     let (model, directives) = scripted(&parsed);
     let no_directives = Directives::default();
-    let directives = directives.unwrap_or(&no_directives);
-    let faults = Faults::resolve(directives, &model);
-    tokio::time::sleep(faults.latency).await;
-    if let Some(status) = app.outage() {
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-        return Ok((parsed, Some(error::fault_response(status, None, None))));
-    }
-    if let Some(status) = faults.status {
-        let retry_after = directives.retry_after_header();
-        let response = error::fault_response(status, directives.error_code.as_deref(), retry_after.as_deref());
-        return Ok((parsed, Some(response)));
-    }
-    Ok((parsed, None))
+    let fault = scripted_fault(app, directives.unwrap_or(&no_directives), &model).await;
+    Ok((parsed, fault))
 }
 
 fn invalid(message: &str) -> Response {

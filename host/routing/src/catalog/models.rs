@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tollgate_core::money::{Nanos, PicoPerToken, Price};
+use tollgate_core::units::UnitPrices;
 
 use super::{ModelConfig, Provider};
 use crate::prices::{PriceTable, Source};
@@ -34,6 +35,9 @@ pub struct ModelRoute {
     /// What the model serves, from [`super::OPERATIONS`]: `["chat"]` unless
     /// the config or the price table says otherwise.
     pub operations: Vec<String>,
+    /// Prices in the operations' own units (images, characters, seconds of
+    /// audio, searches); empty for a model priced by tokens only.
+    pub units: UnitPrices,
 }
 
 /// Where a model's price came from, most specific first.
@@ -115,10 +119,26 @@ pub(super) fn resolve_model(
         _ => anyhow::bail!("model '{id}': set both input_price_per_mtok and output_price_per_mtok, or neither"),
     };
     let entry = prices.get(&id);
+    let configured_units = crate::prices::unit_prices(
+        model.image_prices.as_ref(),
+        model.speech_price_per_mchars.as_deref(),
+        model.audio_price_per_second.as_deref(),
+        model.search_price.as_deref(),
+    )
+    .with_context(|| format!("model '{id}'"))?;
+    // A model priced in units only (an image model) bills no tokens.
+    let inline = inline.or_else(|| (!configured_units.is_empty()).then(Price::default));
     let table = entry
         .map(|entry| entry.price().map(|p| (p, entry.key.clone())))
         .transpose()
         .with_context(|| format!("model '{id}': price table entry"))?;
+    let units = match (&configured_units, entry) {
+        (units, _) if !units.is_empty() && from_config => units.clone(),
+        (_, Some(entry)) => entry
+            .units()
+            .with_context(|| format!("model '{id}': price table entry"))?,
+        (units, None) => units.clone(),
+    };
     let (mut base, price_source) = match (inline, table) {
         (Some(price), _) if from_config => (price, PriceSource::Config),
         (_, Some((price, key))) => (
@@ -191,5 +211,6 @@ pub(super) fn resolve_model(
         max_output_tokens: model.max_output_tokens.or(entry.and_then(|e| e.max_output_tokens)),
         capabilities,
         operations,
+        units,
     })
 }

@@ -164,6 +164,10 @@ fn read_model(key: &str, entry: &Entry) -> anyhow::Result<Option<TableModel>> {
             capabilities: Some(Vec::new()),
             adapter: None,
             operations: Some(vec![operation.to_string()]),
+            images: None,
+            per_mchars: None,
+            per_second: None,
+            per_search: None,
         }));
     }
     // In CAPABILITIES order; every chat model streams.
@@ -193,6 +197,10 @@ fn read_model(key: &str, entry: &Entry) -> anyhow::Result<Option<TableModel>> {
         capabilities: Some(capabilities),
         adapter: None,
         operations: None,
+        images: None,
+        per_mchars: None,
+        per_second: None,
+        per_search: None,
     }))
 }
 

@@ -284,6 +284,7 @@ fn data_plane(config: &Config, catalog: &Catalog, books: &Books, billing: Arc<Bi
         billing,
         DataLimits {
             max_body_bytes: config.server.max_body_bytes,
+            max_upload_bytes: config.server.max_upload_bytes,
             max_upstream_body_bytes: config.upstream.max_body_bytes,
             default_max_output_tokens: config.ledger.default_max_output_tokens,
             log_prompts: config.telemetry.log_prompts,

@@ -1,10 +1,13 @@
 //! The model endpoints besides chat (docs/endpoints.md) against the real
-//! gateway and the mock provider: embeddings and moderations carry the
-//! provider, the exact cost and the request id, move the wallet by exactly
-//! that cost, fall over like chat, and are refused (402, no upstream call)
-//! when the wallet cannot hold their worst case.
+//! gateway and the mock provider: embeddings, moderations, images, speech,
+//! transcriptions and rerank carry the provider, the exact cost and the
+//! request id, move the wallet by exactly that cost, fall over like chat,
+//! and are refused (402, no upstream call) when the wallet cannot hold
+//! their worst case; concurrent image requests never overspend; uploads are
+//! bounded and a malformed form is a 400.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use base64::Engine;
 use serde_json::{Value, json};
@@ -28,6 +31,14 @@ models = [
   {{ id = "limited-embed", upstream = "fail-429", operations = ["embeddings"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
   {{ id = "broken-embed", upstream = "fail-500", operations = ["embeddings"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
   {{ id = "moderate", operations = ["moderation"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
+  {{ id = "image", operations = ["image_generation", "image_edit"], image_prices = {{ "standard/1024x1024" = "0.04", "hd/1024x1024" = "0.08" }} }},
+  {{ id = "limited-image", upstream = "fail-500", operations = ["image_generation"], image_prices = {{ "*" = "0.04" }} }},
+  {{ id = "tts", operations = ["speech"], speech_price_per_mchars = "15" }},
+  {{ id = "limited-tts", upstream = "fail-429", operations = ["speech"], speech_price_per_mchars = "15" }},
+  {{ id = "whisper", operations = ["transcription", "translation"], audio_price_per_second = "0.0001" }},
+  {{ id = "limited-whisper", upstream = "fail-429", operations = ["transcription"], audio_price_per_second = "0.0001" }},
+  {{ id = "rerank", operations = ["rerank"], search_price = "0.002" }},
+  {{ id = "limited-rerank", upstream = "fail-500", operations = ["rerank"], search_price = "0.002" }},
 ]
 "#
         ),
@@ -190,11 +201,275 @@ async fn a_wallet_too_small_for_the_worst_case_is_refused_before_any_upstream_ca
             "/v1/moderations",
             json!({"model": "emb/moderate", "input": "hello world"}),
         ),
+        (
+            "/v1/images/generations",
+            json!({"model": "emb/image", "prompt": "x", "size": "1024x1024", "quality": "standard"}),
+        ),
+        (
+            "/v1/audio/speech",
+            json!({"model": "emb/tts", "input": "hello world", "voice": "alloy"}),
+        ),
+        (
+            "/v1/rerank",
+            json!({"model": "emb/rerank", "query": "q", "documents": ["a", "b"]}),
+        ),
     ] {
         let (status, body) = post(&gateway, path, body).await;
         assert_eq!(status, 402, "{path}: {body}");
         assert_eq!(assert_error_shape(&body)["code"], "insufficient_balance", "{path}");
     }
+    let image = reqwest::multipart::Part::bytes(b"\x89PNG".to_vec())
+        .file_name("a.png")
+        .mime_str("image/png")
+        .unwrap();
+    let uploads = [
+        (
+            "/v1/audio/transcriptions",
+            transcription_form("emb/whisper", &[], wav(3)),
+        ),
+        ("/v1/audio/translations", transcription_form("emb/whisper", &[], wav(3))),
+        (
+            "/v1/images/edits",
+            reqwest::multipart::Form::new()
+                .text("model", "emb/image")
+                .text("prompt", "x")
+                .text("size", "1024x1024")
+                .text("quality", "standard")
+                .part("image", image),
+        ),
+    ];
+    for (path, form) in uploads {
+        let response = gateway.post(path).multipart(form).send().await.unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, 402, "{path}: {body}");
+        assert_eq!(assert_error_shape(&body)["code"], "insufficient_balance", "{path}");
+    }
     assert_eq!(mock_chat_requests(mock).await, upstream, "nothing went upstream");
     assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+}
+
+/// A mono 16-bit PCM WAV of `seconds` at 16 kHz.
+fn wav(seconds: u32) -> Vec<u8> {
+    let rate = 16_000u32;
+    let data = seconds * rate * 2;
+    let mut out = b"RIFF".to_vec();
+    out.extend((36 + data).to_le_bytes());
+    out.extend(b"WAVEfmt ");
+    out.extend(16u32.to_le_bytes());
+    out.extend(1u16.to_le_bytes());
+    out.extend(1u16.to_le_bytes());
+    out.extend(rate.to_le_bytes());
+    out.extend((rate * 2).to_le_bytes());
+    out.extend(2u16.to_le_bytes());
+    out.extend(16u16.to_le_bytes());
+    out.extend(b"data");
+    out.extend(data.to_le_bytes());
+    out.extend(vec![0u8; data as usize]);
+    out
+}
+
+fn transcription_form(model: &str, fallbacks: &[&str], audio: Vec<u8>) -> reqwest::multipart::Form {
+    let mut form = reqwest::multipart::Form::new().text("model", model.to_string());
+    for fallback in fallbacks {
+        form = form.text("models", fallback.to_string());
+    }
+    form.part(
+        "file",
+        reqwest::multipart::Part::bytes(audio)
+            .file_name("hello.wav")
+            .mime_str("audio/wav")
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn images_speech_transcriptions_and_rerank_bill_their_units_exactly_and_fall_over() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    let posted = || nanos(gateway.wallet()["posted_usd"].as_str().unwrap());
+    let start = posted();
+    let mut billed = 0;
+
+    // Two hd images at 0.08 USD; the first candidate's 500 falls over.
+    let (status, body) = post(
+        &gateway,
+        "/v1/images/generations",
+        json!({"model": "emb/limited-image", "models": ["emb/image"], "prompt": "a lighthouse",
+               "n": 2, "size": "1024x1024", "quality": "hd"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"].as_array().unwrap().len(), 2);
+    assert_eq!(body["provider"], "emb");
+    assert_eq!(body["usage"]["images"], 2);
+    let attempts = body["service"]["attempts"].as_array().unwrap();
+    assert_eq!(attempts[0]["outcome"], "upstream_error", "{body}");
+    assert_eq!(cost(&body), 160_000_000);
+    billed += cost(&body);
+    // A kind the model has no price for is refused before any upstream call.
+    let (status, body) = post(
+        &gateway,
+        "/v1/images/generations",
+        json!({"model": "emb/image", "prompt": "x", "size": "256x256", "quality": "standard"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        assert_error_shape(&body)["message"]
+            .as_str()
+            .unwrap()
+            .contains("no price"),
+        "{body}"
+    );
+
+    // Speech: 11 characters at 15 USD per million; the audio comes back as
+    // sent, the cost in headers. A 429 first falls over.
+    let response = gateway
+        .post("/v1/audio/speech")
+        .json(&json!({"model": "emb/limited-tts", "models": ["emb/tts"], "input": "hello world", "voice": "alloy"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "audio/mpeg");
+    assert_eq!(headers["x-tollgate-provider"], "emb");
+    let speech_cost = nanos(headers["x-tollgate-cost-usd"].to_str().unwrap());
+    assert_eq!(speech_cost, 165_000);
+    assert!(headers["x-request-id"].to_str().unwrap().starts_with("req_"));
+    let audio = response.bytes().await.unwrap();
+    assert!(audio.starts_with(b"ID3"));
+    billed += speech_cost;
+
+    // A 3-second WAV: 3 s at 0.0001 USD per second, from the mock's usage.
+    let response = gateway
+        .post("/v1/audio/transcriptions")
+        .multipart(transcription_form("emb/limited-whisper", &["emb/whisper"], wav(3)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert!(body["text"].as_str().unwrap().contains("hello.wav"), "{body}");
+    assert_eq!(body["usage"]["type"], "duration");
+    assert_eq!(body["usage"]["seconds"], 3.0);
+    assert_eq!(body["service"]["attempts"][0]["outcome"], "upstream_rate_limited");
+    assert_eq!(cost(&body), 300_000);
+    billed += cost(&body);
+
+    // Rerank, Cohere's shape: 150 documents are two searches at 0.002 USD.
+    let documents: Vec<String> = (0..150).map(|i| format!("document {i} about tea")).collect();
+    let (status, body) = post(
+        &gateway,
+        "/v1/rerank",
+        json!({"model": "emb/limited-rerank", "models": ["emb/rerank"], "query": "about tea", "documents": documents, "top_n": 3}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["results"].as_array().unwrap().len(), 3);
+    assert_eq!(body["usage"]["search_units"], 2);
+    assert_eq!(cost(&body), 4_000_000);
+    billed += cost(&body);
+
+    assert_eq!(start - posted(), billed, "the wallet moves by exactly the costs shown");
+    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    let listed = gateway.model("emb/image").await;
+    assert_eq!(listed["pricing"]["image"]["hd/1024x1024"], "0.080000000", "{listed}");
+}
+
+#[tokio::test]
+async fn uploads_are_bounded_and_malformed_forms_refused_while_the_gateway_keeps_serving() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    let upstream = mock_chat_requests(mock).await;
+    // 100 MB, over the 25 MiB upload limit: refused at the limit.
+    let huge = vec![0u8; 100 << 20];
+    let response = gateway
+        .post("/v1/audio/transcriptions")
+        .multipart(transcription_form("emb/whisper", &[], huge))
+        .send()
+        .await;
+    match response {
+        Ok(response) => {
+            assert_eq!(response.status(), 413);
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(assert_error_shape(&body)["code"], "request_too_large");
+        }
+        // The server may close the connection before the client finished
+        // sending; what matters is that nothing was taken in or sent on.
+        Err(error) => assert!(error.is_request() || error.is_body(), "{error}"),
+    }
+    for (content_type, body) in [
+        (
+            "multipart/form-data; boundary=XYZ",
+            &b"--XYZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nemb/whisper"[..],
+        ),
+        ("multipart/form-data", &b"no boundary at all"[..]),
+        ("application/json", &br#"{"model":"emb/whisper"}"#[..]),
+    ] {
+        let response = gateway
+            .post("/v1/audio/transcriptions")
+            .header("content-type", content_type)
+            .body(body.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{content_type}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(assert_error_shape(&body)["type"], "invalid_request_error", "{body}");
+    }
+    // A form without the file names what is missing.
+    let form = reqwest::multipart::Form::new().text("model", "emb/whisper");
+    let response = gateway
+        .post("/v1/audio/transcriptions")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(assert_error_shape(&body)["param"], "file");
+    assert_eq!(mock_chat_requests(mock).await, upstream, "nothing went upstream");
+    gateway.assert_still_serving().await;
+}
+
+#[tokio::test]
+async fn concurrent_image_requests_never_overspend_a_small_wallet() {
+    let mock = start_mock(tollgate_mock_upstream::MockOptions {
+        latency_ms: 20,
+        ..Default::default()
+    })
+    .await;
+    // 0.40 USD holds ten standard images at 0.04.
+    let gateway = Arc::new(Gateway::start_with(&config(mock), "0.40").await);
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let gateway = gateway.clone();
+        tasks.push(tokio::spawn(async move {
+            post(
+                &gateway,
+                "/v1/images/generations",
+                json!({"model": "emb/image", "prompt": "x", "size": "1024x1024", "quality": "standard"}),
+            )
+            .await
+        }));
+    }
+    let mut answered = 0;
+    for task in tasks {
+        let (status, body) = task.await.unwrap();
+        match status {
+            200 => answered += 1,
+            402 => assert_eq!(assert_error_shape(&body)["code"], "insufficient_balance"),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert!(answered <= 10, "{answered} images answered on a wallet holding 10");
+    eprintln!("{answered} of 200 concurrent image requests answered on a wallet holding 10");
+    assert!(answered >= 1);
+    let wallet = gateway.wallet();
+    assert_eq!(wallet["pending_usd"], "0.000000000");
+    let spent = 400_000_000 - nanos(wallet["posted_usd"].as_str().unwrap());
+    assert_eq!(spent, answered * 40_000_000, "exactly the images answered");
+    assert!(nanos(wallet["posted_usd"].as_str().unwrap()) >= 0, "never below zero");
 }

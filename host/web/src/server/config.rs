@@ -41,6 +41,9 @@ pub struct ServerConfig {
     /// Largest accepted request body on the data plane and the component
     /// routes; larger ones get 413. Formerly `[limits] max_body_bytes`.
     pub max_body_bytes: usize,
+    /// Largest accepted upload (`multipart/form-data`: image edits, audio to
+    /// transcribe); larger ones get 413. OpenAI's own limit for audio is 25 MB.
+    pub max_upload_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +59,7 @@ impl Default for ServerConfig {
             shed_retry_after_secs: 1,
             shutdown_delay_ms: 0,
             max_body_bytes: 4 << 20,
+            max_upload_bytes: 25 << 20,
         }
     }
 }

@@ -164,6 +164,7 @@ pub async fn messages(
                 sse_response(axum::body::Body::from_stream(chat_sse(chat)), &request_id)
             }
             Answer::Stream(chat) => stream::respond(chat, &request_id),
+            Answer::Media(_) => unreachable!("a chat answer is JSON or a stream"),
         })
     }
     .await;

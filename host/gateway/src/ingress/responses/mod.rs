@@ -71,6 +71,7 @@ pub async fn create(
             match data.run(Operation::Chat(ChatCall::body(bytes)), &caller, site).await? {
                 Answer::Whole(completion) => json_response(StatusCode::OK, from_chat(completion, &echo), &request_id),
                 Answer::Stream(chat) => stream::respond(chat, echo, &request_id),
+                Answer::Media(_) => unreachable!("a chat answer is JSON or a stream"),
             },
         )
     }

@@ -56,6 +56,10 @@ fn imports_by_provider_name_and_reports_changes() {
         capabilities: None,
         adapter: None,
         operations: None,
+        images: None,
+        per_mchars: None,
+        per_second: None,
+        per_search: None,
     };
     current.models.insert("openai/gpt-4o-mini".into(), old.clone());
     current.models.insert("openai/old".into(), old);

@@ -1,34 +1,38 @@
-//! The model operations besides chat (embeddings, moderations, and the
-//! rest of WIT 0.3.0's `operation`), in the same stages as chat: read what
-//! the gateway needs of the request (the model and its fallbacks), resolve
-//! the candidates that serve the operation, admit (the plan, budgets and
-//! the wallet hold of the worst case), try the candidates in order through
-//! the one attempt loop, settle what the answer reports, and answer with the
-//! provider, the exact cost and the request id.
+//! The model operations besides chat (WIT 0.3.0's `operation`: embeddings,
+//! images, speech, transcription, moderations, rerank), in the same stages
+//! as chat: read what the gateway needs of the request (`request`: the
+//! candidates and the units asked for), resolve the candidates that serve
+//! the operation, admit (the plan, budgets and the wallet hold of the worst
+//! case), try the candidates in order through the one attempt loop, settle
+//! what the answer consumed, and answer with the provider, the exact cost
+//! and the request id (`answer`).
 //!
-//! The worst case is the operation's own unit at its price. For the
-//! token-priced operations (embeddings, moderations) it is every byte of the
-//! request counted as an input token, as for chat, with no output.
+//! The worst case is every byte of the request counted as an input token at
+//! the token prices, plus the units asked for at the unit prices (`n`
+//! images of the requested kind, the characters sent, the upload's audio
+//! length or its bound, the searches).
+
+mod answer;
+pub mod form;
+mod request;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
 use super::DataPlane;
 use super::attempts::{Answered, Call, exchange_error, final_error, first_answer};
 use super::billing::{Bill, Demand};
-use super::envelope::{ChatEnvelope, MAX_CANDIDATES};
-use super::pipeline::{Answer, CallSite, Completion};
+use super::envelope::ChatEnvelope;
+use super::pipeline::{Answer, CallSite};
 use super::provenance::{Attempt, Metered, Service, Trail};
 use super::upstream::response_head;
+use request::Request;
 use tollgate_identity::auth::Caller;
 use tollgate_ledger::RequestKind;
-use tollgate_plugin_host::{Measured, Operation, OperationBody, Usage};
+use tollgate_plugin_host::{FormPart, Operation, OperationBody};
 use tollgate_routing::catalog::ModelRoute;
 use tollgate_web::error::ApiError;
 
@@ -44,6 +48,14 @@ impl OperationCall {
         OperationCall {
             operation,
             body: OperationBody::Json(body.to_vec()),
+        }
+    }
+
+    /// A form upload for `operation` (see [`form::parse`]).
+    pub fn form(operation: Operation, parts: Vec<FormPart>) -> Self {
+        OperationCall {
+            operation,
+            body: OperationBody::Form(parts),
         }
     }
 }
@@ -67,73 +79,6 @@ fn kind(operation: Operation) -> RequestKind {
     }
 }
 
-/// What the gateway reads of an operation's JSON request: the candidates
-/// and the routing preferences. Everything else reaches the adapter as sent.
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    models: Option<Vec<String>>,
-    #[serde(default)]
-    fallbacks: Option<Vec<String>>,
-    #[serde(borrow, default)]
-    provider: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    input: Option<&'a RawValue>,
-}
-
-/// The request, as far as the gateway reads it.
-struct Request<'a> {
-    model: String,
-    fallbacks: Vec<String>,
-    provider: Option<&'a RawValue>,
-    /// The bytes the worst case counts as input tokens.
-    input_bytes: usize,
-}
-
-impl<'a> Request<'a> {
-    fn read(operation: Operation, body: &'a OperationBody) -> Result<Self, ApiError> {
-        let OperationBody::Json(json) = body else {
-            return Err(ApiError::internal("a form operation reached the JSON reader"));
-        };
-        if json.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(ApiError::invalid_request("The request body must be a JSON object."));
-        }
-        let envelope: Envelope<'a> = serde_json::from_slice(json).map_err(|e| {
-            ApiError::invalid_request(format!(
-                "The request body is not valid JSON for {}: {e}",
-                name(operation)
-            ))
-        })?;
-        let model = envelope
-            .model
-            .filter(|m| !m.is_empty())
-            .ok_or_else(|| ApiError::invalid_request("'model' is required.").with_param("model"))?;
-        if matches!(operation, Operation::Embeddings | Operation::Moderation)
-            && envelope.input.is_none_or(|input| input.get() == "null")
-        {
-            return Err(ApiError::invalid_request("'input' is required.").with_param("input"));
-        }
-        if envelope.models.is_some() && envelope.fallbacks.is_some() {
-            return Err(
-                ApiError::invalid_request("Send either 'models' or 'fallbacks', not both.").with_param("models"),
-            );
-        }
-        let fallbacks = envelope.models.or(envelope.fallbacks).unwrap_or_default();
-        if fallbacks.len() + 1 > MAX_CANDIDATES {
-            let message = format!("At most {} fallback models may follow 'model'.", MAX_CANDIDATES - 1);
-            return Err(ApiError::invalid_request(message).with_param("models"));
-        }
-        Ok(Request {
-            model,
-            fallbacks,
-            provider: envelope.provider,
-            input_bytes: json.len(),
-        })
-    }
-}
-
 /// The operation, start to end.
 pub async fn run(
     data: &Arc<DataPlane>,
@@ -142,6 +87,11 @@ pub async fn run(
     site: &CallSite<'_>,
 ) -> Result<Answer, ApiError> {
     let operation = call.operation;
+    if data.limits.log_prompts
+        && let OperationBody::Json(json) = &call.body
+    {
+        tracing::info!(body = %String::from_utf8_lossy(json), "operation request body (telemetry.log_prompts is on)");
+    }
     let request = match Request::read(operation, &call.body) {
         Ok(request) => request,
         Err(error) => return Err(refused(data, site, caller, operation, None, error).await),
@@ -168,6 +118,7 @@ pub async fn run(
         max_output_tokens: 0,
         may_continue: false,
         ceiling: site.ceiling,
+        units: Some(&request.units),
         admitted,
     };
     let routes = data.routes();
@@ -180,17 +131,18 @@ pub async fn run(
         demand,
     )
     .await?;
-    attempts(data, site, &call, candidates, bill).await
+    attempts(data, site, &call, &request, candidates, bill).await
 }
 
 /// The candidates in order: `model`, then `models`/`fallbacks`, as routing
 /// orders them (groups and `provider` preferences included); every one must
-/// serve the operation through an adapter that serves it.
+/// serve the operation through an adapter that serves it, and price what is
+/// asked of it.
 fn candidates(
     data: &DataPlane,
     caller: &Caller,
     operation: Operation,
-    request: &Request<'_>,
+    request: &Request,
 ) -> Result<Vec<Arc<ModelRoute>>, ApiError> {
     let envelope = ChatEnvelope {
         model: request.model.as_str().into(),
@@ -199,37 +151,52 @@ fn candidates(
         max_output_tokens: None,
         fallbacks: request.fallbacks.iter().map(|m| m.as_str().into()).collect(),
         continuation: false,
-        provider: request.provider,
+        provider: request.provider.as_deref(),
         session: None,
     };
     let routes = data.routes();
     let (candidates, _decision) = crate::routing::select(data, &routes, &envelope, b"{}", &caller.0.workspace_id)?;
     let operation_name = name(operation);
+    let not_supported = |message: String| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "operation_not_supported",
+            message,
+        )
+    };
     for route in &candidates {
+        let param = if route.id == request.model { "model" } else { "models" };
         if !route.serves(operation_name) {
-            let param = if route.id == request.model { "model" } else { "models" };
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "operation_not_supported",
-                format!("{}.", route.not_serving(operation_name)),
-            )
-            .with_param(param));
+            return Err(not_supported(format!("{}.", route.not_serving(operation_name))).with_param(param));
         }
         let adapter_serves = data
             .adapters
             .get(&route.provider.adapter)
             .is_none_or(|adapter| adapter.serves(operation));
         if !adapter_serves {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "operation_not_supported",
-                format!(
-                    "model '{}' is served by adapter '{}', which does not serve {operation_name}.",
-                    route.id, route.provider.adapter
-                ),
-            ));
+            return Err(not_supported(format!(
+                "model '{}' is served by adapter '{}', which does not serve {operation_name}.",
+                route.id, route.provider.adapter
+            ))
+            .with_param(param));
+        }
+        // An image of a kind the model has no price for cannot be billed.
+        let (quality, size) = (request.units.quality.as_deref(), request.units.size.as_deref());
+        if request.units.counts.images > 0 && route.units.image(quality, size).is_none() {
+            let priced: Vec<String> = route.units.images.iter().map(|p| p.key()).collect();
+            let kind: Vec<&str> = [quality, size].into_iter().flatten().collect();
+            return Err(ApiError::invalid_request(format!(
+                "model '{}' has no price for {} images (priced: {}).",
+                route.id,
+                kind.join(" "),
+                if priced.is_empty() {
+                    "none".to_string()
+                } else {
+                    priced.join(", ")
+                }
+            ))
+            .with_param("size"));
         }
     }
     Ok(candidates)
@@ -241,6 +208,7 @@ async fn attempts(
     data: &Arc<DataPlane>,
     site: &CallSite<'_>,
     call: &OperationCall,
+    request: &Request,
     candidates: Vec<Arc<ModelRoute>>,
     mut bill: Bill,
 ) -> Result<Answer, ApiError> {
@@ -258,7 +226,7 @@ async fn attempts(
     };
     let mut attempt = 0;
     match first_answer(data, &mut remaining, &attempt_call, &mut attempt, &mut bill, &mut trail).await {
-        Ok(answered) => whole(data, request_id, answered, bill, trail).await.map(Answer::Whole),
+        Ok(answered) => whole(data, request_id, call.operation, request, answered, bill, trail).await,
         Err(error) => {
             let status = trail.0.last().and_then(|a| a.status);
             let error = final_error(error, &trail);
@@ -272,10 +240,12 @@ async fn attempts(
 async fn whole(
     data: &DataPlane,
     request_id: &str,
+    operation: Operation,
+    request: &Request,
     answered: Answered,
     mut bill: Bill,
     mut trail: Trail,
-) -> Result<Completion, ApiError> {
+) -> Result<Answer, ApiError> {
     let Answered {
         route,
         mut session,
@@ -305,20 +275,18 @@ async fn whole(
         }
         Err(error) => Err(error),
     };
-    let object = translated.and_then(|answer| {
-        serde_json::from_slice::<Map<String, Value>>(&answer.body).map_err(|e| {
-            ApiError::adapter_refused(&route.provider.adapter, format!("output is not a JSON object: {e}"))
-        })
-    });
-    let mut object = match object {
-        Ok(object) => object,
+    let answer = translated.and_then(|answer| answer::Answer::read(answer, &route));
+    let image_price = request.units.image_price(&route);
+    let answer = match answer {
+        Ok(answer) => answer,
         Err(error) => {
             if error.is_health_failure() {
                 data.health.failed_after_answer(&route.id);
                 flight.failed();
             }
-            // The upstream answered, so it may have charged us: bill a local estimate.
-            let metered = bill.meter(&route, None, 0);
+            // The upstream answered, so it may have charged us: bill what
+            // the request asked for.
+            let metered = bill.meter_operation(&route, None, request.units.counts, image_price, false);
             trail.push(attempt(error.code, metered));
             bill.close(Some(&route), &trail, error.code, status).await;
             return Err(error.with_attempts(trail.to_json()));
@@ -327,7 +295,8 @@ async fn whole(
     let measured = session
         .measured()
         .map_err(|fault| crate::adapter_errors::fault(&fault))?;
-    let metered = bill.meter(&route, measured.as_ref().and_then(token_usage), 0);
+    let consumed = answer::Consumed::of(operation, measured.as_ref(), request);
+    let metered = bill.meter_operation(&route, consumed.tokens, consumed.units, image_price, consumed.reported);
     if let Some(usage) = metered.usage {
         flight.finished(usage.input + usage.output, usage.output);
     }
@@ -340,46 +309,7 @@ async fn whole(
         trail,
         snapshot_id: Some(bill.snapshot_id()),
     };
-    annotate(&service, &mut object);
-    Ok(Completion {
-        object,
-        service,
-        native: false,
-    })
-}
-
-/// The tokens a token-priced operation reports, as the bill meters them;
-/// `None` (a local estimate) when the upstream reported none.
-fn token_usage(measured: &Measured) -> Option<Usage> {
-    let input = measured.input_tokens?;
-    Some(Usage {
-        input,
-        output: measured.output_tokens.unwrap_or(0),
-        cache_read: None,
-        cache_write: None,
-        reasoning: None,
-    })
-}
-
-/// The answer's provenance, in the operation's own shape: `model` as
-/// asked, `usage` with the counts billed (`prompt_tokens`, `total_tokens`;
-/// `usage.cost` is written exactly when rendered), `provider` and `service`.
-fn annotate(service: &Service, object: &mut Map<String, Value>) {
-    object.insert("model".into(), Value::String(service.route.id.clone()));
-    if let Some(billed) = service.billed.usage {
-        let mut usage = match object.remove("usage") {
-            Some(Value::Object(usage)) if service.trail.0.len() == 1 => usage,
-            _ => Map::new(),
-        };
-        usage.insert("prompt_tokens".into(), Value::from(billed.input));
-        if billed.output > 0 {
-            usage.insert("completion_tokens".into(), Value::from(billed.output));
-        }
-        usage.insert("total_tokens".into(), Value::from(billed.input + billed.output));
-        object.insert("usage".into(), Value::Object(usage));
-    }
-    object.insert("provider".into(), Value::String(service.route.provider.id.clone()));
-    object.insert("service".into(), service.to_json());
+    Ok(answer.finish(operation, service, &consumed))
 }
 
 /// Logs a request refused before anything was held, as its operation's
