@@ -96,6 +96,18 @@ id = "moderate"
 operations = ["moderation"]
 input_price_per_mtok = "20"
 output_price_per_mtok = "0"
+[[providers.acme.models]]
+id = "image"
+operations = ["image_generation", "image_edit"]
+image_prices = {{ "standard/1024x1024" = "0.04", "1024x1024" = "0.08" }}
+[[providers.acme.models]]
+id = "tts"
+operations = ["speech"]
+speech_price_per_mchars = "15"
+[[providers.acme.models]]
+id = "whisper"
+operations = ["transcription", "translation"]
+audio_price_per_second = "0.0001"
 [providers.azure-openai]
 base_url = "{self.mock_url}?api-version=2024-10-21"
 api_key = "test-key"

@@ -55,3 +55,43 @@ def test_fallback_and_refusals(client, stack):
     with pytest.raises(openai.BadRequestError) as refused:
         client.embeddings.create(model="acme/small", input="x")
     assert refused.value.code == "operation_not_supported"
+
+
+def wav(seconds: int, path) -> None:
+    """A silent mono 16 kHz WAV of `seconds`, written with the standard library."""
+    import wave
+
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(b"\0\0" * 16000 * seconds)
+
+
+def test_images_speech_and_transcriptions_bill_exactly(client, stack, tmp_path):
+    before = posted(stack)
+    images = client.images.generate(model="acme/image", prompt="a lighthouse", n=2, size="1024x1024", quality="standard")
+    assert len(images.data) == 2 and images.data[0].b64_json
+    # Two standard images at 0.04 USD.
+    assert cost(images) == Decimal("0.08")
+
+    # Speech, streamed to a file: 11 characters at 15 USD per million.
+    out = tmp_path / "hello.mp3"
+    with client.audio.speech.with_streaming_response.create(
+        model="acme/tts", voice="alloy", input="hello world"
+    ) as response:
+        response.stream_to_file(out)
+        assert response.headers["x-tollgate-provider"] == "acme"
+        speech_cost = Decimal(response.headers["x-tollgate-cost-usd"])
+        assert response.headers["x-request-id"].startswith("req_")
+    assert out.read_bytes().startswith(b"ID3")
+    assert speech_cost == Decimal("0.000165")
+
+    # A 3-second WAV made here: 3 s at 0.0001 USD per second.
+    audio = tmp_path / "hello.wav"
+    wav(3, audio)
+    with audio.open("rb") as f:
+        transcript = client.audio.transcriptions.create(model="acme/whisper", file=f)
+    assert "hello.wav" in transcript.text
+    assert cost(transcript) == Decimal("0.0003")
+    assert before - posted(stack) == cost(images) + speech_cost + cost(transcript)

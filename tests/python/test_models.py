@@ -53,7 +53,7 @@ def test_list_covers_the_catalog_and_keeps_the_sdk_shape(client):
 
 def test_filters(client):
     only_acme = [m.id for m in client.models.list(extra_query={"provider": "acme"})]
-    assert only_acme == ["acme/small", "acme/cached", "acme/echo", "acme/embed", "acme/moderate"]
+    assert only_acme == ["acme/small", "acme/cached", "acme/echo", "acme/embed", "acme/moderate", "acme/image", "acme/tts", "acme/whisper"]
     two = {m.owned_by for m in client.models.list(extra_query={"provider": "acme,openai"})}
     assert two == {"acme", "openai"}
     available = list(client.models.list(extra_query={"available": "true"}))
