@@ -49,6 +49,7 @@ use tollgate_routing::traffic::Traffic;
 
 pub use billing::{CeilingHold, CostCeiling};
 pub use http::ModelDelegate;
+pub use operations::form::parse as parse_form;
 pub use table::RouteTable;
 use upstream::Upstream;
 
@@ -166,6 +167,12 @@ impl DataPlane {
     /// The routing table for a new request.
     fn routes(&self) -> Arc<Routes> {
         self.routes.current()
+    }
+
+    /// `server.max_upload_bytes`: the largest form upload (the Files API
+    /// takes its uploads under the same limit).
+    pub fn max_upload_bytes(&self) -> usize {
+        self.limits.max_upload_bytes
     }
 
     /// The request log's writer, for other concerns that log requests of

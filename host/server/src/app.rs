@@ -44,6 +44,13 @@ pub struct AppState {
     billing: Arc<Billing>,
     origins: Arc<Origins>,
     scim: Arc<tollgate_scim::Provisioning>,
+    batches: Arc<tollgate_batches::Batches>,
+}
+
+impl FromRef<AppState> for Arc<tollgate_batches::Batches> {
+    fn from_ref(state: &AppState) -> Self {
+        state.batches.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<tollgate_scim::Provisioning> {
@@ -177,6 +184,7 @@ impl Gateway {
             .merge(crate::console::routes())
             .merge(tollgate_billing::payments::http::routes())
             .merge(tollgate_scim::routes())
+            .merge(tollgate_batches::routes())
     }
 
     /// Rebuilds the catalog from `config` (providers, prices, keys) with the

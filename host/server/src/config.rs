@@ -76,6 +76,8 @@ pub struct Config {
     pub auth: tollgate_identity::auth::signin::AuthConfig,
     /// Plans (`[billing.plans.<id>]`): limits and the gateway fee (docs/billing.md).
     pub billing: tollgate_billing::BillingConfig,
+    /// The Batch API: lines in flight per batch, lines per file (docs/endpoints.md).
+    pub batches: tollgate_batches::BatchConfig,
 }
 
 impl Default for Config {
@@ -107,6 +109,7 @@ impl Default for Config {
             registry: tollgate_packages::RegistryConfig::default(),
             auth: tollgate_identity::auth::signin::AuthConfig::default(),
             billing: tollgate_billing::BillingConfig::default(),
+            batches: tollgate_batches::BatchConfig::default(),
         }
     }
 }

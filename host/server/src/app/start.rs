@@ -34,6 +34,7 @@ impl Gateway {
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
         ControlPlane::check(&config.control_plane)?;
         config.server.check()?;
+        config.batches.check()?;
         let database = Database::open_for_server(&config.database_url(), config.ledger.sqlite_sync).await?;
         let keys = KeyResolver::start(&database, &config.database_url()).await?;
         let catalog = Catalog::open(&config, &database).await?;
@@ -76,6 +77,13 @@ impl Gateway {
             config.control_plane.public_url.clone(),
             config.control_plane.allowed_origins.clone(),
         ));
+        let batches = tollgate_batches::Batches::new(
+            database.clone(),
+            files_store(&config, &database)?,
+            data.clone(),
+            config.batches.clone(),
+        );
+        batches.start();
         let scim = Arc::new(tollgate_scim::Provisioning::new(
             database.clone(),
             accounts.clone(),
@@ -110,6 +118,7 @@ impl Gateway {
                 billing: billing.clone(),
                 origins,
                 scim,
+                batches,
             },
             admission: Arc::new(Admission::new(&config.server)),
             readiness,
@@ -324,4 +333,17 @@ fn auth_state(
         tollgate_core::db::Backend::Postgres => state.with_cluster_rates(database.pool.clone()),
         tollgate_core::db::Backend::Sqlite => state,
     })
+}
+
+/// Where the Files API keeps its bytes: the registry's storage choice, in a
+/// folder of its own on the local backend (with copies in a shared Postgres,
+/// so any gateway of a cluster serves a file another stored).
+fn files_store(config: &Config, database: &Database) -> anyhow::Result<tollgate_registry::blobs::BlobStore> {
+    use tollgate_registry::blobs::{BlobStore, StorageConfig};
+    let mut blobs =
+        BlobStore::open(&config.registry.storage, &config.data_dir.join("files")).context("file storage")?;
+    if config.registry.storage == StorageConfig::Local && database.backend == tollgate_core::db::Backend::Postgres {
+        blobs = blobs.with_database_copies(database.pool.clone());
+    }
+    Ok(blobs)
 }

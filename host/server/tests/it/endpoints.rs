@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use serde_json::{Value, json};
+use tollgate_core::money::Nanos;
 
 use crate::common::{Gateway, assert_error_shape, mock_chat_requests, nanos, standard_config, start_mock};
 
@@ -472,4 +473,187 @@ async fn concurrent_image_requests_never_overspend_a_small_wallet() {
     let spent = 400_000_000 - nanos(wallet["posted_usd"].as_str().unwrap());
     assert_eq!(spent, answered * 40_000_000, "exactly the images answered");
     assert!(nanos(wallet["posted_usd"].as_str().unwrap()) >= 0, "never below zero");
+}
+
+async fn upload_batch_file(gateway: &Gateway, jsonl: String) -> String {
+    let form = reqwest::multipart::Form::new().text("purpose", "batch").part(
+        "file",
+        reqwest::multipart::Part::bytes(jsonl.into_bytes())
+            .file_name("lines.jsonl")
+            .mime_str("application/jsonl")
+            .unwrap(),
+    );
+    let response = gateway.post("/v1/files").multipart(form).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let file: Value = response.json().await.unwrap();
+    assert_eq!(file["object"], "file");
+    file["id"].as_str().unwrap().to_string()
+}
+
+async fn wait_for_batch(gateway: &Gateway, id: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let batch: Value = gateway
+            .get(&format!("/v1/batches/{id}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if ["completed", "cancelled", "expired", "failed"].contains(&batch["status"].as_str().unwrap_or_default()) {
+            return batch;
+        }
+        assert!(std::time::Instant::now() < deadline, "the batch did not end: {batch}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+async fn file_lines(gateway: &Gateway, id: &Value) -> Vec<Value> {
+    let text = gateway
+        .get(&format!("/v1/files/{}/content", id.as_str().unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn a_batch_that_outruns_its_wallet_stops_cleanly_with_exact_billing() {
+    let mock = start_mock(Default::default()).await;
+    // One line at a time, so the wallet runs out at a known line: each holds
+    // its worst case (every body byte a token at 20 USD per million: 20,000
+    // nano-USD a byte) and bills 2 tokens (40,000). After 599 lines the worst
+    // case is left: line 600 fits and the rest do not.
+    let body = json!({"model": "emb/small-embed", "input": "hello world"});
+    let worst_case = serde_json::to_vec(&body).unwrap().len() as i64 * 20_000;
+    let credit = Nanos(599 * 40_000 + worst_case).usd_string();
+    let gateway = Gateway::start_with(&format!("{}\n[batches]\nconcurrency = 1\n", config(mock)), &credit).await;
+    gateway.admin(&[
+        "plan",
+        "set",
+        "--workspace",
+        &gateway.workspace_id,
+        "--plan",
+        "enterprise",
+    ]);
+    let line = |i: usize| {
+        json!({"custom_id": format!("line-{i}"), "method": "POST", "url": "/v1/embeddings", "body": body}).to_string()
+    };
+    let jsonl: Vec<String> = (0..1000).map(line).collect();
+    let file_id = upload_batch_file(&gateway, jsonl.join("\n")).await;
+    let (status, batch) = post(
+        &gateway,
+        "/v1/batches",
+        json!({"input_file_id": file_id, "endpoint": "/v1/embeddings", "completion_window": "24h"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{batch}");
+    let batch = wait_for_batch(&gateway, batch["id"].as_str().unwrap()).await;
+    assert_eq!(batch["status"], "completed", "{batch}");
+    assert_eq!(
+        batch["request_counts"],
+        json!({"total": 1000, "completed": 600, "failed": 400})
+    );
+    let output = file_lines(&gateway, &batch["output_file_id"]).await;
+    assert_eq!(output.len(), 600);
+    assert!(output.iter().all(|l| l["response"]["status_code"] == 200));
+    assert_eq!(output[0]["custom_id"], "line-0");
+    assert_eq!(output[0]["response"]["body"]["provider"], "emb");
+    let errors = file_lines(&gateway, &batch["error_file_id"]).await;
+    assert_eq!(errors.len(), 400);
+    assert!(errors.iter().all(
+        |l| l["response"]["status_code"] == 402 && l["response"]["body"]["error"]["code"] == "insufficient_balance"
+    ));
+    // Exactly the 600 lines' cost, nothing held, and the books balance.
+    let wallet = gateway.wallet();
+    assert_eq!(wallet["pending_usd"], "0.000000000");
+    let billed: i64 = output
+        .iter()
+        .map(|l| nanos(l["response"]["body"]["service"]["cost_usd"].as_str().unwrap()))
+        .sum();
+    assert_eq!(billed, 600 * 40_000);
+    assert_eq!(nanos(&credit) - nanos(wallet["posted_usd"].as_str().unwrap()), billed);
+    assert!(gateway.admin(&["ledger-verify"]).contains("verified"));
+    // Each line is a request of its own, logged under the batch.
+    let request_id = output[5]["response"]["request_id"].as_str().unwrap();
+    let trail: Value = serde_json::from_str(&gateway.admin(&["request", request_id])).unwrap();
+    assert_eq!(trail["parent_request_id"], batch["id"], "{trail}");
+}
+
+#[tokio::test]
+async fn batches_check_their_input_and_can_be_cancelled() {
+    let mock = start_mock(tollgate_mock_upstream::MockOptions {
+        latency_ms: 30,
+        ..Default::default()
+    })
+    .await;
+    let gateway = Gateway::start(&format!("{}\n[batches]\nconcurrency = 1\n", config(mock))).await;
+    gateway.admin(&[
+        "plan",
+        "set",
+        "--workspace",
+        &gateway.workspace_id,
+        "--plan",
+        "enterprise",
+    ]);
+    // A line for another endpoint is refused with its line number.
+    let bad = upload_batch_file(
+        &gateway,
+        json!({"custom_id": "a", "method": "POST", "url": "/v1/embeddings", "body": {}}).to_string(),
+    )
+    .await;
+    let (status, body) = post(
+        &gateway,
+        "/v1/batches",
+        json!({"input_file_id": bad, "endpoint": "/v1/chat/completions", "completion_window": "24h"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        assert_error_shape(&body)["message"]
+            .as_str()
+            .unwrap()
+            .contains("Line 1")
+    );
+    // Another workspace's file, or none, is not found.
+    let (status, _) = post(
+        &gateway,
+        "/v1/batches",
+        json!({"input_file_id": "file-nope", "endpoint": "/v1/embeddings", "completion_window": "24h"}),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // 200 chat lines at 30 ms each; cancelled after a moment.
+    let lines: Vec<String> = (0..200)
+        .map(|i| {
+            json!({"custom_id": format!("c{i}"), "method": "POST", "url": "/v1/chat/completions",
+                   "body": {"model": "mock/small", "messages": [{"role": "user", "content": "hi"}]}})
+            .to_string()
+        })
+        .collect();
+    let file = upload_batch_file(&gateway, lines.join("\n")).await;
+    let (status, batch) = post(
+        &gateway,
+        "/v1/batches",
+        json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h", "metadata": {"job": "nightly"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{batch}");
+    assert_eq!(batch["metadata"]["job"], "nightly");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let id = batch["id"].as_str().unwrap();
+    let (status, cancelling) = post(&gateway, &format!("/v1/batches/{id}/cancel"), json!({})).await;
+    assert_eq!(status, 200, "{cancelling}");
+    let ended = wait_for_batch(&gateway, id).await;
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    let completed = ended["request_counts"]["completed"].as_i64().unwrap();
+    assert!(completed > 0 && completed < 200, "{ended}");
+    let output = file_lines(&gateway, &ended["output_file_id"]).await;
+    assert_eq!(output.len() as i64, completed);
+    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
 }
