@@ -95,3 +95,35 @@ def test_images_speech_and_transcriptions_bill_exactly(client, stack, tmp_path):
     assert "hello.wav" in transcript.text
     assert cost(transcript) == Decimal("0.0003")
     assert before - posted(stack) == cost(images) + speech_cost + cost(transcript)
+
+
+def test_files_and_batches(client, stack, tmp_path):
+    lines = [
+        {"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"model": "acme/small", "messages": [{"role": "user", "content": f"question {i}"}]}}
+        for i in range(5)
+    ]
+    path = tmp_path / "batch.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    before = posted(stack)
+    with path.open("rb") as f:
+        uploaded = client.files.create(file=f, purpose="batch")
+    assert uploaded.purpose == "batch" and uploaded.bytes == path.stat().st_size
+    batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+    import time
+
+    deadline = time.time() + 60
+    while batch.status not in ("completed", "failed", "cancelled", "expired"):
+        assert time.time() < deadline, batch
+        time.sleep(0.2)
+        batch = client.batches.retrieve(batch.id)
+    assert batch.status == "completed"
+    assert batch.request_counts.total == 5 and batch.request_counts.completed == 5
+    results = [json.loads(line) for line in client.files.content(batch.output_file_id).text.splitlines()]
+    assert sorted(r["custom_id"] for r in results) == [f"q{i}" for i in range(5)]
+    answers = [r["response"]["body"] for r in results]
+    assert all(a["provider"] == "acme" for a in answers)
+    assert answers[0]["choices"][0]["message"]["content"].startswith("You said: question")
+    # Each line was billed as a request of its own: the wallet moved by their sum.
+    total = sum(Decimal(a["service"]["cost_usd"]) for a in answers)
+    assert before - posted(stack) == total
