@@ -73,3 +73,47 @@ fn azure_error(status: StatusCode, code: &str, message: &str) -> Response {
     )
         .into_response()
 }
+
+/// `POST /openai/deployments/{deployment}/{embeddings|images/generations|audio/speech}`:
+/// checked as Azure checks (api-version, `api-key`), then answered by the
+/// OpenAI handler with the deployment as the model.
+pub async fn operation(
+    State(app): State<Shared>,
+    Path((deployment, path)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    let has_version = request
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .any(|pair| pair.strip_prefix("api-version=").is_some_and(|v| !v.is_empty()));
+    if !has_version {
+        return azure_error(
+            StatusCode::BAD_REQUEST,
+            "MissingApiVersionParameter",
+            "The api-version query parameter (?api-version=) is required for all requests.",
+        );
+    }
+    let (mut parts, body) = request.into_parts();
+    let Ok(body) = to_bytes(body, crate::openai::MAX_BODY).await else {
+        return azure_error(StatusCode::PAYLOAD_TOO_LARGE, "RequestTooLarge", "mock: request body too large");
+    };
+    if !api_key_matches(&app, &parts.headers) {
+        return azure_error(StatusCode::UNAUTHORIZED, "401", "Access denied due to invalid subscription key.");
+    }
+    // The OpenAI handler checks a bearer token: the Azure key stands for it.
+    if let Some(expected) = &app.expected_auth
+        && let Ok(value) = HeaderValue::from_bytes(expected)
+    {
+        parts.headers.insert(header::AUTHORIZATION, value);
+    }
+    let request = Request::from_parts(parts, axum::body::Body::from(with_model(&body, &deployment)));
+    let state = State(app);
+    match path.as_str() {
+        "embeddings" => crate::openai::operations::embeddings(state, request).await,
+        "images/generations" => crate::openai::operations::image_generations(state, request).await,
+        "audio/speech" => crate::openai::operations::speech(state, request).await,
+        other => azure_error(StatusCode::NOT_FOUND, "404", &format!("mock: no deployment route '{other}'")),
+    }
+}

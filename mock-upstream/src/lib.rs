@@ -237,9 +237,15 @@ pub fn router(opts: MockOptions) -> Router {
         .route("/v1/audio/transcriptions", post(openai::operations::transcriptions))
         .route("/v1/audio/translations", post(openai::operations::transcriptions))
         .route("/v1/rerank", post(openai::operations::rerank))
+        .route("/v2/rerank", post(openai::operations::rerank))
+        .route("/v2/embed", post(openai::operations::cohere_embed))
         .route(
             "/openai/deployments/{deployment}/chat/completions",
             post(azure::chat_completions),
+        )
+        .route(
+            "/openai/deployments/{deployment}/{*path}",
+            post(azure::operation),
         )
         .merge(gemini::routes())
         .merge(anthropic::routes())

@@ -254,6 +254,24 @@ impl PriceTable {
 /// USD per million tokens as an exact decimal (`0.15`, `3`), rounded up to
 /// whole pico-USD per token.
 pub fn per_mtok(number: &str) -> anyhow::Result<String> {
+    let pico = scaled_up(number, 1, 12)?;
+    let pico = u64::try_from(pico).map_err(|_| anyhow::anyhow!("'{number}' is too large"))?;
+    let text = PicoPerToken(pico).usd_per_mtok();
+    Ok(text.trim_end_matches('0').trim_end_matches('.').to_string())
+}
+
+/// `number` USD × `times` as exact USD, rounded up to the nano-USD (what a
+/// unit price is held in): `usd_times("3.81469e-08", 1024 * 1024)` is the
+/// price of a 1024×1024 image priced per pixel.
+pub fn usd_times(number: &str, times: u64) -> anyhow::Result<String> {
+    let nanos = scaled_up(number, u128::from(times), 9)?;
+    let nanos = i64::try_from(nanos).map_err(|_| anyhow::anyhow!("'{number}' × {times} is too large"))?;
+    Ok(Nanos(nanos).usd_decimal())
+}
+
+/// `number` (a JSON number as written, exponent allowed) × `times` ×
+/// 10^`scale`, rounded up to a whole number: exact, never a float.
+fn scaled_up(number: &str, times: u128, scale: i32) -> anyhow::Result<u128> {
     let bad = || anyhow::anyhow!("'{number}' is not a non-negative decimal number");
     let text = number.trim();
     let (mantissa, exponent) = match text.split_once(['e', 'E']) {
@@ -266,14 +284,15 @@ pub fn per_mtok(number: &str) -> anyhow::Result<String> {
     }
     let digits = format!("{whole}{frac}");
     let digits = digits.trim_start_matches('0');
-    // value = digits × 10^(exponent − frac.len()) USD/token; pico/token ×10^12.
-    let shift = exponent - frac.len() as i32 + 12;
+    // value = digits × 10^(exponent − frac.len()); × times × 10^scale.
+    let shift = exponent - frac.len() as i32 + scale;
     let significant: u128 = if digits.is_empty() {
         0
     } else {
         digits.parse().map_err(|_| bad())?
     };
-    let pico = if shift >= 0 {
+    let significant = significant.checked_mul(times).ok_or_else(bad)?;
+    let scaled = if shift >= 0 {
         10u128
             .checked_pow(shift as u32)
             .and_then(|scale| significant.checked_mul(scale))
@@ -283,14 +302,20 @@ pub fn per_mtok(number: &str) -> anyhow::Result<String> {
             .map(|scale| significant.div_ceil(scale))
             .or(Some(u128::from(significant > 0)))
     };
-    let pico = pico.and_then(|p| u64::try_from(p).ok()).ok_or_else(bad)?;
-    let text = PicoPerToken(pico).usd_per_mtok();
-    Ok(text.trim_end_matches('0').trim_end_matches('.').to_string())
+    scaled.ok_or_else(bad)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unit_prices_are_exact_products_rounded_up_once() {
+        assert_eq!(usd_times("3.81469e-08", 1024 * 1024).unwrap(), "0.039999924");
+        assert_eq!(usd_times("0.04", 1).unwrap(), "0.04");
+        assert_eq!(usd_times("0.000283333333333", 1).unwrap(), "0.000283334");
+        assert_eq!(usd_times("0", 1).unwrap(), "0");
+    }
 
     #[test]
     fn numbers_convert_exactly() {

@@ -507,3 +507,34 @@ fn vector(seed: &str, dimensions: usize) -> Vec<f32> {
     let norm = raw.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
     raw.iter().map(|x| x / norm).collect()
 }
+
+#[derive(Deserialize)]
+struct CohereEmbedRequest {
+    model: String,
+    texts: Vec<String>,
+    #[serde(default)]
+    output_dimension: Option<usize>,
+}
+
+/// Cohere's `POST /v2/embed`: the same vectors as the OpenAI route for the
+/// same texts, under `embeddings.float`, with `meta.billed_units`.
+pub async fn cohere_embed(State(app): State<Shared>, request: Request) -> Response {
+    let (body, fault) = match admit::<CohereEmbedRequest>(&app, request, |r| (r.model.clone(), None)).await {
+        Ok(admitted) => admitted,
+        Err(response) => return response,
+    };
+    if let Some(response) = fault {
+        return response;
+    }
+    let dimensions = body.output_dimension.unwrap_or(8).clamp(1, MAX_DIMENSIONS);
+    let vectors: Vec<Vec<f32>> = body.texts.iter().map(|t| vector(t, dimensions)).collect();
+    let tokens: u64 = body.texts.iter().map(|t| word_count(t).max(1) as u64).sum();
+    let id = app.next_id();
+    axum::Json(json!({
+        "id": format!("embed-mock-{id}"),
+        "embeddings": {"float": vectors},
+        "texts": body.texts,
+        "meta": {"billed_units": {"input_tokens": tokens}},
+    }))
+    .into_response()
+}

@@ -53,6 +53,9 @@ pub fn path(operation: Operation) -> &'static str {
 pub struct OperationShape {
     /// Characters of a speech request's `input`.
     pub characters: Option<u64>,
+    /// The caller asked for base64 embeddings (`encoding_format`), for a
+    /// protocol that answers floats only and encodes them itself.
+    pub base64: bool,
 }
 
 /// The upstream request for `operation`: the caller's JSON object or form,
@@ -311,7 +314,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(measured.audio_milliseconds, Some(3000));
-        let speech = OperationShape { characters: Some(11) };
+        let speech = OperationShape {
+            characters: Some(11),
+            ..OperationShape::default()
+        };
         let (answer, measured) = response(Operation::Speech, &speech, &head("audio/mpeg"), b"ID3...".to_vec()).unwrap();
         assert_eq!(
             (answer.content_type.as_str(), measured.characters),

@@ -4,9 +4,10 @@
 use tollgate_plugin_sdk::json::{RawObject, is_empty_array};
 use tollgate_plugin_sdk::openai::{self, Compatible, CompatibleStream};
 use tollgate_plugin_sdk::stream::{EventData, event_data};
+use tollgate_plugin_sdk::openai::operations::{self, OperationShape};
 use tollgate_plugin_sdk::{
-    AdapterError, AuthSlot, CallContext, ErrorClass, Event, Exchange, OutboundRequest, Protocol, ResponseHead,
-    StreamTranslator, Translated, Usage,
+    AdapterError, AuthSlot, CallContext, ErrorClass, Event, Exchange, Measured, Operation, OperationAnswer,
+    OperationBody, OutboundRequest, Protocol, ResponseHead, StreamTranslator, Translated, Usage,
 };
 
 /// Used when `base_url` carries no `?api-version=`: the latest GA version of
@@ -24,6 +25,12 @@ impl Azure {
     /// `{resource}/openai/deployments/{deployment}/chat/completions?api-version=…`,
     /// keeping any other query parameters of `base_url`.
     pub fn url(ctx: &CallContext) -> Result<String, AdapterError> {
+        Self::url_for(ctx, "chat/completions")
+    }
+
+    /// The deployment's URL for an endpoint `path` (`embeddings`,
+    /// `audio/speech`, …).
+    pub fn url_for(ctx: &CallContext, path: &str) -> Result<String, AdapterError> {
         let deployment = &ctx.upstream_model;
         let valid = !deployment.is_empty()
             && deployment
@@ -51,7 +58,7 @@ impl Azure {
             })
             .collect();
         Ok(format!(
-            "{base}/openai/deployments/{deployment}/chat/completions?{}",
+            "{base}/openai/deployments/{deployment}/{path}?{}",
             query.join("&")
         ))
     }
@@ -80,6 +87,38 @@ impl Protocol for Azure {
 
     fn stream(ctx: &CallContext, shape: &()) -> AzureStream {
         AzureStream(Compatible::stream(ctx, shape))
+    }
+
+    /// Azure OpenAI serves every OpenAI operation but rerank.
+    fn operations() -> Vec<Operation> {
+        operations::ALL.into_iter().filter(|op| *op != Operation::Rerank).collect()
+    }
+
+    fn operation_request(
+        ctx: &CallContext,
+        operation: Operation,
+        body: &OperationBody,
+    ) -> Result<(OutboundRequest, OperationShape), AdapterError> {
+        let (mut request, shape) = operations::request(ctx, operation, body)?;
+        request.url = Self::url_for(ctx, operations::path(operation))?;
+        request.auth = AuthSlot::Header("api-key".to_owned());
+        if let OperationBody::Json(_) = body {
+            let mut object = RawObject::parse_slice(&request.body)
+                .map_err(|e| AdapterError::internal(format!("prepared body is not a JSON object: {e}")))?;
+            // The deployment in the URL picks the model.
+            object.remove("model");
+            request.body = object.to_vec();
+        }
+        Ok((request, shape))
+    }
+
+    fn operation_response(
+        operation: Operation,
+        shape: &OperationShape,
+        head: ResponseHead,
+        body: Vec<u8>,
+    ) -> Result<(OperationAnswer, Measured), AdapterError> {
+        operations::response(operation, shape, &head, body)
     }
 
     fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {

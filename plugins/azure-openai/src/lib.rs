@@ -6,7 +6,9 @@
 //! `openai::Compatible` protocol (the one `plugins/openai-compatible`
 //! exports). Only the URL, the auth slot, the body's `model` (Azure takes the
 //! deployment from the URL), Azure's prompt-filter stream chunks and
-//! content-filter errors differ.
+//! content-filter errors differ. It exports WIT 0.3.0: embeddings, images,
+//! speech, transcriptions and moderations go to the deployment's own
+//! endpoint the same way.
 
 mod adapter;
 

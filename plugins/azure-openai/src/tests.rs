@@ -85,3 +85,28 @@ fn continuation_becomes_a_trailing_assistant_turn() {
                "max_tokens": 64, "stream": true, "stream_options": {"include_usage": true}})
     );
 }
+
+#[test]
+fn operations_go_to_the_deployments_endpoint_with_the_api_key_slot() {
+    use tollgate_plugin_sdk::{Adapter, AuthSlot, Operation, OperationBody};
+    let ctx = tollgate_plugin_sdk::CallContext {
+        request_id: "r".into(),
+        upstream_model: "embed-prod".into(),
+        base_url: "https://acme.openai.azure.com/openai?api-version=2024-10-21".into(),
+        stream: false,
+        attempt: 0,
+        max_output_tokens: None,
+        continuation: None,
+    };
+    assert!(!crate::AzureOpenAi::operations().contains(&Operation::Rerank));
+    let body = OperationBody::Json(br#"{"model":"azure-openai/embed","input":"hi"}"#.to_vec());
+    let mut exchange = crate::AzureOpenAi::new_operation(ctx, Operation::Embeddings, body).unwrap();
+    let request = exchange.request().unwrap();
+    assert_eq!(
+        request.url,
+        "https://acme.openai.azure.com/openai/deployments/embed-prod/embeddings?api-version=2024-10-21"
+    );
+    assert_eq!(request.auth, AuthSlot::Header("api-key".into()));
+    let sent: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+    assert!(sent.get("model").is_none(), "the deployment picks the model");
+}

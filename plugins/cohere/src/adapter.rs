@@ -2,12 +2,14 @@
 //! slot, and which module translates each direction. [`Exchange`] keeps the
 //! state.
 
+use tollgate_plugin_sdk::openai::operations::OperationShape;
 use tollgate_plugin_sdk::{
-    AdapterError, AuthSlot, CallContext, Exchange, OutboundRequest, Protocol, ResponseHead, Translated,
+    AdapterError, AuthSlot, CallContext, Exchange, Measured, Operation, OperationAnswer, OperationBody,
+    OutboundRequest, Protocol, ResponseHead, Translated,
 };
 
 use crate::stream::StreamState;
-use crate::{error, request, response};
+use crate::{error, operations, request, response};
 
 /// One exchange with the Cohere API.
 pub type Cohere = Exchange<Chat>;
@@ -49,5 +51,27 @@ impl Protocol for Chat {
 
     fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {
         error::classify(head.status, &head.headers, &body)
+    }
+
+    fn operations() -> Vec<Operation> {
+        operations::SERVED.to_vec()
+    }
+
+    fn operation_request(
+        ctx: &CallContext,
+        operation: Operation,
+        body: &OperationBody,
+    ) -> Result<(OutboundRequest, OperationShape), AdapterError> {
+        operations::request(ctx, operation, body)
+    }
+
+    fn operation_response(
+        operation: Operation,
+        shape: &OperationShape,
+        head: ResponseHead,
+        body: Vec<u8>,
+    ) -> Result<(OperationAnswer, Measured), AdapterError> {
+        let _ = head;
+        operations::response(operation, shape, body)
     }
 }

@@ -12,11 +12,15 @@
 //! - `error`: Cohere's `{"message": "…"}` error bodies (and a `message-end`
 //!   carrying `error`) → the gateway's error classes.
 //!
+//! - `operations` (WIT 0.3.0): embeddings through `POST /v2/embed` and
+//!   rerank through `POST /v2/rerank`.
+//!
 //! See `docs/adapters/cohere.md` for what is and is not translated.
 
 mod adapter;
 mod error;
 mod messages;
+mod operations;
 mod request;
 mod response;
 mod stream;

@@ -185,3 +185,35 @@ fn top_p_is_kept_within_cohere_s_range() {
         assert_eq!(out["p"], json!(p), "{top_p}");
     }
 }
+
+#[test]
+fn embeddings_go_to_embed_and_come_back_in_openais_shape() {
+    use tollgate_plugin_sdk::{Adapter, Operation, OperationBody, ResponseHead};
+    let ctx = tollgate_plugin_sdk::CallContext {
+        request_id: "r".into(),
+        upstream_model: "embed-v4.0".into(),
+        base_url: "https://api.cohere.com".into(),
+        stream: false,
+        attempt: 0,
+        max_output_tokens: None,
+        continuation: None,
+    };
+    let body = OperationBody::Json(br#"{"model":"cohere/embed-v4.0","input":["a","b"],"encoding_format":"base64"}"#.to_vec());
+    let mut exchange = crate::Cohere::new_operation(ctx, Operation::Embeddings, body).unwrap();
+    let request = exchange.request().unwrap();
+    assert_eq!(request.url, "https://api.cohere.com/v2/embed");
+    let sent: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(sent["texts"], serde_json::json!(["a", "b"]));
+    assert_eq!(sent["model"], "embed-v4.0");
+    let head = ResponseHead {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+    };
+    let answer = br#"{"id":"x","embeddings":{"float":[[1.0,0.0],[0.0,1.0]]},"meta":{"billed_units":{"input_tokens":2}}}"#;
+    let translated = exchange.operation_response(head, answer.to_vec()).unwrap();
+    let object: serde_json::Value = serde_json::from_slice(&translated.body).unwrap();
+    assert_eq!(object["data"][1]["index"], 1);
+    // 1.0f32, 0.0f32 little-endian, base64.
+    assert_eq!(object["data"][0]["embedding"], "AACAPwAAAAA=");
+    assert_eq!(exchange.measured().unwrap().input_tokens, Some(2));
+}

@@ -264,6 +264,7 @@ pub fn import_litellm(
         }
     }
     let mut added: BTreeMap<String, ((usize, bool), TableModel)> = BTreeMap::new();
+    let mut unit_parts: BTreeMap<&str, Vec<units::UnitEntry>> = BTreeMap::new();
     for (&key, entry) in &entries {
         let Some(name) = text(entry, "litellm_provider") else {
             continue;
@@ -271,6 +272,19 @@ pub fn import_litellm(
         let Some(targets) = serves.get(name.as_str()) else {
             continue;
         };
+        if let Some(unit) = units::unit_entry(key.strip_prefix(&format!("{name}/")).unwrap_or(key), entry)? {
+            if text(entry, "deprecation_date").is_some_and(|date| date.as_str() < today.as_str()) {
+                report.deprecated += 1;
+                continue;
+            }
+            for &(provider, _) in targets {
+                unit_parts.entry(provider).or_default().push(units::UnitEntry {
+                    model: unit.model.clone(),
+                    part: unit.part.clone(),
+                });
+            }
+            continue;
+        }
         let through_responses = responses_only(entry);
         if key.starts_with("ft:") || !(chat_callable(entry) || through_responses || token_operation(entry).is_some()) {
             continue;
@@ -306,6 +320,15 @@ pub fn import_litellm(
             }
         }
     }
+    for (provider, parts) in unit_parts {
+        for (model, entry) in units::fold(parts, |model| model.to_string()) {
+            let id = format!("{provider}/{model}");
+            if listed.contains(&(provider, model.as_str())) || table.models.contains_key(&id) || added.contains_key(&id) {
+                continue;
+            }
+            added.insert(id, ((usize::MAX, false), entry));
+        }
+    }
     for (id, (_, model)) in added {
         report.models.push(id.clone());
         table.models.insert(id, model);
@@ -337,3 +360,4 @@ fn find(entries: &BTreeMap<&str, Entry>, provider: &str, model: &str) -> anyhow:
 
 #[cfg(test)]
 mod tests;
+mod units;

@@ -222,6 +222,7 @@ async fn with_three_keys_their_models_are_available_at_the_tables_prices() {
     }
     assert_eq!(ids(&body), expected, "every model of the three is listed and available");
     assert!(data.len() >= 132, "only {} models available", data.len());
+    eprintln!("{} models of openai, anthropic and gemini available", data.len());
     let gemini_embedding = gateway.model("gemini/gemini-embedding-001").await;
     assert_eq!(gemini_embedding["service"]["available"], false, "{gemini_embedding}");
     let reason = gemini_embedding["service"]["unavailable_reason"].as_str().unwrap();
