@@ -97,10 +97,18 @@ pub async fn operation(
     }
     let (mut parts, body) = request.into_parts();
     let Ok(body) = to_bytes(body, crate::openai::MAX_BODY).await else {
-        return azure_error(StatusCode::PAYLOAD_TOO_LARGE, "RequestTooLarge", "mock: request body too large");
+        return azure_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestTooLarge",
+            "mock: request body too large",
+        );
     };
     if !api_key_matches(&app, &parts.headers) {
-        return azure_error(StatusCode::UNAUTHORIZED, "401", "Access denied due to invalid subscription key.");
+        return azure_error(
+            StatusCode::UNAUTHORIZED,
+            "401",
+            "Access denied due to invalid subscription key.",
+        );
     }
     // The OpenAI handler checks a bearer token: the Azure key stands for it.
     if let Some(expected) = &app.expected_auth
@@ -114,6 +122,10 @@ pub async fn operation(
         "embeddings" => crate::openai::operations::embeddings(state, request).await,
         "images/generations" => crate::openai::operations::image_generations(state, request).await,
         "audio/speech" => crate::openai::operations::speech(state, request).await,
-        other => azure_error(StatusCode::NOT_FOUND, "404", &format!("mock: no deployment route '{other}'")),
+        other => azure_error(
+            StatusCode::NOT_FOUND,
+            "404",
+            &format!("mock: no deployment route '{other}'"),
+        ),
     }
 }

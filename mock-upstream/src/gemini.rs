@@ -44,6 +44,8 @@ use serde_json::{Map, Value};
 use self::render::Rendered;
 use self::validate::Rejection;
 use crate::Shared;
+
+mod operations;
 use crate::faults::StreamFault;
 use crate::neutral;
 use crate::sse::{Playback, abort_after_flush};
@@ -68,6 +70,20 @@ async fn generate(State(app): State<Shared>, Path(rest): Path<String>, request: 
     let streaming = match action {
         "generateContent" => false,
         "streamGenerateContent" => true,
+        "batchEmbedContents" | "predict" => {
+            let (parts, body) = request.into_parts();
+            let Ok(body) = to_bytes(body, crate::openai::MAX_BODY).await else {
+                return errors::invalid("Request payload size exceeds the limit.");
+            };
+            app.count_chat_request();
+            let rejection = key_rejection(&app, &parts);
+            app.recorder.record(parts, body.clone());
+            sleep(app.latency()).await;
+            if let Some(rejection) = rejection {
+                return rejection;
+            }
+            return operations::answer(model, action, &body);
+        }
         _ => return not_found(model, action, &version),
     };
     if model.is_empty() || model.contains('/') {

@@ -243,10 +243,7 @@ pub fn router(opts: MockOptions) -> Router {
             "/openai/deployments/{deployment}/chat/completions",
             post(azure::chat_completions),
         )
-        .route(
-            "/openai/deployments/{deployment}/{*path}",
-            post(azure::operation),
-        )
+        .route("/openai/deployments/{deployment}/{*path}", post(azure::operation))
         .merge(gemini::routes())
         .merge(anthropic::routes())
         .merge(cohere::routes())

@@ -127,3 +127,28 @@ def test_files_and_batches(client, stack, tmp_path):
     # Each line was billed as a request of its own: the wallet moved by their sum.
     total = sum(Decimal(a["service"]["cost_usd"]) for a in answers)
     assert before - posted(stack) == total
+
+
+def test_native_adapters_serve_their_operations(client, stack):
+    """Gemini, Cohere and Azure OpenAI translate the operations natively
+    (WIT 0.3.0), priced from the catalog's table."""
+    for model in ("gemini/gemini-embedding-001", "cohere/embed-v4.0", "azure-openai/text-embedding-3-small"):
+        floats = client.embeddings.create(model=model, input=["hello world", "again"], encoding_format="float")
+        decoded = client.embeddings.create(model=model, input=["hello world", "again"])
+        assert len(floats.data) == 2 and len(floats.data[0].embedding) == 8, model
+        for a, b in zip(decoded.data[0].embedding, floats.data[0].embedding):
+            assert abs(a - b) < 1e-6, model
+        body = floats.to_dict()
+        assert body["provider"] == model.split("/")[0]
+        assert Decimal(body["service"]["cost_usd"]) > 0, model
+    # Cohere's rerank, and an Imagen model priced per image.
+    reranked = client.post(
+        "/rerank",
+        body={"model": "cohere/rerank-v3.5", "query": "tea", "documents": ["coffee", "green tea", "tea time"]},
+        cast_to=object,
+    )
+    assert [r["index"] for r in reranked["results"]][:1] in ([1], [2])
+    assert Decimal(reranked["service"]["cost_usd"]) == Decimal("0.002")
+    images = client.images.generate(model="gemini/imagen-3.0-generate-001", prompt="a lighthouse", n=2)
+    assert len(images.data) == 2 and images.data[0].b64_json
+    assert Decimal(images.to_dict()["service"]["cost_usd"]) == Decimal("0.08")

@@ -2,9 +2,9 @@
 //! auth header, prompt-filter chunks and content-filter errors.
 
 use tollgate_plugin_sdk::json::{RawObject, is_empty_array};
+use tollgate_plugin_sdk::openai::operations::{self, OperationShape};
 use tollgate_plugin_sdk::openai::{self, Compatible, CompatibleStream};
 use tollgate_plugin_sdk::stream::{EventData, event_data};
-use tollgate_plugin_sdk::openai::operations::{self, OperationShape};
 use tollgate_plugin_sdk::{
     AdapterError, AuthSlot, CallContext, ErrorClass, Event, Exchange, Measured, Operation, OperationAnswer,
     OperationBody, OutboundRequest, Protocol, ResponseHead, StreamTranslator, Translated, Usage,
@@ -91,7 +91,10 @@ impl Protocol for Azure {
 
     /// Azure OpenAI serves every OpenAI operation but rerank.
     fn operations() -> Vec<Operation> {
-        operations::ALL.into_iter().filter(|op| *op != Operation::Rerank).collect()
+        operations::ALL
+            .into_iter()
+            .filter(|op| *op != Operation::Rerank)
+            .collect()
     }
 
     fn operation_request(

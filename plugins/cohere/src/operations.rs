@@ -29,7 +29,9 @@ pub fn request(
     body: &OperationBody,
 ) -> Result<(OutboundRequest, OperationShape), AdapterError> {
     let OperationBody::Json(json) = body else {
-        return Err(AdapterError::invalid_request("Cohere's embed and rerank take JSON, not a form"));
+        return Err(AdapterError::invalid_request(
+            "Cohere's embed and rerank take JSON, not a form",
+        ));
     };
     let request: Map<String, Value> = serde_json::from_slice(json)
         .map_err(|e| AdapterError::invalid_request(format!("request body must be a JSON object: {e}")))?;
@@ -44,7 +46,11 @@ pub fn request(
             body.insert("model".into(), Value::String(ctx.upstream_model.clone()));
             ("v2/rerank", Value::Object(body))
         }
-        other => return Err(AdapterError::invalid_request(format!("Cohere does not serve {other:?}"))),
+        other => {
+            return Err(AdapterError::invalid_request(format!(
+                "Cohere does not serve {other:?}"
+            )));
+        }
     };
     let request = OutboundRequest {
         method: "POST".into(),
@@ -66,11 +72,16 @@ fn embed_body(ctx: &CallContext, request: &Map<String, Value>) -> Result<Value, 
         Some(Value::Array(items)) => items
             .iter()
             .map(|item| {
-                item.as_str()
-                    .ok_or_else(|| AdapterError::invalid_request("Cohere embeds text: 'input' must be strings, not token ids"))
+                item.as_str().ok_or_else(|| {
+                    AdapterError::invalid_request("Cohere embeds text: 'input' must be strings, not token ids")
+                })
             })
             .collect::<Result<_, _>>()?,
-        _ => return Err(AdapterError::invalid_request("'input' must be a string or an array of strings")),
+        _ => {
+            return Err(AdapterError::invalid_request(
+                "'input' must be a string or an array of strings",
+            ));
+        }
     };
     if texts.is_empty() || texts.len() > MAX_TEXTS {
         return Err(AdapterError::invalid_request(format!(

@@ -198,7 +198,8 @@ fn embeddings_go_to_embed_and_come_back_in_openais_shape() {
         max_output_tokens: None,
         continuation: None,
     };
-    let body = OperationBody::Json(br#"{"model":"cohere/embed-v4.0","input":["a","b"],"encoding_format":"base64"}"#.to_vec());
+    let body =
+        OperationBody::Json(br#"{"model":"cohere/embed-v4.0","input":["a","b"],"encoding_format":"base64"}"#.to_vec());
     let mut exchange = crate::Cohere::new_operation(ctx, Operation::Embeddings, body).unwrap();
     let request = exchange.request().unwrap();
     assert_eq!(request.url, "https://api.cohere.com/v2/embed");
@@ -209,7 +210,8 @@ fn embeddings_go_to_embed_and_come_back_in_openais_shape() {
         status: 200,
         headers: vec![("content-type".into(), "application/json".into())],
     };
-    let answer = br#"{"id":"x","embeddings":{"float":[[1.0,0.0],[0.0,1.0]]},"meta":{"billed_units":{"input_tokens":2}}}"#;
+    let answer =
+        br#"{"id":"x","embeddings":{"float":[[1.0,0.0],[0.0,1.0]]},"meta":{"billed_units":{"input_tokens":2}}}"#;
     let translated = exchange.operation_response(head, answer.to_vec()).unwrap();
     let object: serde_json::Value = serde_json::from_slice(&translated.body).unwrap();
     assert_eq!(object["data"][1]["index"], 1);

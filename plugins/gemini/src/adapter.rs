@@ -1,12 +1,14 @@
 //! The Gemini API as a [`Protocol`]: the request's headers and auth slot, and
 //! which module translates each direction. [`Exchange`] keeps the state.
 
+use tollgate_plugin_sdk::openai::operations::OperationShape;
 use tollgate_plugin_sdk::{
-    AdapterError, AuthSlot, CallContext, Exchange, OutboundRequest, Protocol, ResponseHead, Translated,
+    AdapterError, AuthSlot, CallContext, Exchange, Measured, Operation, OperationAnswer, OperationBody,
+    OutboundRequest, Protocol, ResponseHead, Translated,
 };
 
 use crate::stream::StreamState;
-use crate::{error, request, response};
+use crate::{error, operations, request, response};
 
 /// The header the host puts the API key in (Google AI Studio keys).
 pub const API_KEY_HEADER: &str = "x-goog-api-key";
@@ -43,5 +45,26 @@ impl Protocol for GenerateContent {
 
     fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {
         error::classify(head.status, &head.headers, &body)
+    }
+
+    fn operations() -> Vec<Operation> {
+        operations::SERVED.to_vec()
+    }
+
+    fn operation_request(
+        ctx: &CallContext,
+        operation: Operation,
+        body: &OperationBody,
+    ) -> Result<(OutboundRequest, OperationShape), AdapterError> {
+        operations::request(ctx, operation, body)
+    }
+
+    fn operation_response(
+        operation: Operation,
+        shape: &OperationShape,
+        _head: ResponseHead,
+        body: Vec<u8>,
+    ) -> Result<(OperationAnswer, Measured), AdapterError> {
+        operations::response(operation, shape, body)
     }
 }

@@ -17,6 +17,7 @@
 mod adapter;
 mod error;
 mod messages;
+mod operations;
 mod request;
 mod response;
 mod schema;

@@ -65,7 +65,8 @@ pub fn prepare(ctx: &CallContext, openai_body: &[u8]) -> Result<Prepared, Adapte
 /// `:streamGenerateContent?alt=sse` when streaming. A model already named
 /// `models/…` or `tunedModels/…` keeps its collection; any query on
 /// `base_url` is kept.
-pub fn url(ctx: &CallContext) -> Result<String, AdapterError> {
+/// The model's resource path, `models/{id}` or `tunedModels/{id}`, checked.
+pub fn model_path(ctx: &CallContext) -> Result<String, AdapterError> {
     let model = ctx.upstream_model.as_str();
     let (collection, id) = match model.split_once('/') {
         Some((collection @ ("models" | "tunedModels"), id)) => (collection, id),
@@ -81,6 +82,11 @@ pub fn url(ctx: &CallContext) -> Result<String, AdapterError> {
             "'{model}' is not a Gemini model name (letters, digits, '-', '_', '.')"
         )));
     }
+    Ok(format!("{collection}/{id}"))
+}
+
+pub fn url(ctx: &CallContext) -> Result<String, AdapterError> {
+    let model = model_path(ctx)?;
     let (base, query) = ctx.base_url.split_once('?').unwrap_or((&ctx.base_url, ""));
     let base = base.trim_end_matches('/');
     let action = if ctx.stream {
@@ -93,7 +99,7 @@ pub fn url(ctx: &CallContext) -> Result<String, AdapterError> {
         // Without `alt=sse` Gemini streams one JSON array instead of SSE.
         params.insert(0, "alt=sse");
     }
-    let mut url = format!("{base}/{collection}/{id}:{action}");
+    let mut url = format!("{base}/{model}:{action}");
     if !params.is_empty() {
         url.push('?');
         url.push_str(&params.join("&"));

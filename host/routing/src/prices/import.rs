@@ -323,7 +323,8 @@ pub fn import_litellm(
     for (provider, parts) in unit_parts {
         for (model, entry) in units::fold(parts, |model| model.to_string()) {
             let id = format!("{provider}/{model}");
-            if listed.contains(&(provider, model.as_str())) || table.models.contains_key(&id) || added.contains_key(&id) {
+            if listed.contains(&(provider, model.as_str())) || table.models.contains_key(&id) || added.contains_key(&id)
+            {
                 continue;
             }
             added.insert(id, ((usize::MAX, false), entry));

@@ -41,6 +41,13 @@ models = [
   {{ id = "rerank", operations = ["rerank"], search_price = "0.002" }},
   {{ id = "limited-rerank", upstream = "fail-500", operations = ["rerank"], search_price = "0.002" }},
 ]
+[providers.chat-only]
+adapter = "anthropic"
+base_url = "http://{mock}"
+api_key = "sk-test-upstream"
+models = [
+  {{ id = "embed", operations = ["embeddings"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
+]
 "#
         ),
     )
@@ -149,6 +156,22 @@ async fn embeddings_are_billed_exactly_and_fall_over_like_chat() {
     assert_eq!(assert_error_shape(&body)["param"], "input");
     let (status, body) = post(&gateway, "/v1/embeddings", json!(["not", "an", "object"])).await;
     assert_eq!(status, 400, "{body}");
+    assert_eq!(mock_chat_requests(mock).await, upstream, "nothing went upstream");
+
+    // A model whose adapter serves chat only (Anthropic's, WIT 0.2.0) is
+    // listed unavailable, saying why, and refused before any upstream call.
+    let (status, body) = post(
+        &gateway,
+        "/v1/embeddings",
+        json!({"model": "chat-only/embed", "input": "x"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(assert_error_shape(&body)["code"], "operation_not_supported");
+    let listed = gateway.model("chat-only/embed").await;
+    assert_eq!(listed["service"]["available"], false, "{listed}");
+    let reason = listed["service"]["unavailable_reason"].as_str().unwrap();
+    assert!(reason.contains("'anthropic' does not serve embeddings"), "{reason}");
     assert_eq!(mock_chat_requests(mock).await, upstream, "nothing went upstream");
 
     // The catalog says what each model serves.

@@ -204,9 +204,6 @@ async fn with_three_keys_their_models_are_available_at_the_tables_prices() {
         .models
         .keys()
         .filter(|id| three.contains(&id.split('/').next().unwrap()))
-        // Embeddings and moderations are served by OpenAI's adapter only so
-        // far: Gemini's embedding models are listed, unavailable (below).
-        .filter(|id| table.models[*id].operations.is_none() || id.starts_with("openai/"))
         .cloned()
         .collect();
     for (_, entry) in builtin_entries().unwrap() {
@@ -223,10 +220,16 @@ async fn with_three_keys_their_models_are_available_at_the_tables_prices() {
     assert_eq!(ids(&body), expected, "every model of the three is listed and available");
     assert!(data.len() >= 132, "only {} models available", data.len());
     eprintln!("{} models of openai, anthropic and gemini available", data.len());
+    // The operations besides chat are listed with the rest: an embedding
+    // model, an image model priced per image.
     let gemini_embedding = gateway.model("gemini/gemini-embedding-001").await;
-    assert_eq!(gemini_embedding["service"]["available"], false, "{gemini_embedding}");
-    let reason = gemini_embedding["service"]["unavailable_reason"].as_str().unwrap();
-    assert!(reason.contains("'gemini' does not serve embeddings"), "{reason}");
+    assert_eq!(gemini_embedding["service"]["available"], true, "{gemini_embedding}");
+    assert_eq!(
+        gemini_embedding["service"]["operations"],
+        serde_json::json!(["embeddings"])
+    );
+    let imagen = gateway.model("gemini/imagen-3.0-generate-001").await;
+    assert_eq!(imagen["pricing"]["image"]["*"], "0.040000000", "{imagen}");
     let pro = data
         .iter()
         .find(|m| m["id"] == "openai/o3-pro")

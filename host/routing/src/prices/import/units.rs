@@ -32,12 +32,7 @@ pub enum Part {
 /// `entry` (its key without the provider's prefix) as a unit price, if its
 /// mode is priced in units and the source gives such a price.
 pub fn unit_entry(model_key: &str, entry: &Entry) -> anyhow::Result<Option<UnitEntry>> {
-    let number = |field: &str| {
-        entry
-            .get(field)
-            .map(|v| v.get().to_string())
-            .filter(|v| v != "null")
-    };
+    let number = |field: &str| entry.get(field).map(|v| v.get().to_string()).filter(|v| v != "null");
     let positive = |value: &Option<String>| value.as_deref().is_some_and(|v| v.trim_start_matches(['0', '.']) != "");
     let found = match text(entry, "mode").as_deref() {
         Some("image_generation") => {
@@ -166,7 +161,10 @@ mod tests {
             image_key("256-x-256/dall-e-2"),
             Some((None, Some("256x256".into()), "dall-e-2".into()))
         );
-        assert_eq!(image_key("imagen-3.0-generate-001"), Some((None, None, "imagen-3.0-generate-001".into())));
+        assert_eq!(
+            image_key("imagen-3.0-generate-001"),
+            Some((None, None, "imagen-3.0-generate-001".into()))
+        );
         assert_eq!(image_key("1024-x-1024/50-steps/stability.sd"), None);
         assert_eq!(image_key("max-x-max/max-steps/x"), None);
     }
