@@ -226,6 +226,74 @@ pub fn response(
     Ok((OperationAnswer { content_type, body }, measured))
 }
 
+/// An embeddings request's `input` as texts, for a protocol that embeds
+/// text only: `provider` names it in the error for token ids; between 1 and
+/// `max` texts.
+pub fn input_texts<'a>(
+    request: &'a serde_json::Map<String, Value>,
+    provider: &str,
+    max: usize,
+) -> Result<Vec<&'a str>, AdapterError> {
+    let texts: Vec<&str> = match request.get("input") {
+        Some(Value::String(text)) => vec![text.as_str()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str().ok_or_else(|| {
+                    AdapterError::invalid_request(format!(
+                        "{provider} embeds text: 'input' must be strings, not token ids"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err(AdapterError::invalid_request(
+                "'input' must be a string or an array of strings",
+            ));
+        }
+    };
+    if texts.is_empty() || texts.len() > max {
+        return Err(AdapterError::invalid_request(format!(
+            "{provider} embeds 1 to {max} texts per request"
+        )));
+    }
+    Ok(texts)
+}
+
+/// Vectors as OpenAI's embeddings list (`object: list`, `data[]` with
+/// `index` and `embedding`), each as floats or, when `base64`, as the
+/// little-endian f32 bytes in standard base64, which the SDKs decode.
+pub fn embedding_list(vectors: &[Vec<f32>], base64: bool, usage_tokens: Option<u64>) -> Value {
+    use base64::Engine;
+    let data: Vec<Value> = vectors
+        .iter()
+        .enumerate()
+        .map(|(index, floats)| {
+            let embedding = if base64 {
+                let bytes: Vec<u8> = floats.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                serde_json::json!(floats)
+            };
+            serde_json::json!({"object": "embedding", "index": index, "embedding": embedding})
+        })
+        .collect();
+    // The gateway sets `model` to the id the caller asked for.
+    let mut list = serde_json::json!({"object": "list", "data": data, "model": ""});
+    if let Some(tokens) = usage_tokens {
+        list["usage"] = serde_json::json!({"prompt_tokens": tokens, "total_tokens": tokens});
+    }
+    list
+}
+
+/// A JSON array of numbers as f32s (anything else is skipped).
+pub fn floats(value: &Value) -> Vec<f32> {
+    value
+        .as_array()
+        .map(|v| v.iter().filter_map(Value::as_f64).map(|x| x as f32).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +353,17 @@ mod tests {
             "{form}"
         );
         assert!(form.ends_with("--XX--\r\n"));
+    }
+
+    #[test]
+    fn embeddings_encode_as_floats_or_base64() {
+        let list = embedding_list(&[vec![1.0, 0.0]], true, Some(2));
+        assert_eq!(list["data"][0]["embedding"], "AACAPwAAAAA=");
+        assert_eq!(list["usage"]["prompt_tokens"], 2);
+        let list = embedding_list(&[vec![1.0, 0.5]], false, None);
+        assert_eq!(list["data"][0]["embedding"], serde_json::json!([1.0, 0.5]));
+        let request: serde_json::Map<String, Value> = serde_json::from_str(r#"{"input":[1,2]}"#).unwrap();
+        assert!(input_texts(&request, "Acme", 4).is_err());
     }
 
     #[test]

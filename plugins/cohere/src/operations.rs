@@ -10,9 +10,8 @@
 //!   `/v1/rerank`): `POST /v2/rerank` with the model set, the answer as it
 //!   is; `meta.billed_units.search_units` is what is billed.
 
-use base64::Engine;
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::openai::operations::OperationShape;
+use tollgate_plugin_sdk::openai::operations::{self, OperationShape};
 use tollgate_plugin_sdk::{
     AdapterError, AuthSlot, CallContext, Measured, Operation, OperationAnswer, OperationBody, OutboundRequest,
 };
@@ -67,27 +66,7 @@ pub fn request(
 }
 
 fn embed_body(ctx: &CallContext, request: &Map<String, Value>) -> Result<Value, AdapterError> {
-    let texts: Vec<&str> = match request.get("input") {
-        Some(Value::String(text)) => vec![text.as_str()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| {
-                item.as_str().ok_or_else(|| {
-                    AdapterError::invalid_request("Cohere embeds text: 'input' must be strings, not token ids")
-                })
-            })
-            .collect::<Result<_, _>>()?,
-        _ => {
-            return Err(AdapterError::invalid_request(
-                "'input' must be a string or an array of strings",
-            ));
-        }
-    };
-    if texts.is_empty() || texts.len() > MAX_TEXTS {
-        return Err(AdapterError::invalid_request(format!(
-            "Cohere embeds 1 to {MAX_TEXTS} texts per request"
-        )));
-    }
+    let texts = operations::input_texts(request, "Cohere", MAX_TEXTS)?;
     let mut body = json!({
         "model": ctx.upstream_model,
         "texts": texts,
@@ -121,32 +100,10 @@ pub fn response(
             let vectors = answer["embeddings"]["float"]
                 .as_array()
                 .ok_or_else(|| AdapterError::internal("Cohere's answer has no embeddings.float"))?;
-            let base64 = shape.base64;
-            let data: Vec<Value> = vectors
-                .iter()
-                .enumerate()
-                .map(|(index, vector)| {
-                    let floats: Vec<f32> = vector
-                        .as_array()
-                        .map(|v| v.iter().filter_map(Value::as_f64).map(|x| x as f32).collect())
-                        .unwrap_or_default();
-                    let embedding = if base64 {
-                        let bytes: Vec<u8> = floats.iter().flat_map(|x| x.to_le_bytes()).collect();
-                        Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
-                    } else {
-                        json!(floats)
-                    };
-                    json!({"object": "embedding", "index": index, "embedding": embedding})
-                })
-                .collect();
+            let vectors: Vec<Vec<f32>> = vectors.iter().map(operations::floats).collect();
             let tokens = billed("input_tokens");
             measured.input_tokens = tokens;
-            // The gateway sets `model` to the id the caller asked for.
-            let mut answer = json!({"object": "list", "data": data, "model": ""});
-            if let Some(tokens) = tokens {
-                answer["usage"] = json!({"prompt_tokens": tokens, "total_tokens": tokens});
-            }
-            answer
+            operations::embedding_list(&vectors, shape.base64, tokens)
         }
         Operation::Rerank => {
             measured.searches = Some(billed("search_units").map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)));

@@ -9,9 +9,8 @@
 //!   `responseModalities: ["IMAGE"]` (one image). The images come back as
 //!   `b64_json`, and their count is what is billed.
 
-use base64::Engine;
 use serde_json::{Map, Value, json};
-use tollgate_plugin_sdk::openai::operations::OperationShape;
+use tollgate_plugin_sdk::openai::operations::{self, OperationShape};
 use tollgate_plugin_sdk::{
     AdapterError, AuthSlot, CallContext, Measured, Operation, OperationAnswer, OperationBody, OutboundRequest,
 };
@@ -66,27 +65,7 @@ pub fn request(
 }
 
 fn embed_body(model: &str, request: &Map<String, Value>) -> Result<Value, AdapterError> {
-    let texts: Vec<&str> = match request.get("input") {
-        Some(Value::String(text)) => vec![text.as_str()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| {
-                item.as_str().ok_or_else(|| {
-                    AdapterError::invalid_request("Gemini embeds text: 'input' must be strings, not token ids")
-                })
-            })
-            .collect::<Result<_, _>>()?,
-        _ => {
-            return Err(AdapterError::invalid_request(
-                "'input' must be a string or an array of strings",
-            ));
-        }
-    };
-    if texts.is_empty() || texts.len() > MAX_TEXTS {
-        return Err(AdapterError::invalid_request(format!(
-            "Gemini embeds 1 to {MAX_TEXTS} texts per request"
-        )));
-    }
+    let texts = operations::input_texts(request, "Gemini", MAX_TEXTS)?;
     let dimensions = request.get("dimensions").and_then(Value::as_u64);
     let requests: Vec<Value> = texts
         .iter()
@@ -166,24 +145,8 @@ pub fn response(
             let embeddings = answer["embeddings"]
                 .as_array()
                 .ok_or_else(|| AdapterError::internal("Gemini's answer has no embeddings"))?;
-            let data: Vec<Value> = embeddings
-                .iter()
-                .enumerate()
-                .map(|(index, embedding)| {
-                    let floats: Vec<f32> = embedding["values"]
-                        .as_array()
-                        .map(|v| v.iter().filter_map(Value::as_f64).map(|x| x as f32).collect())
-                        .unwrap_or_default();
-                    let vector = if shape.base64 {
-                        let bytes: Vec<u8> = floats.iter().flat_map(|x| x.to_le_bytes()).collect();
-                        Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
-                    } else {
-                        json!(floats)
-                    };
-                    json!({"object": "embedding", "index": index, "embedding": vector})
-                })
-                .collect();
-            json!({"object": "list", "data": data, "model": ""})
+            let vectors: Vec<Vec<f32>> = embeddings.iter().map(|e| operations::floats(&e["values"])).collect();
+            operations::embedding_list(&vectors, shape.base64, None)
         }
         Operation::ImageGeneration => {
             let images: Vec<&str> = match answer.get("predictions") {
