@@ -23,9 +23,21 @@ use tollgate_web::server::RequestId;
 
 /// The endpoints a batch line may call.
 const ENDPOINTS: [&str; 2] = ["/v1/chat/completions", "/v1/embeddings"];
-/// How long a batch may take: OpenAI's one window.
-const COMPLETION_WINDOW: &str = "24h";
-const WINDOW_MS: i64 = 24 * 3600 * 1000;
+/// The longest a batch may take: OpenAI's one window, `24h`. A shorter one
+/// (`"30m"`, `"90s"`) is the gateway's own extension.
+const MAX_WINDOW_MS: i64 = 24 * 3600 * 1000;
+
+/// A completion window (`24h`, `30m`, `90s`) in milliseconds, up to a day.
+fn window_ms(window: &str) -> Option<i64> {
+    let unit = match window.chars().last()? {
+        'h' => 3_600_000,
+        'm' => 60_000,
+        's' => 1_000,
+        _ => return None,
+    };
+    let count: i64 = window[..window.len() - 1].parse().ok().filter(|n| *n > 0)?;
+    count.checked_mul(unit).filter(|ms| *ms <= MAX_WINDOW_MS)
+}
 
 pub fn routes<S>() -> Router<S>
 where
@@ -334,9 +346,10 @@ async fn create(
             ))
             .with_param("endpoint"));
         }
-        if create.completion_window != COMPLETION_WINDOW {
-            return Err(ApiError::invalid_request("completion_window must be '24h'.").with_param("completion_window"));
-        }
+        let window = window_ms(&create.completion_window).ok_or_else(|| {
+            ApiError::invalid_request("completion_window must be '24h' (or a shorter '<n>h', '<n>m' or '<n>s').")
+                .with_param("completion_window")
+        })?;
         let file = find_file(&batches, &caller, &create.input_file_id).await?;
         let digest: Digest = file.digest.parse().map_err(internal)?;
         let bytes = batches.blobs.get(&digest).await.map_err(internal)?;
@@ -355,7 +368,7 @@ async fn create(
             output_file_id: None,
             error_file_id: None,
             created_at_ms: now,
-            expires_at_ms: now + WINDOW_MS,
+            expires_at_ms: now + window,
             in_progress_at_ms: Some(now),
             finalizing_at_ms: None,
             completed_at_ms: None,

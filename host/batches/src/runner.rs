@@ -50,7 +50,7 @@ async fn run(batches: &Arc<Batches>, id: &str) -> anyhow::Result<()> {
     let caller = Arc::new(caller);
     let done: HashSet<i64> = store.done_lines(id).await?.into_iter().collect();
     let pending: Vec<i64> = (0..lines.len() as i64).filter(|i| !done.contains(i)).collect();
-    let mut stopped = batch.status == "cancelling";
+    let mut stopped = batch.status == "cancelling" || now_ms() > batch.expires_at_ms;
     let mut results = futures_util::stream::iter(pending)
         .map(|index| {
             let (batches, lines, caller, id) = (batches.clone(), lines.clone(), caller.clone(), id.to_string());
