@@ -41,6 +41,7 @@ pub(crate) fn routes() -> Router<Shared> {
     Router::new()
         .route("/model/{model}/converse", post(converse))
         .route("/model/{model}/converse-stream", post(converse_stream))
+        .route("/model/{model}/invoke", post(invoke))
 }
 
 /// `POST /model/{modelId}/converse`.
@@ -161,6 +162,67 @@ impl Rejection {
             ),
         }
     }
+}
+
+/// `POST /model/{model}/invoke`: Titan and Cohere embeddings (the same
+/// vectors as the OpenAI route for the same text), Titan/Nova and Stability
+/// images (1×1 PNGs). Model-name faults answer as Bedrock errors.
+async fn invoke(State(app): State<Shared>, Path(model): Path<String>, request: Request) -> Response {
+    use base64::Engine;
+    use serde_json::json;
+    let (parts, body) = request.into_parts();
+    let request_id = errors::request_id(app.next_id());
+    let Ok(body) = to_bytes(body, crate::openai::MAX_BODY).await else {
+        return errors::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "ValidationException",
+            "Request body too large",
+            &request_id,
+        );
+    };
+    app.count_chat_request();
+    let authorized = sigv4_key_matches(&app, &parts.headers);
+    app.recorder.record(parts, body.clone());
+    sleep(app.latency()).await;
+    if let Err(rejection) = authorized {
+        return rejection.into_response(&request_id);
+    }
+    if let Some(status) = crate::faults::Faults::resolve(&Default::default(), &model).status {
+        return errors::error(status, "ThrottlingException", "mock: scripted failure", &request_id);
+    }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return errors::error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "Malformed input request",
+            &request_id,
+        );
+    };
+    let vector =
+        |text: &str| crate::openai::operations::vector(text, request["dimensions"].as_u64().unwrap_or(8) as usize);
+    let image = || base64::engine::general_purpose::STANDARD.encode(crate::openai::operations::PNG);
+    let answer = if let Some(text) = request["inputText"].as_str() {
+        json!({"embedding": vector(text), "inputTextTokenCount": crate::text::word_count(text).max(1)})
+    } else if let Some(texts) = request["texts"].as_array() {
+        let vectors: Vec<Vec<f32>> = texts.iter().map(|t| vector(t.as_str().unwrap_or_default())).collect();
+        json!({"id": request_id, "embeddings": vectors, "response_type": "embeddings_floats"})
+    } else if request["taskType"] == "TEXT_IMAGE" {
+        let n = request["imageGenerationConfig"]["numberOfImages"]
+            .as_u64()
+            .unwrap_or(1)
+            .clamp(1, 5) as usize;
+        json!({"images": vec![image(); n]})
+    } else if request["prompt"].is_string() {
+        json!({"images": [image()], "finish_reasons": [null]})
+    } else {
+        return errors::error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "mock: unknown invoke body",
+            &request_id,
+        );
+    };
+    axum::Json(answer).into_response()
 }
 
 /// The SigV4 check described in the module docs.

@@ -152,3 +152,16 @@ def test_native_adapters_serve_their_operations(client, stack):
     images = client.images.generate(model="gemini/imagen-3.0-generate-001", prompt="a lighthouse", n=2)
     assert len(images.data) == 2 and images.data[0].b64_json
     assert Decimal(images.to_dict()["service"]["cost_usd"]) == Decimal("0.08")
+
+
+def test_bedrock_embeddings_and_images(client):
+    """Bedrock's InvokeModel, SigV4-signed by the gateway: Titan embeddings
+    (one text a call) and a Titan image model priced per image."""
+    titan = client.embeddings.create(model="bedrock/amazon.titan-embed-text-v2:0", input="hello world", encoding_format="float")
+    assert len(titan.data[0].embedding) == 8 and titan.usage.prompt_tokens == 2
+    assert titan.to_dict()["provider"] == "bedrock"
+    with pytest.raises(openai.BadRequestError):
+        client.embeddings.create(model="bedrock/amazon.titan-embed-text-v2:0", input=["one", "two"])
+    images = client.images.generate(model="bedrock/amazon.titan-image-generator-v1", prompt="a boat", n=2)
+    assert len(images.data) == 2
+    assert Decimal(images.to_dict()["service"]["cost_usd"]) == Decimal("0.016")

@@ -2,18 +2,20 @@
 //! auth slot, and which module translates each direction. [`Exchange`] keeps
 //! the state.
 
+use tollgate_plugin_sdk::openai::operations::OperationShape;
 use tollgate_plugin_sdk::{
-    AdapterError, AuthSlot, CallContext, Exchange, OutboundRequest, Protocol, ResponseHead, Translated,
+    AdapterError, AuthSlot, CallContext, Exchange, Measured, Operation, OperationAnswer, OperationBody,
+    OutboundRequest, Protocol, ResponseHead, Translated,
 };
 
-use crate::error;
 use crate::request::{self, Prepared, Shape};
 use crate::response;
 use crate::stream::StreamState;
+use crate::{error, operations};
 
 /// The SigV4 signing name of Bedrock Runtime (`bedrock`, not the endpoint
 /// prefix `bedrock-runtime`).
-const SIGNING_SERVICE: &str = "bedrock";
+pub const SIGNING_SERVICE: &str = "bedrock";
 
 /// One exchange with Bedrock's Converse API.
 pub type Bedrock = Exchange<Converse>;
@@ -65,5 +67,26 @@ impl Protocol for Converse {
 
     fn classify_error(head: ResponseHead, body: Vec<u8>) -> AdapterError {
         error::classify_http(&head, &body)
+    }
+
+    fn operations() -> Vec<Operation> {
+        operations::SERVED.to_vec()
+    }
+
+    fn operation_request(
+        ctx: &CallContext,
+        operation: Operation,
+        body: &OperationBody,
+    ) -> Result<(OutboundRequest, OperationShape), AdapterError> {
+        operations::request(ctx, operation, body)
+    }
+
+    fn operation_response(
+        operation: Operation,
+        shape: &OperationShape,
+        _head: ResponseHead,
+        body: Vec<u8>,
+    ) -> Result<(OperationAnswer, Measured), AdapterError> {
+        operations::response(operation, shape, body)
     }
 }

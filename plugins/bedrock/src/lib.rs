@@ -18,6 +18,7 @@ mod adapter;
 mod converse;
 mod error;
 mod messages;
+mod operations;
 mod request;
 mod response;
 mod stream;

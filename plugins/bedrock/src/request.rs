@@ -97,7 +97,7 @@ fn url(ctx: &CallContext) -> Result<String, AdapterError> {
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters.
-fn encode_segment(segment: &str) -> String {
+pub fn encode_segment(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len() + 8);
     for byte in segment.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {

@@ -385,9 +385,19 @@ async fn images_speech_transcriptions_and_rerank_bill_their_units_exactly_and_fa
     // A translation asked for as text: the transcript comes back as text,
     // its cost in headers.
     let form = transcription_form("emb/whisper", &[], wav(2)).text("response_format", "text");
-    let response = gateway.post("/v1/audio/translations").multipart(form).send().await.unwrap();
+    let response = gateway
+        .post("/v1/audio/translations")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
     let translation_cost = nanos(response.headers()["x-tollgate-cost-usd"].to_str().unwrap());
     // The mock reports no duration in text: the WAV header's 2 s are billed.
     assert_eq!(translation_cost, 200_000);
@@ -395,7 +405,10 @@ async fn images_speech_transcriptions_and_rerank_bill_their_units_exactly_and_fa
     billed += translation_cost;
 
     // An image edit: a form with the image, one standard image at 0.04.
-    let image = reqwest::multipart::Part::bytes(b"\x89PNG".to_vec()).file_name("a.png").mime_str("image/png").unwrap();
+    let image = reqwest::multipart::Part::bytes(b"\x89PNG".to_vec())
+        .file_name("a.png")
+        .mime_str("image/png")
+        .unwrap();
     let form = reqwest::multipart::Form::new()
         .text("model", "emb/image")
         .text("prompt", "add a boat")
@@ -409,7 +422,8 @@ async fn images_speech_transcriptions_and_rerank_bill_their_units_exactly_and_fa
     assert_eq!(cost(&body), 40_000_000);
     billed += cost(&body);
     // Each is logged as its own kind.
-    let row: Value = serde_json::from_str(&gateway.admin(&["request", body["service"]["request_id"].as_str().unwrap()])).unwrap();
+    let row: Value =
+        serde_json::from_str(&gateway.admin(&["request", body["service"]["request_id"].as_str().unwrap()])).unwrap();
     assert_eq!(row["kind"], "image_edit", "{row}");
 
     // Rerank, Cohere's shape: 150 documents are two searches at 0.002 USD.
@@ -719,7 +733,14 @@ async fn a_batch_past_its_window_expires_with_what_ran() {
     })
     .await;
     let gateway = Gateway::start(&format!("{}\n[batches]\nconcurrency = 1\n", config(mock))).await;
-    gateway.admin(&["plan", "set", "--workspace", &gateway.workspace_id, "--plan", "enterprise"]);
+    gateway.admin(&[
+        "plan",
+        "set",
+        "--workspace",
+        &gateway.workspace_id,
+        "--plan",
+        "enterprise",
+    ]);
     let lines: Vec<String> = (0..200)
         .map(|i| {
             json!({"custom_id": format!("e{i}"), "method": "POST", "url": "/v1/embeddings",
@@ -740,7 +761,10 @@ async fn a_batch_past_its_window_expires_with_what_ran() {
     let completed = ended["request_counts"]["completed"].as_i64().unwrap();
     assert!(completed > 0 && completed < 200, "{ended}");
     assert!(ended["expired_at"].is_number());
-    assert_eq!(file_lines(&gateway, &ended["output_file_id"]).await.len() as i64, completed);
+    assert_eq!(
+        file_lines(&gateway, &ended["output_file_id"]).await.len() as i64,
+        completed
+    );
     // A window over a day is refused.
     let (status, _) = post(
         &gateway,
@@ -750,4 +774,3 @@ async fn a_batch_past_its_window_expires_with_what_ran() {
     .await;
     assert_eq!(status, 400);
 }
-
