@@ -597,7 +597,9 @@ def test_import_prices_refreshes_the_table(tmp_path):
     line = next(l for l in out.splitlines() if "openai/gpt-4o-mini:" in l)
     assert line.startswith("changed") and line.endswith("-> in 0.1 / out 0.5 / cache read 0.025"), out
     assert "1 changed" in out
-    assert "new from the file: 1 (openai 1)" in out, out
+    # The chat model and the embedding model (it serves /v1/embeddings) join.
+    assert "new from the file: 2 (openai 2)" in out, out
+    assert 'operations = ["embeddings"]' in table.read_text()
     text = table.read_text()
     assert "MIT" in text and "Berri AI" in text and "test file" in text
 

@@ -33,11 +33,12 @@ models = [
   {{ id = "broken-embed", upstream = "fail-500", operations = ["embeddings"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
   {{ id = "moderate", operations = ["moderation"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
   {{ id = "image", operations = ["image_generation", "image_edit"], image_prices = {{ "standard/1024x1024" = "0.04", "hd/1024x1024" = "0.08" }} }},
-  {{ id = "limited-image", upstream = "fail-500", operations = ["image_generation"], image_prices = {{ "*" = "0.04" }} }},
+  {{ id = "limited-image", upstream = "fail-500", operations = ["image_generation", "image_edit"], image_prices = {{ "*" = "0.04" }} }},
+  {{ id = "limited-moderate", upstream = "fail-429", operations = ["moderation"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
   {{ id = "tts", operations = ["speech"], speech_price_per_mchars = "15" }},
   {{ id = "limited-tts", upstream = "fail-429", operations = ["speech"], speech_price_per_mchars = "15" }},
   {{ id = "whisper", operations = ["transcription", "translation"], audio_price_per_second = "0.0001" }},
-  {{ id = "limited-whisper", upstream = "fail-429", operations = ["transcription"], audio_price_per_second = "0.0001" }},
+  {{ id = "limited-whisper", upstream = "fail-429", operations = ["transcription", "translation"], audio_price_per_second = "0.0001" }},
   {{ id = "rerank", operations = ["rerank"], search_price = "0.002" }},
   {{ id = "limited-rerank", upstream = "fail-500", operations = ["rerank"], search_price = "0.002" }},
 ]
@@ -193,11 +194,15 @@ async fn moderations_carry_the_provider_and_exact_cost() {
     let (status, body) = post(
         &gateway,
         "/v1/moderations",
-        json!({"model": "emb/moderate", "input": ["a calm sentence", "flagme please"]}),
+        json!({"model": "emb/limited-moderate", "models": ["emb/moderate"], "input": ["a calm sentence", "flagme please"]}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["provider"], "emb");
+    assert_eq!(
+        body["service"]["attempts"][0]["outcome"], "upstream_rate_limited",
+        "{body}"
+    );
     let results = body["results"].as_array().unwrap();
     assert_eq!(
         (results[0]["flagged"].as_bool(), results[1]["flagged"].as_bool()),
@@ -384,7 +389,7 @@ async fn images_speech_transcriptions_and_rerank_bill_their_units_exactly_and_fa
 
     // A translation asked for as text: the transcript comes back as text,
     // its cost in headers.
-    let form = transcription_form("emb/whisper", &[], wav(2)).text("response_format", "text");
+    let form = transcription_form("emb/limited-whisper", &["emb/whisper"], wav(2)).text("response_format", "text");
     let response = gateway
         .post("/v1/audio/translations")
         .multipart(form)
@@ -410,7 +415,8 @@ async fn images_speech_transcriptions_and_rerank_bill_their_units_exactly_and_fa
         .mime_str("image/png")
         .unwrap();
     let form = reqwest::multipart::Form::new()
-        .text("model", "emb/image")
+        .text("model", "emb/limited-image")
+        .text("models", "emb/image")
         .text("prompt", "add a boat")
         .text("size", "1024x1024")
         .text("quality", "standard")
@@ -419,6 +425,7 @@ async fn images_speech_transcriptions_and_rerank_bill_their_units_exactly_and_fa
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["data"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["service"]["attempts"][0]["outcome"], "upstream_error", "{body}");
     assert_eq!(cost(&body), 40_000_000);
     billed += cost(&body);
     // Each is logged as its own kind.
