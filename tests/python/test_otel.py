@@ -101,7 +101,10 @@ data_dir = "{tmp.name}/data"
 [providers.acme]
 base_url = "{mock_url}/v1"
 api_key = "sk-anything"
-models = [{{ id = "small", input_price_per_mtok = "0.50", output_price_per_mtok = "1.50" }}]
+models = [
+  {{ id = "small", input_price_per_mtok = "0.50", output_price_per_mtok = "1.50" }},
+  {{ id = "embed", operations = ["embeddings"], input_price_per_mtok = "0.02", output_price_per_mtok = "0" }},
+]
 [providers.primary]
 base_url = "{mock_url}/v1"
 api_key = "sk-primary"
@@ -177,6 +180,19 @@ def test_spans_carry_genai_attributes_and_the_callers_trace(traced):
     assert adapter, "the adapter call has its own span"
 
 
+def test_an_embeddings_attempt_is_an_embeddings_span(traced):
+    client, collector = traced
+    answer = client.embeddings.create(model="acme/embed", input="trace me")
+    request_id = answer.to_dict()["service"]["request_id"]
+    collector.wait(lambda c: any(s.name == "embeddings embed" for s in c.spans))
+    span = next(s for s in collector.spans if s.name == "embeddings embed")
+    a = attrs(span)
+    assert a["gen_ai.operation.name"] == "embeddings"
+    assert a["gen_ai.request.model"] == "acme/embed"
+    assert a["gen_ai.usage.input_tokens"] == answer.usage.prompt_tokens
+    assert a["tollgate.request.id"] == request_id
+
+
 def test_failover_and_streaming_attempts(traced):
     client, collector = traced
     reply = client.chat.completions.create(
@@ -222,7 +238,9 @@ def test_metrics_include_token_usage_and_gateway_counters(traced):
     points = usage.histogram.data_points
     types = {attrs(p)["gen_ai.token.type"] for p in points}
     assert types == {"input", "output"}
-    assert all(attrs(p)["gen_ai.operation.name"] == "chat" for p in points)
+    # Each operation is its own series (an embeddings call made earlier is one).
+    assert {attrs(p)["gen_ai.operation.name"] for p in points} <= {"chat", "embeddings"}
+    assert any(attrs(p)["gen_ai.operation.name"] == "chat" for p in points)
     assert sum(p.sum for p in points if attrs(p)["gen_ai.provider.name"] == "acme") > 0
     requests = collector.metrics["tollgate.requests"].sum.data_points
     assert any(attrs(p)["http.response.status_code"] == 200 and p.as_int >= 1 for p in requests)

@@ -309,7 +309,7 @@ async fn batch_json(batches: &Batches, batch: &BatchRow) -> Result<Value, ApiErr
         "id": batch.id,
         "object": "batch",
         "endpoint": batch.endpoint,
-        "errors": null,
+        "errors": batch.errors.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok()),
         "input_file_id": batch.input_file_id,
         "completion_window": batch.completion_window,
         "status": batch.status,
@@ -320,7 +320,7 @@ async fn batch_json(batches: &Batches, batch: &BatchRow) -> Result<Value, ApiErr
         "expires_at": batch.expires_at_ms / 1000,
         "finalizing_at": seconds(batch.finalizing_at_ms),
         "completed_at": seconds(batch.completed_at_ms),
-        "failed_at": null,
+        "failed_at": seconds(batch.failed_at_ms),
         "expired_at": seconds(batch.expired_at_ms),
         "cancelling_at": seconds(batch.cancelling_at_ms),
         "cancelled_at": seconds(batch.cancelled_at_ms),
@@ -375,6 +375,8 @@ async fn create(
             expired_at_ms: None,
             cancelling_at_ms: None,
             cancelled_at_ms: None,
+            failed_at_ms: None,
+            errors: None,
         };
         batches.store.insert_batch(&batch).await.map_err(internal)?;
         super::runner::spawn(batches.clone(), batch.id.clone());

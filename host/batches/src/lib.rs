@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use tollgate_core::db::Database;
 use tollgate_gateway::DataPlane;
+use tollgate_identity::accounts::Accounts;
 use tollgate_registry::blobs::BlobStore;
 
 pub use api::routes;
@@ -66,15 +67,24 @@ pub struct Batches {
     store: store::Store,
     blobs: BlobStore,
     data: Arc<DataPlane>,
+    /// Whether the key a batch runs as is still active.
+    accounts: Accounts,
     config: BatchConfig,
 }
 
 impl Batches {
-    pub fn new(database: Database, blobs: BlobStore, data: Arc<DataPlane>, config: BatchConfig) -> Arc<Self> {
+    pub fn new(
+        database: Database,
+        blobs: BlobStore,
+        data: Arc<DataPlane>,
+        accounts: Accounts,
+        config: BatchConfig,
+    ) -> Arc<Self> {
         Arc::new(Batches {
             store: store::Store::new(database),
             blobs,
             data,
+            accounts,
             config,
         })
     }

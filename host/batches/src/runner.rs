@@ -50,7 +50,9 @@ async fn run(batches: &Arc<Batches>, id: &str) -> anyhow::Result<()> {
     let caller = Arc::new(caller);
     let done: HashSet<i64> = store.done_lines(id).await?.into_iter().collect();
     let pending: Vec<i64> = (0..lines.len() as i64).filter(|i| !done.contains(i)).collect();
-    let mut stopped = batch.status == "cancelling" || now_ms() > batch.expires_at_ms;
+    let key_active = || batches.accounts.key_active(&batch.workspace_id, &caller.0.key_id);
+    let mut revoked = !key_active().await?;
+    let mut stopped = revoked || batch.status == "cancelling" || now_ms() > batch.expires_at_ms;
     let mut results = futures_util::stream::iter(pending)
         .map(|index| {
             let (batches, lines, caller, id) = (batches.clone(), lines.clone(), caller.clone(), id.to_string());
@@ -69,12 +71,18 @@ async fn run(batches: &Arc<Batches>, id: &str) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("lost the lease"))?;
         if index % 16 == 0 || now_ms() > batch.expires_at_ms {
             let status = store.batch(None, id).await?.map(|b| b.status).unwrap_or_default();
-            stopped = status == "cancelling" || now_ms() > batch.expires_at_ms;
+            revoked = !key_active().await?;
+            stopped = revoked || status == "cancelling" || now_ms() > batch.expires_at_ms;
         }
     }
     drop(results);
     let current = store.batch(None, id).await?.map(|b| b.status).unwrap_or_default();
-    let ending = if current == "cancelling" {
+    let ending = if revoked {
+        let errors = json!({"object": "list", "data": [{"code": "key_revoked",
+            "message": "The API key this batch runs as was revoked; the lines not yet run were not run."}]});
+        store.set_errors(id, &errors.to_string()).await?;
+        Transition::Fail
+    } else if current == "cancelling" {
         Transition::Cancelled
     } else if stopped {
         Transition::Expire

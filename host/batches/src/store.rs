@@ -17,6 +17,8 @@ pub enum Transition {
     Complete,
     Cancelled,
     Expire,
+    /// The key it runs as was revoked.
+    Fail,
 }
 
 /// A stored file's row.
@@ -53,6 +55,8 @@ pub struct BatchRow {
     pub expired_at_ms: Option<i64>,
     pub cancelling_at_ms: Option<i64>,
     pub cancelled_at_ms: Option<i64>,
+    pub failed_at_ms: Option<i64>,
+    pub errors: Option<String>,
 }
 
 /// The caller a batch runs as, kept with it so a resumed batch still runs as
@@ -104,7 +108,7 @@ macro_rules! batch_columns {
     () => {
         "id, workspace_id, principal, endpoint, input_file_id, completion_window, metadata, status, total, \
          output_file_id, error_file_id, created_at_ms, expires_at_ms, in_progress_at_ms, finalizing_at_ms, \
-         completed_at_ms, expired_at_ms, cancelling_at_ms, cancelled_at_ms"
+         completed_at_ms, expired_at_ms, cancelling_at_ms, cancelled_at_ms, failed_at_ms, errors"
     };
 }
 
@@ -129,6 +133,8 @@ fn batch(row: &sqlx::any::AnyRow) -> sqlx::Result<BatchRow> {
         expired_at_ms: row.try_get("expired_at_ms")?,
         cancelling_at_ms: row.try_get("cancelling_at_ms")?,
         cancelled_at_ms: row.try_get("cancelled_at_ms")?,
+        failed_at_ms: row.try_get("failed_at_ms")?,
+        errors: row.try_get("errors")?,
     })
 }
 
@@ -358,9 +364,23 @@ impl Store {
                 "UPDATE batches SET status = 'expired', expired_at_ms = $1 WHERE id = $2 \
                  AND status IN ('in_progress', 'finalizing')"
             }
+            Transition::Fail => {
+                "UPDATE batches SET status = 'failed', failed_at_ms = $1 WHERE id = $2 \
+                 AND status IN ('in_progress', 'cancelling')"
+            }
         };
         let done = sqlx::query(sql).bind(now_ms()).bind(id).execute(self.pool()).await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Records why the batch failed (OpenAI's `errors` object).
+    pub async fn set_errors(&self, id: &str, errors: &str) -> sqlx::Result<()> {
+        sqlx::query("UPDATE batches SET errors = $1 WHERE id = $2")
+            .bind(errors)
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .map(drop)
     }
 
     pub async fn set_outputs(&self, id: &str, output: Option<&str>, errors: Option<&str>) -> sqlx::Result<()> {

@@ -520,6 +520,10 @@ impl Bill {
             .collect();
         tollgate_telemetry::record(tollgate_telemetry::RequestRecord {
             parent: &self.trace_parent,
+            operation: match self.log.kind {
+                RequestKind::Chat => tollgate_telemetry::semconv::OPERATION_CHAT,
+                kind => kind.as_str(),
+            },
             request_id: &self.log.request_id,
             requested_model: &self.log.model,
             outcome,

@@ -1,5 +1,5 @@
-//! What a settled request reports: one `chat <model>` client span per upstream
-//! attempt (parented to the request's server span) and the GenAI and gateway
+//! What a settled request reports: one `<operation> <model>` client span per
+//! upstream attempt (`chat`, `embeddings`, …) (parented to the request's server span) and the GenAI and gateway
 //! metrics. Spans are recorded after the fact from the attempt trail, with the
 //! attempts' own start and end times, so the request path holds no span state.
 
@@ -33,6 +33,9 @@ pub struct AttemptRecord<'a> {
 /// A settled request.
 pub struct RequestRecord<'a> {
     pub parent: &'a Context,
+    /// `gen_ai.operation.name`: `chat`, `embeddings`, or the gateway's own
+    /// name for an operation GenAI names none for (`image_generation`, …).
+    pub operation: &'static str,
     pub request_id: &'a str,
     pub requested_model: &'a str,
     pub outcome: &'a str,
@@ -117,7 +120,7 @@ pub fn record(request: RequestRecord<'_>) {
     let tracer = global::tracer("tollgate");
     for (index, attempt) in request.attempts.iter().enumerate() {
         let common = [
-            KeyValue::new(GEN_AI_OPERATION_NAME, OPERATION_CHAT),
+            KeyValue::new(GEN_AI_OPERATION_NAME, request.operation),
             KeyValue::new(GEN_AI_PROVIDER_NAME, attempt.provider.to_string()),
             KeyValue::new(GEN_AI_REQUEST_MODEL, request.requested_model.to_string()),
             KeyValue::new(GEN_AI_RESPONSE_MODEL, attempt.response_model.to_string()),
@@ -153,7 +156,7 @@ pub fn record(request: RequestRecord<'_>) {
             attributes.push(KeyValue::new(ERROR_TYPE, error.to_string()));
         }
         let mut span = tracer
-            .span_builder(format!("{OPERATION_CHAT} {}", attempt.response_model))
+            .span_builder(format!("{} {}", request.operation, attempt.response_model))
             .with_kind(SpanKind::Client)
             .with_start_time(attempt.started)
             .with_attributes(attributes)

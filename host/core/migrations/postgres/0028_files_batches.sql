@@ -36,6 +36,9 @@ CREATE TABLE batches (
     expired_at_ms      BIGINT,
     cancelling_at_ms   BIGINT,
     cancelled_at_ms    BIGINT,
+    failed_at_ms       BIGINT,
+    -- Why a batch failed, as OpenAI's `errors` object (JSON).
+    errors             TEXT,
     lease_until_ms     BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX batches_by_workspace ON batches (workspace_id, created_at_ms);

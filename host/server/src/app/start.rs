@@ -81,6 +81,7 @@ impl Gateway {
             database.clone(),
             files_store(&config, &database)?,
             data.clone(),
+            accounts.clone(),
             config.batches.clone(),
         );
         batches.start();

@@ -781,3 +781,78 @@ async fn a_batch_past_its_window_expires_with_what_ran() {
     .await;
     assert_eq!(status, 400);
 }
+
+#[tokio::test]
+async fn a_batch_whose_key_is_revoked_stops_and_fails() {
+    let mock = start_mock(tollgate_mock_upstream::MockOptions {
+        latency_ms: 30,
+        ..Default::default()
+    })
+    .await;
+    let gateway = Gateway::start(&format!("{}\n[batches]\nconcurrency = 1\n", config(mock))).await;
+    gateway.admin(&[
+        "plan",
+        "set",
+        "--workspace",
+        &gateway.workspace_id,
+        "--plan",
+        "enterprise",
+    ]);
+    let created = crate::control_plane::helpers::method(
+        &gateway,
+        Some(&gateway.api_key),
+        "keys.create",
+        json!({"name": "batch"}),
+    )
+    .await
+    .unwrap();
+    let key = created["api_key"].as_str().unwrap();
+    let http = reqwest::Client::new();
+    let lines: Vec<String> = (0..200)
+        .map(|i| {
+            json!({"custom_id": format!("k{i}"), "method": "POST", "url": "/v1/embeddings",
+                   "body": {"model": "emb/small-embed", "input": "hello"}})
+            .to_string()
+        })
+        .collect();
+    let form = reqwest::multipart::Form::new().text("purpose", "batch").part(
+        "file",
+        reqwest::multipart::Part::bytes(lines.join("\n").into_bytes()).file_name("k.jsonl"),
+    );
+    let file: Value = http
+        .post(format!("{}/v1/files", gateway.url))
+        .bearer_auth(key)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let batch: Value = http
+        .post(format!("{}/v1/batches", gateway.url))
+        .bearer_auth(key)
+        .json(&json!({"input_file_id": file["id"], "endpoint": "/v1/embeddings", "completion_window": "24h"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    crate::control_plane::helpers::method(
+        &gateway,
+        Some(&gateway.api_key),
+        "keys.revoke",
+        json!({"key_id": created["key_id"]}),
+    )
+    .await
+    .unwrap();
+    // The owner's key still sees the workspace's batch.
+    let ended = wait_for_batch(&gateway, batch["id"].as_str().unwrap()).await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    assert_eq!(ended["errors"]["data"][0]["code"], "key_revoked");
+    let completed = ended["request_counts"]["completed"].as_i64().unwrap();
+    assert!(completed < 200, "{ended}");
+    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+}
