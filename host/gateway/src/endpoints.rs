@@ -16,9 +16,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::DataPlane;
-use super::chat::{body_error, refused};
+use super::chat::{body_error, refused_as};
 use super::http::whole_response;
-use super::operations::{OperationCall, form};
+use super::operations::{OperationCall, form, kind};
 use super::pipeline::{Answer, CallSite, Media, Operation as PipelineOperation, StreamFailure};
 use tollgate_identity::auth::{AuthState, Caller};
 use tollgate_plugin_host::Operation;
@@ -74,7 +74,15 @@ async fn json_operation(
     let body = match body {
         Ok(body) => body,
         Err(rejection) => {
-            let error = refused(&data, &site, &caller, None, body_error(&data, &rejection)).await;
+            let error = refused_as(
+                &data,
+                &site,
+                &caller,
+                kind(operation),
+                None,
+                body_error(&data, &rejection),
+            )
+            .await;
             return error.with_request_id(&request_id.0).into_response();
         }
     };
@@ -117,7 +125,7 @@ async fn upload_operation(
     match form {
         Ok(parts) => answer(&data, OperationCall::form(operation, parts), &caller, site, &request_id).await,
         Err(error) => {
-            let error = refused(&data, &site, &caller, None, error).await;
+            let error = refused_as(&data, &site, &caller, kind(operation), None, error).await;
             error.with_request_id(&request_id.0).into_response()
         }
     }

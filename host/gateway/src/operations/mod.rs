@@ -66,7 +66,8 @@ pub fn name(operation: Operation) -> &'static str {
     kind(operation).as_str()
 }
 
-fn kind(operation: Operation) -> RequestKind {
+/// The request-log kind of `operation`.
+pub fn kind(operation: Operation) -> RequestKind {
     match operation {
         Operation::Embeddings => RequestKind::Embeddings,
         Operation::ImageGeneration => RequestKind::ImageGeneration,
