@@ -162,12 +162,8 @@ pub fn response(
         .unwrap_or("application/json")
         .to_owned();
     let mut measured = Measured {
-        input_tokens: None,
-        output_tokens: None,
-        images: None,
         characters: shape.characters,
-        audio_milliseconds: None,
-        searches: None,
+        ..nothing_measured()
     };
     let is_json = content_type.starts_with("application/json");
     if operation == Operation::Speech || !is_json {
@@ -224,6 +220,38 @@ pub fn response(
         body
     };
     Ok((OperationAnswer { content_type, body }, measured))
+}
+
+/// A JSON operation's body as an object, for a protocol that takes no
+/// forms (`provider` names it in the refusal).
+pub fn json_request(body: &OperationBody, provider: &str) -> Result<serde_json::Map<String, Value>, AdapterError> {
+    let OperationBody::Json(json) = body else {
+        return Err(AdapterError::invalid_request(format!(
+            "{provider} takes this operation as JSON, not a form"
+        )));
+    };
+    serde_json::from_slice(json)
+        .map_err(|e| AdapterError::invalid_request(format!("request body must be a JSON object: {e}")))
+}
+
+/// Nothing measured yet: every count unset.
+pub fn nothing_measured() -> Measured {
+    Measured {
+        input_tokens: None,
+        output_tokens: None,
+        images: None,
+        characters: None,
+        audio_milliseconds: None,
+        searches: None,
+    }
+}
+
+/// A JSON object as an operation's answer.
+pub fn json_answer(answer: &Value) -> Result<OperationAnswer, AdapterError> {
+    Ok(OperationAnswer {
+        content_type: "application/json".to_owned(),
+        body: serde_json::to_vec(answer).map_err(|e| AdapterError::internal(e.to_string()))?,
+    })
 }
 
 /// An embeddings request's `input` as texts, for a protocol that embeds

@@ -23,13 +23,7 @@ pub fn request(
     operation: Operation,
     body: &OperationBody,
 ) -> Result<(OutboundRequest, OperationShape), AdapterError> {
-    let OperationBody::Json(json) = body else {
-        return Err(AdapterError::invalid_request(
-            "Bedrock's embeddings and images take JSON, not a form",
-        ));
-    };
-    let request: Map<String, Value> = serde_json::from_slice(json)
-        .map_err(|e| AdapterError::invalid_request(format!("request body must be a JSON object: {e}")))?;
+    let request = operations::json_request(body, "Bedrock")?;
     let model = ctx.upstream_model.as_str();
     let body = match operation {
         Operation::Embeddings if model.starts_with("cohere.") => {
@@ -119,14 +113,7 @@ pub fn response(
 ) -> Result<(OperationAnswer, Measured), AdapterError> {
     let answer: Value =
         serde_json::from_slice(&body).map_err(|_| AdapterError::internal("Bedrock returned invalid JSON"))?;
-    let mut measured = Measured {
-        input_tokens: None,
-        output_tokens: None,
-        images: None,
-        characters: None,
-        audio_milliseconds: None,
-        searches: None,
-    };
+    let mut measured = operations::nothing_measured();
     let out = match operation {
         Operation::Embeddings => {
             let vectors: Vec<Vec<f32>> = match (answer.get("embedding"), answer.get("embeddings")) {
@@ -155,9 +142,5 @@ pub fn response(
         }
         other => return Err(AdapterError::internal(format!("Bedrock does not serve {other:?}"))),
     };
-    let answer = OperationAnswer {
-        content_type: "application/json".into(),
-        body: serde_json::to_vec(&out).map_err(|e| AdapterError::internal(e.to_string()))?,
-    };
-    Ok((answer, measured))
+    Ok((operations::json_answer(&out)?, measured))
 }

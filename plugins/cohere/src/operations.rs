@@ -27,13 +27,8 @@ pub fn request(
     operation: Operation,
     body: &OperationBody,
 ) -> Result<(OutboundRequest, OperationShape), AdapterError> {
-    let OperationBody::Json(json) = body else {
-        return Err(AdapterError::invalid_request(
-            "Cohere's embed and rerank take JSON, not a form",
-        ));
-    };
-    let request: Map<String, Value> = serde_json::from_slice(json)
-        .map_err(|e| AdapterError::invalid_request(format!("request body must be a JSON object: {e}")))?;
+    let request = operations::json_request(body, "Cohere")?;
+    let base64 = request.get("encoding_format").and_then(Value::as_str) == Some("base64");
     let base = ctx.base_url.trim_end_matches('/');
     let (path, body) = match operation {
         Operation::Embeddings => ("v2/embed", embed_body(ctx, &request)?),
@@ -59,7 +54,7 @@ pub fn request(
         auth: AuthSlot::Bearer,
     };
     let shape = OperationShape {
-        base64: serde_json::from_slice::<Value>(json).is_ok_and(|v| v["encoding_format"] == "base64"),
+        base64,
         ..OperationShape::default()
     };
     Ok((request, shape))
@@ -87,14 +82,7 @@ pub fn response(
     let answer: Value =
         serde_json::from_slice(&body).map_err(|_| AdapterError::internal("Cohere returned invalid JSON"))?;
     let billed = |unit: &str| answer["meta"]["billed_units"][unit].as_u64();
-    let mut measured = Measured {
-        input_tokens: None,
-        output_tokens: None,
-        images: None,
-        characters: None,
-        audio_milliseconds: None,
-        searches: None,
-    };
+    let mut measured = operations::nothing_measured();
     let body = match operation {
         Operation::Embeddings => {
             let vectors = answer["embeddings"]["float"]
@@ -111,9 +99,5 @@ pub fn response(
         }
         other => return Err(AdapterError::internal(format!("Cohere does not serve {other:?}"))),
     };
-    let answer = OperationAnswer {
-        content_type: "application/json".into(),
-        body: serde_json::to_vec(&body).map_err(|e| AdapterError::internal(e.to_string()))?,
-    };
-    Ok((answer, measured))
+    Ok((operations::json_answer(&body)?, measured))
 }

@@ -27,13 +27,7 @@ pub fn request(
     operation: Operation,
     body: &OperationBody,
 ) -> Result<(OutboundRequest, OperationShape), AdapterError> {
-    let OperationBody::Json(json) = body else {
-        return Err(AdapterError::invalid_request(
-            "Gemini's embeddings and images take JSON, not a form",
-        ));
-    };
-    let request: Map<String, Value> = serde_json::from_slice(json)
-        .map_err(|e| AdapterError::invalid_request(format!("request body must be a JSON object: {e}")))?;
+    let request = operations::json_request(body, "Gemini")?;
     let model = crate::request::model_path(ctx)?;
     let (action, body) = match operation {
         Operation::Embeddings => ("batchEmbedContents", embed_body(&model, &request)?),
@@ -132,14 +126,7 @@ pub fn response(
 ) -> Result<(OperationAnswer, Measured), AdapterError> {
     let answer: Value =
         serde_json::from_slice(&body).map_err(|_| AdapterError::internal("Gemini returned invalid JSON"))?;
-    let mut measured = Measured {
-        input_tokens: None,
-        output_tokens: None,
-        images: None,
-        characters: None,
-        audio_milliseconds: None,
-        searches: None,
-    };
+    let mut measured = operations::nothing_measured();
     let out = match operation {
         Operation::Embeddings => {
             let embeddings = answer["embeddings"]
@@ -170,9 +157,5 @@ pub fn response(
         }
         other => return Err(AdapterError::internal(format!("Gemini does not serve {other:?}"))),
     };
-    let answer = OperationAnswer {
-        content_type: "application/json".into(),
-        body: serde_json::to_vec(&out).map_err(|e| AdapterError::internal(e.to_string()))?,
-    };
-    Ok((answer, measured))
+    Ok((operations::json_answer(&out)?, measured))
 }
