@@ -350,6 +350,18 @@ async fn create(
             ApiError::invalid_request("completion_window must be '24h' (or a shorter '<n>h', '<n>m' or '<n>s').")
                 .with_param("completion_window")
         })?;
+        let running = batches.store.running(&caller.0.workspace_id).await.map_err(internal)?;
+        if running >= batches.config.max_running_per_workspace as i64 {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "too_many_batches",
+                format!(
+                    "This workspace has {running} batches running, the most it may (batches.max_running_per_workspace); \
+                     wait for one to end or cancel one."
+                ),
+            ));
+        }
         let file = find_file(&batches, &caller, &create.input_file_id).await?;
         let digest: Digest = file.digest.parse().map_err(internal)?;
         let bytes = batches.blobs.get(&digest).await.map_err(internal)?;

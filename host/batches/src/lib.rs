@@ -37,6 +37,9 @@ pub struct BatchConfig {
     pub concurrency: usize,
     /// Most lines a batch file may have.
     pub max_lines: usize,
+    /// Most batches one workspace may have running at once: a tenant's
+    /// batches share the gateway with everyone's requests.
+    pub max_running_per_workspace: usize,
     /// How long a gateway's claim on a running batch lasts without renewal;
     /// past it another gateway resumes the batch.
     pub lease_ms: u64,
@@ -47,6 +50,7 @@ impl Default for BatchConfig {
         Self {
             concurrency: 8,
             max_lines: 50_000,
+            max_running_per_workspace: 4,
             lease_ms: 30_000,
         }
     }
@@ -56,6 +60,10 @@ impl BatchConfig {
     pub fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.concurrency >= 1, "batches.concurrency must be at least 1");
         anyhow::ensure!(self.max_lines >= 1, "batches.max_lines must be at least 1");
+        anyhow::ensure!(
+            self.max_running_per_workspace >= 1,
+            "batches.max_running_per_workspace must be at least 1"
+        );
         anyhow::ensure!(self.lease_ms >= 1_000, "batches.lease_ms must be at least 1000");
         Ok(())
     }

@@ -265,6 +265,16 @@ impl Store {
         .collect()
     }
 
+    /// The workspace's batches still running (or stopping).
+    pub async fn running(&self, workspace_id: &str) -> sqlx::Result<i64> {
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM batches WHERE workspace_id = $1 AND status IN ('in_progress', 'cancelling')",
+        )
+        .bind(workspace_id)
+        .fetch_one(self.pool())
+        .await
+    }
+
     /// Claims the batch for `lease_ms` if no one holds it (or this claim
     /// renews); false when another gateway holds it or it is done.
     pub async fn claim(&self, id: &str, lease_ms: u64, renew_from: Option<i64>) -> sqlx::Result<Option<i64>> {

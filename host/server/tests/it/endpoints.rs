@@ -665,7 +665,11 @@ async fn batches_check_their_input_and_can_be_cancelled() {
         ..Default::default()
     })
     .await;
-    let gateway = Gateway::start(&format!("{}\n[batches]\nconcurrency = 1\n", config(mock))).await;
+    let gateway = Gateway::start(&format!(
+        "{}\n[batches]\nconcurrency = 1\nmax_running_per_workspace = 1\n",
+        config(mock)
+    ))
+    .await;
     gateway.admin(&[
         "plan",
         "set",
@@ -719,6 +723,16 @@ async fn batches_check_their_input_and_can_be_cancelled() {
     .await;
     assert_eq!(status, 200, "{batch}");
     assert_eq!(batch["metadata"]["job"], "nightly");
+    // A workspace runs at most `max_running_per_workspace` batches at once
+    // (set to 1 here): the next is refused until this one ends.
+    let (status, body) = post(
+        &gateway,
+        "/v1/batches",
+        json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"}),
+    )
+    .await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(assert_error_shape(&body)["code"], "too_many_batches");
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let id = batch["id"].as_str().unwrap();
     let (status, cancelling) = post(&gateway, &format!("/v1/batches/{id}/cancel"), json!({})).await;
