@@ -83,8 +83,8 @@ impl Accounts {
     /// Whether the workspace's key `key_id` exists and is not revoked (for
     /// work that outlives a request: a batch runs as its creator's key).
     pub async fn key_active(&self, workspace_id: &str, key_id: &str) -> sqlx::Result<bool> {
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM api_keys WHERE id = $1 AND workspace_id = $2 AND revoked_at IS NULL")
+        let found: Option<String> =
+            sqlx::query_scalar("SELECT id FROM api_keys WHERE id = $1 AND workspace_id = $2 AND revoked_at IS NULL")
                 .bind(key_id)
                 .bind(workspace_id)
                 .fetch_optional(&self.database.pool)

@@ -870,3 +870,48 @@ async fn a_batch_whose_key_is_revoked_stops_and_fails() {
     assert!(completed < 200, "{ended}");
     assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
 }
+
+/// The same batch flow on a shared Postgres (skipped without one): files,
+/// a batch of embeddings lines, its results and its files read back.
+#[tokio::test]
+async fn batches_run_on_postgres() {
+    let Some(schema) = crate::common::PgSchema::create().await else {
+        return;
+    };
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&format!("database_url = \"{}\"\n{}", schema.url, config(mock))).await;
+    gateway.admin(&[
+        "plan",
+        "set",
+        "--workspace",
+        &gateway.workspace_id,
+        "--plan",
+        "enterprise",
+    ]);
+    let lines: Vec<String> = (0..20)
+        .map(|i| {
+            json!({"custom_id": format!("p{i}"), "method": "POST", "url": "/v1/embeddings",
+                   "body": {"model": "emb/small-embed", "input": "hello world"}})
+            .to_string()
+        })
+        .collect();
+    let file = upload_batch_file(&gateway, lines.join("\n")).await;
+    let (status, batch) = post(
+        &gateway,
+        "/v1/batches",
+        json!({"input_file_id": file, "endpoint": "/v1/embeddings", "completion_window": "24h"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{batch}");
+    let ended = wait_for_batch(&gateway, batch["id"].as_str().unwrap()).await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(
+        ended["request_counts"],
+        json!({"total": 20, "completed": 20, "failed": 0})
+    );
+    let output = file_lines(&gateway, &ended["output_file_id"]).await;
+    assert_eq!(output.len(), 20);
+    let listed: Value = gateway.get("/v1/batches").send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["data"][0]["id"], batch["id"]);
+    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+}
