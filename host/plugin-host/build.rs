@@ -26,19 +26,29 @@ use std::process::Command;
 #[path = "build/signing.rs"]
 mod signing;
 
-/// Guest packages built for tests only, not embedded: (package, wasm artifact stem, kind).
-const TEST_ONLY: &[(&str, &str, &str)] = &[
+/// Guest packages built for tests only, not embedded: (package, wasm artifact
+/// stem, kind, WIT version). Each is built in its version's cargo run.
+const TEST_ONLY: &[(&str, &str, &str, &str)] = &[
     (
         "tollgate-test-misbehaving",
         "tollgate_test_misbehaving",
         "provider-adapter",
+        // It serves the operations besides chat, so hostile tests reach
+        // that lane too.
+        "0.3.0",
     ),
     (
         "tollgate-test-hostile-tool",
         "tollgate_test_hostile_tool",
         "tool-server",
+        "0.1.0",
     ),
-    ("tollgate-test-tool-caller", "tollgate_test_tool_caller", "skill"),
+    (
+        "tollgate-test-tool-caller",
+        "tollgate_test_tool_caller",
+        "skill",
+        "0.1.0",
+    ),
 ];
 
 /// Component kinds, as `[package.metadata.tollgate] kind` names them, with the
@@ -81,27 +91,33 @@ fn main() {
         // One run per WIT version of the kind: an adapter on
         // `tollgate:provider@0.2.0` enables the SDK's `native` feature, which
         // would otherwise move every adapter of the run to 0.2.0.
-        let mut versions: Vec<&str> = of_kind.iter().map(|c| c.wit.as_str()).collect();
+        let mut versions: Vec<&str> = of_kind
+            .iter()
+            .map(|c| c.wit.as_str())
+            .chain(
+                TEST_ONLY
+                    .iter()
+                    .filter(|(_, _, test_kind, _)| test_kind == kind)
+                    .map(|(_, _, _, version)| *version),
+            )
+            .collect();
         versions.sort_unstable();
         versions.dedup();
         if versions.is_empty() {
             versions.push("");
         }
-        for (i, version) in versions.iter().enumerate() {
+        for version in &versions {
             let mut packages: Vec<String> = of_kind
                 .iter()
                 .filter(|c| c.wit == *version)
                 .map(|c| format!("tollgate-plugin-{}", c.name))
                 .collect();
-            // The test-only components go with the first (oldest) version.
-            if i == 0 {
-                packages.extend(
-                    TEST_ONLY
-                        .iter()
-                        .filter(|(_, _, test_kind)| test_kind == kind)
-                        .map(|(package, _, _)| package.to_string()),
-                );
-            }
+            packages.extend(
+                TEST_ONLY
+                    .iter()
+                    .filter(|(_, _, test_kind, test_version)| test_kind == kind && test_version == version)
+                    .map(|(package, _, _, _)| package.to_string()),
+            );
             if !packages.is_empty() {
                 build_guests(&root, &target_dir, &packages);
             }
@@ -133,7 +149,7 @@ fn main() {
         generated.push_str("];\n");
     }
     std::fs::write(out_dir.join("builtin_components.rs"), generated).unwrap();
-    for (_, stem, _) in TEST_ONLY {
+    for (_, stem, _, _) in TEST_ONLY {
         let env_name = stem.to_uppercase().replace("TOLLGATE_", "TG_");
         println!(
             "cargo:rustc-env={env_name}_WASM={}",

@@ -218,8 +218,8 @@ mod tests {
     /// Built-ins on every WIT version load side by side: the anthropic
     /// adapter (0.2.0) takes `anthropic-messages` natively; the
     /// OpenAI-compatible one (0.3.0) serves every operation besides chat and
-    /// no dialect; a 0.1.0 adapter (the test adapter loaded from a file)
-    /// takes nothing natively and serves chat only.
+    /// no dialect; a 0.1.0 adapter (OpenAI's Responses one) takes nothing
+    /// natively and serves chat only.
     #[test]
     fn adapters_on_every_wit_version_load() {
         let cache = tempfile::tempdir().unwrap();
@@ -249,15 +249,18 @@ mod tests {
             .unwrap();
         let request = session.request().unwrap();
         assert!(request.url.ends_with("/embeddings"), "{}", request.url);
-        let misbehaving = adapters.get("misbehaving").unwrap();
-        assert_eq!(misbehaving.wit_version(), "0.1.0");
-        assert!(misbehaving.operations().is_empty());
+        // The test adapter loaded from a file is 0.3.0 too; OpenAI's
+        // Responses adapter is 0.1.0: it serves chat only.
+        assert_eq!(adapters.get("misbehaving").unwrap().wit_version(), "0.3.0");
+        let responses = adapters.ensure("openai-responses").unwrap().unwrap();
+        assert_eq!(responses.wit_version(), "0.1.0");
+        assert!(responses.operations().is_empty());
         assert!(
-            misbehaving
+            responses
                 .open_operation(&plain_context(), Operation::Embeddings, &embeddings)
                 .is_err()
         );
-        for name in ["openai-compatible", "misbehaving"] {
+        for name in ["openai-compatible", "misbehaving", "openai-responses"] {
             let adapter = adapters.get(name).unwrap();
             assert!(adapter.native_dialects().is_empty(), "{name}");
             let ctx = plain_context();

@@ -42,6 +42,16 @@ models = [
   {{ id = "rerank", operations = ["rerank"], search_price = "0.002" }},
   {{ id = "limited-rerank", upstream = "fail-500", operations = ["rerank"], search_price = "0.002" }},
 ]
+[providers.bad-ops]
+adapter = "misbehaving"
+base_url = "http://{mock}/v1"
+api_key = "sk-test-upstream"
+models = [
+  {{ id = "trap", operations = ["embeddings"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
+  {{ id = "loop", operations = ["embeddings"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
+  {{ id = "oom", operations = ["embeddings"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
+  {{ id = "fine", operations = ["embeddings"], input_price_per_mtok = "20", output_price_per_mtok = "0" }},
+]
 [providers.chat-only]
 adapter = "anthropic"
 base_url = "http://{mock}"
@@ -914,4 +924,44 @@ async fn batches_run_on_postgres() {
     let listed: Value = gateway.get("/v1/batches").send().await.unwrap().json().await.unwrap();
     assert_eq!(listed["data"][0]["id"], batch["id"]);
     assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+}
+
+/// A hostile adapter (built in the tests, WIT 0.3.0) that traps, spins or
+/// eats memory when asked for an embedding fails only that request, holding
+/// nothing; the next request, and the same adapter's well-behaved model, are
+/// served.
+#[tokio::test]
+async fn a_hostile_adapter_on_the_operations_lane_fails_only_its_own_request() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&config(mock)).await;
+    for (model, reason) in [("trap", "trapped"), ("loop", "time limit"), ("oom", "memory limit")] {
+        let (status, body) = post(
+            &gateway,
+            "/v1/embeddings",
+            json!({"model": format!("bad-ops/{model}"), "input": "hello"}),
+        )
+        .await;
+        assert_eq!(status, 502, "{model}: {body}");
+        let error = assert_error_shape(&body);
+        assert_eq!(error["code"], "adapter_failed", "{model}");
+        assert!(error["message"].as_str().unwrap().contains(reason), "{model}: {body}");
+        // Falls over like any adapter fault.
+        let (status, body) = post(
+            &gateway,
+            "/v1/embeddings",
+            json!({"model": format!("bad-ops/{model}"), "models": ["emb/small-embed"], "input": "hello"}),
+        )
+        .await;
+        assert_eq!(status, 200, "{model}: {body}");
+        assert_eq!(body["provider"], "emb");
+    }
+    let (status, body) = post(
+        &gateway,
+        "/v1/embeddings",
+        json!({"model": "bad-ops/fine", "input": "hello"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    gateway.assert_still_serving().await;
 }

@@ -12,6 +12,11 @@
 //!   request (another tenant's) may have left behind, and answers with the
 //!   tokens it found as the message content.
 //!
+//! It exports WIT 0.3.0 and serves the operations besides chat as the
+//! OpenAI-compatible adapter does, with the same modes: `request()`
+//! misbehaves for an operation as for chat, so the sandbox's limits are
+//! shown on that lane too.
+//!
 //! The OpenAI-compatible adapter is compiled in from its source file rather
 //! than linked as a library: that crate exports its own component, and two
 //! `export_adapter!` calls in one component clash at link time ("symbol
@@ -24,7 +29,10 @@ use core::hint::black_box;
 mod openai_compatible;
 
 use openai_compatible::OpenAiCompatible;
-use tollgate_plugin_sdk::{Adapter, AdapterError, CallContext, Event, OutboundRequest, ResponseHead, Usage};
+use tollgate_plugin_sdk::{
+    Adapter, AdapterError, CallContext, Event, Measured, Operation, OperationAnswer, OperationBody, OutboundRequest,
+    ResponseHead, Usage,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -167,6 +175,25 @@ impl Adapter for Misbehaving {
 
     fn classify_error(&mut self, head: ResponseHead, body: Vec<u8>) -> AdapterError {
         self.inner.classify_error(head, body)
+    }
+
+    fn operations() -> Vec<Operation> {
+        OpenAiCompatible::operations()
+    }
+
+    fn new_operation(ctx: CallContext, operation: Operation, body: OperationBody) -> Result<Self, AdapterError> {
+        Ok(Misbehaving {
+            mode: Mode::from_model(&ctx.upstream_model),
+            inner: OpenAiCompatible::new_operation(ctx, operation, body)?,
+        })
+    }
+
+    fn operation_response(&mut self, head: ResponseHead, body: Vec<u8>) -> Result<OperationAnswer, AdapterError> {
+        self.inner.operation_response(head, body)
+    }
+
+    fn measured(&self) -> Option<Measured> {
+        self.inner.measured()
     }
 }
 
