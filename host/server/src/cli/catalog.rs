@@ -19,7 +19,9 @@ use tollgate_routing::prices::{self, PriceTable, Source, Wanted};
 pub enum CatalogCommand {
     /// Refresh the price table from a LiteLLM `model_prices_and_context_window.json`
     /// and report what changed. Catalog models the file lacks keep their price;
-    /// the file's other chat models of the catalog's providers are added.
+    /// the file's other models of the catalog's providers are added: chat,
+    /// embedding and moderation models, and image, speech, transcription and
+    /// rerank models priced per unit.
     ImportPrices(ImportArgs),
     /// List the catalog's providers (built in and configured): id, name, how
     /// many models it serves and how many have a price, and whether it is
