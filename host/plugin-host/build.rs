@@ -44,6 +44,12 @@ const TEST_ONLY: &[(&str, &str, &str, &str)] = &[
         "0.1.0",
     ),
     (
+        "tollgate-test-hostile-guardrail",
+        "tollgate_test_hostile_guardrail",
+        "guardrail",
+        "0.1.0",
+    ),
+    (
         "tollgate-test-tool-caller",
         "tollgate_test_tool_caller",
         "skill",
@@ -57,6 +63,7 @@ const KINDS: &[(&str, &str)] = &[
     ("provider-adapter", "BUILTIN_ADAPTERS"),
     ("tool-server", "BUILTIN_TOOL_SERVERS"),
     ("skill", "BUILTIN_SKILLS"),
+    ("guardrail", "BUILTIN_GUARDRAILS"),
 ];
 
 fn main() {

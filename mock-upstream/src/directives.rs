@@ -39,6 +39,9 @@ pub struct Directives {
     /// Report this many prompt tokens as written to the prompt cache
     /// (Anthropic's `cache_creation_input_tokens`; OpenAI has no such field).
     pub cache_write_tokens: Option<u64>,
+    /// Reply as scripted even when `response_format` asks for JSON: a model
+    /// that ignores the requested format (OpenAI-compatible protocol).
+    pub unformatted: bool,
 }
 
 impl Directives {

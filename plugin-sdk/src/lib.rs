@@ -5,7 +5,9 @@
 //! for tool servers ([`tool`], world `tollgate:tool/tool-server@0.1.0`) and
 //! `skill` for skills ([`skill`], world `tollgate:skill/skill@0.1.0`). A tool
 //! server or skill crate depends on this one with
-//! `default-features = false, features = ["tool"]` (or `["skill"]`).
+//! `default-features = false, features = ["tool"]` (or `["skill"]`, or
+//! `["guardrail"]` for a guardrail: [`guardrail`], world
+//! `tollgate:guardrail/guardrail@0.1.0`).
 //!
 //! # Provider adapters
 //!
@@ -118,6 +120,8 @@
 mod adapter;
 #[cfg(feature = "golden")]
 pub mod golden;
+#[cfg(feature = "guardrail")]
+pub mod guardrail;
 pub mod json;
 #[cfg(feature = "provider")]
 pub mod openai;

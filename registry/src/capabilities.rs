@@ -40,6 +40,12 @@ impl Capabilities {
                 tools: declares("tools"),
                 ..Self::default()
             },
+            PackageKind::Guardrail => Self {
+                egress: manifest.metadata.allowed_hosts.clone(),
+                models: declares("models"),
+                credentials: declares(CAPABILITY_HTTP),
+                ..Self::default()
+            },
             _ => Self::default(),
         }
     }

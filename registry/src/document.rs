@@ -37,7 +37,7 @@ pub fn check_document(kind: PackageKind, bytes: &[u8]) -> Result<(), DocumentErr
         PackageKind::Graph => tollgate_actors::compile::parse(text()?)
             .map(|_| ())
             .map_err(|errors| fail(errors.to_string())),
-        PackageKind::ProviderAdapter | PackageKind::ToolServer | PackageKind::Skill => Ok(()),
+        PackageKind::ProviderAdapter | PackageKind::ToolServer | PackageKind::Skill | PackageKind::Guardrail => Ok(()),
     }
 }
 

@@ -52,6 +52,8 @@ pub enum PackageKind {
     PromptTemplate,
     Graph,
     ProviderAdapter,
+    /// A pipeline stage that checks (and may redact) requests and answers.
+    Guardrail,
 }
 
 impl PackageKind {
@@ -62,6 +64,7 @@ impl PackageKind {
             PackageKind::ProviderAdapter => Some("tollgate:provider/provider-adapter@0.1.0"),
             PackageKind::ToolServer => Some("tollgate:tool/tool-server@0.1.0"),
             PackageKind::Skill => Some("tollgate:skill/skill@0.1.0"),
+            PackageKind::Guardrail => Some("tollgate:guardrail/guardrail@0.1.0"),
             PackageKind::Actor | PackageKind::PromptTemplate | PackageKind::Graph => None,
         }
     }
@@ -88,6 +91,7 @@ impl PackageKind {
             ],
             PackageKind::ToolServer => &[("tollgate:tool/tool-server@0.1.0", "tollgate:tool/tools@0.1.0")],
             PackageKind::Skill => &[("tollgate:skill/skill@0.1.0", "tollgate:skill/runner@0.1.0")],
+            PackageKind::Guardrail => &[("tollgate:guardrail/guardrail@0.1.0", "tollgate:guardrail/checks@0.1.0")],
             PackageKind::Actor | PackageKind::PromptTemplate | PackageKind::Graph => &[],
         }
     }
@@ -99,17 +103,19 @@ impl PackageKind {
             PackageKind::ProviderAdapter => Some("tollgate:provider/adapter@0.1.0"),
             PackageKind::ToolServer => Some("tollgate:tool/tools@0.1.0"),
             PackageKind::Skill => Some("tollgate:skill/runner@0.1.0"),
+            PackageKind::Guardrail => Some("tollgate:guardrail/checks@0.1.0"),
             PackageKind::Actor | PackageKind::PromptTemplate | PackageKind::Graph => None,
         }
     }
 
-    pub const ALL: [PackageKind; 6] = [
+    pub const ALL: [PackageKind; 7] = [
         PackageKind::ProviderAdapter,
         PackageKind::ToolServer,
         PackageKind::Skill,
         PackageKind::Actor,
         PackageKind::PromptTemplate,
         PackageKind::Graph,
+        PackageKind::Guardrail,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -120,6 +126,7 @@ impl PackageKind {
             PackageKind::PromptTemplate => "prompt-template",
             PackageKind::Graph => "graph",
             PackageKind::ProviderAdapter => "provider-adapter",
+            PackageKind::Guardrail => "guardrail",
         }
     }
 }

@@ -20,6 +20,7 @@ const DOCUMENT_MEDIA_TYPES: [&str; 4] = ["application/json", "application/yaml",
 pub const CAPABILITY_HTTP: &str = "http";
 /// Capabilities a skill may declare: calls to models and tools through the host.
 const SKILL_CAPABILITIES: [&str; 2] = ["models", "tools"];
+const GUARDRAIL_CAPABILITIES: [&str; 2] = ["models", CAPABILITY_HTTP];
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -136,6 +137,9 @@ impl Manifest {
         let allowed: &[&str] = match self.kind {
             PackageKind::ToolServer => &[CAPABILITY_HTTP],
             PackageKind::Skill => &SKILL_CAPABILITIES,
+            // A guardrail may judge with a model and, where its install
+            // approves origins, call a service over HTTP.
+            PackageKind::Guardrail => &GUARDRAIL_CAPABILITIES,
             // Provider adapters are pure translators: no capabilities at all.
             _ => &[],
         };
@@ -152,12 +156,13 @@ impl Manifest {
                 )));
             }
         }
-        if self.kind == PackageKind::ToolServer {
+        if matches!(self.kind, PackageKind::ToolServer | PackageKind::Guardrail) {
             let wants_http = self.metadata.capabilities.iter().any(|c| c == CAPABILITY_HTTP);
             if wants_http && self.metadata.allowed_hosts.is_empty() {
-                return Err(invalid(
-                    "a tool server with the 'http' capability must list allowed_hosts",
-                ));
+                return Err(invalid(format!(
+                    "a {} with the 'http' capability must list allowed_hosts",
+                    self.kind
+                )));
             }
             if !wants_http && !self.metadata.allowed_hosts.is_empty() {
                 return Err(invalid("allowed_hosts needs the 'http' capability"));

@@ -1,4 +1,4 @@
-//! The component host for tool servers and skills: components from the
+//! The component host for tool servers, skills and guardrails: components from the
 //! registry, loaded once into the plugin engine, and called in a fresh,
 //! capped store per call.
 //!
@@ -20,6 +20,7 @@ mod bindings;
 mod config;
 mod egress;
 mod grants;
+mod guardrail;
 mod http;
 mod limits;
 mod log;
@@ -36,6 +37,9 @@ pub use bindings::skill::exports::tollgate::skill::runner::SkillError;
 pub use bindings::{CallContext, Content, ModelError, ToolError};
 pub use egress::{Egress, is_internal};
 pub use grants::{Credential, Grants, Origin, Placement};
+pub use guardrail::{
+    Check, Guardrail, GuardrailSpec, RequestVerdict, ResponseVerdict, Rewrite, Route as GuardRoute, Subject, Text,
+};
 pub use limits::ComponentLimits;
 pub use skill::{Skill, SkillSpec};
 pub use state::{Capabilities, Invocation, ModelAccess, ToolAccess};
@@ -103,6 +107,11 @@ impl ComponentHost {
     /// async workers, inside the runtime.
     pub fn load_tool_server(&self, name: &str, bytes: &[u8]) -> anyhow::Result<Arc<ToolServer>> {
         Ok(Arc::new(ToolServer::load(self, name, bytes)?))
+    }
+
+    /// Loads a guardrail. Blocking, like [`load_tool_server`](Self::load_tool_server).
+    pub fn load_guardrail(&self, name: &str, bytes: &[u8]) -> anyhow::Result<Arc<Guardrail>> {
+        Ok(Arc::new(Guardrail::load(self, name, bytes)?))
     }
 
     /// Loads a skill. Blocking, like [`load_tool_server`](Self::load_tool_server).

@@ -37,6 +37,7 @@ pub const READS: &[&str] = &[
     "adapters.list",
     "installs.list",
     "installs.get",
+    "guardrails.list",
     "actors.compile",
     "actors.get",
     "actors.list",
@@ -81,7 +82,9 @@ fn reader(op: &str) -> Option<Reader> {
             read("packages.get", &["name"], Some(("versions", "version")))
         }
         "adapters.install" => read("adapters.list", &[], Some(("installs", "provider"))),
-        "installs.update" | "installs.delete" => read("installs.get", &["workspace_id", "name"], None),
+        "installs.update" | "installs.delete" | "guardrails.delete" => {
+            read("installs.get", &["workspace_id", "name"], None)
+        }
         "deployments.create" | "deployments.delete" => {
             read("deployments.get", &["workspace_id", "namespace", "name"], None)
         }

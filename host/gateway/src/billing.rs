@@ -84,6 +84,8 @@ pub struct Demand<'a> {
     /// An operation priced in its own units: what it asks for at most,
     /// held at each candidate's unit prices on top of its tokens.
     pub units: Option<&'a UnitDemand>,
+    /// A price per request on top of tokens and units (a cache hit's).
+    pub fixed_cost: Nanos,
     /// The request as its workspace's plan admitted it (`None` with the
     /// ledger off): its fee, and its count to give back if refused here.
     pub admitted: Option<tollgate_billing::Admitted>,
@@ -124,7 +126,7 @@ fn provider_worst_case(candidates: &[Arc<ModelRoute>], demand: &Demand<'_>) -> N
         let units = demand.units.map_or(Nanos::ZERO, |units| {
             route.units.cost(units.counts, units.image_price(route))
         });
-        Nanos(tokens.0.saturating_add(units.0))
+        Nanos(tokens.0.saturating_add(units.0).saturating_add(demand.fixed_cost.0))
     });
     if demand.may_continue {
         per_candidate.fold(Nanos::ZERO, |sum, cost| Nanos(sum.0.saturating_add(cost.0)))

@@ -205,6 +205,7 @@ async fn admit(
         may_continue: envelope.stream && envelope.continuation && candidates.len() > 1,
         ceiling: site.ceiling,
         units: None,
+        fixed_cost: tollgate_core::money::Nanos::ZERO,
         admitted,
     };
     Bill::open(

@@ -23,7 +23,7 @@ use super::chat::{body_error, refused};
 use super::chunk::frame_object;
 use super::native;
 use super::pipeline::{
-    Answer, CallSite, ChatCall, ChatStream, Completion, Ending, Operation, StreamEvent, StreamFailure,
+    Answer, CacheUse, CallSite, ChatCall, ChatStream, Completion, Ending, Operation, StreamEvent, StreamFailure,
 };
 use tollgate_identity::auth::Caller;
 use tollgate_web::server::RequestId;
@@ -48,6 +48,7 @@ pub async fn chat_completions(
     State(data): State<Arc<DataPlane>>,
     request_id: RequestId,
     caller: Caller,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let site = CallSite::top(&request_id, StreamFailure::Chunk);
@@ -61,7 +62,11 @@ pub async fn chat_completions(
     if let Some((delegate, model, request)) = data.delegate_for(&body) {
         return delegate.serve(caller, model, request, request_id).await;
     }
-    match data.run(Operation::Chat(ChatCall::body(body)), &caller, site).await {
+    let call = ChatCall {
+        cache: CacheUse::from_header(headers.get(header::CACHE_CONTROL).and_then(|v| v.to_str().ok())),
+        ..ChatCall::body(body)
+    };
+    match data.run(Operation::Chat(call), &caller, site).await {
         Ok(Answer::Whole(completion)) => whole_response(completion, &request_id),
         Ok(Answer::Stream(stream)) => sse_response(Body::from_stream(chat_sse(stream)), &request_id),
         Ok(Answer::Media(_)) => unreachable!("a chat answer is JSON or a stream"),

@@ -11,6 +11,7 @@
 mod adapter_errors;
 mod attempts;
 mod billing;
+pub mod cache;
 mod chat;
 mod chunk;
 mod endpoints;
@@ -18,6 +19,7 @@ mod envelope;
 mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod guards;
 mod http;
 mod ingress;
 mod models;
@@ -28,6 +30,7 @@ pub mod probe;
 mod provenance;
 mod routing;
 pub mod sigv4;
+mod stages;
 mod stream;
 mod table;
 pub mod upstream;
@@ -74,6 +77,11 @@ pub struct DataLimits {
     pub default_max_output_tokens: u32,
     /// `telemetry.log_prompts`: log request bodies.
     pub log_prompts: bool,
+    /// `guardrails.stream_window_chars`: how much of a streamed answer's
+    /// text answer guardrails check at a time.
+    pub guard_window_chars: usize,
+    /// `[cache]`: the response cache.
+    pub cache: cache::CacheConfig,
 }
 
 /// The ledger as the data plane uses it.
@@ -123,6 +131,9 @@ pub struct DataPlane {
     /// Concerns serving models of their own on `/v1/chat/completions`
     /// (hosted actors), registered at wiring.
     delegates: std::sync::OnceLock<Vec<http::Delegate>>,
+    /// The guardrails, registered at wiring by the concern that installs them.
+    guardrails: std::sync::OnceLock<Arc<dyn guards::Guardrails>>,
+    cache: cache::ResponseCache,
 }
 
 impl DataPlane {
@@ -159,8 +170,17 @@ impl DataPlane {
             ledger: books.wallet,
             request_log: books.request_log,
             billing,
+            cache: cache::ResponseCache::new(limits.cache.clone()),
             limits,
             delegates: std::sync::OnceLock::new(),
+            guardrails: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Registers the guardrails (at wiring, once).
+    pub fn guard_with(&self, guardrails: Arc<dyn guards::Guardrails>) {
+        if self.guardrails.set(guardrails).is_err() {
+            tracing::error!("guardrails were registered twice; the first stay");
         }
     }
 

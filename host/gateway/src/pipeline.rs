@@ -28,6 +28,7 @@ use tollgate_plugin_host::Event;
 use tollgate_web::error::ApiError;
 use tollgate_web::server::RequestId;
 
+pub use super::guards::GuardRoute;
 pub use super::operations::OperationCall;
 pub use super::provenance::Service;
 
@@ -43,12 +44,47 @@ pub enum Operation {
 pub struct ChatCall {
     pub body: Bytes,
     pub native: Option<NativeRequest>,
+    /// What the caller's `Cache-Control` allows the response cache.
+    pub cache: CacheUse,
+}
+
+/// What a request allows the response cache (`Cache-Control`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheUse {
+    /// Served from the cache when kept, and kept.
+    #[default]
+    Full,
+    /// `no-cache`: asked upstream, and the answer kept.
+    Refresh,
+    /// `no-store`: neither served from nor kept.
+    None,
+}
+
+impl CacheUse {
+    /// From a request's `Cache-Control` header.
+    pub fn from_header(value: Option<&str>) -> Self {
+        let Some(value) = value else { return CacheUse::Full };
+        let directives = value.split(',').map(|d| d.trim().to_ascii_lowercase());
+        let mut cache = CacheUse::Full;
+        for directive in directives {
+            match directive.as_str() {
+                "no-store" => return CacheUse::None,
+                "no-cache" => cache = CacheUse::Refresh,
+                _ => {}
+            }
+        }
+        cache
+    }
 }
 
 impl ChatCall {
     /// A plain chat-completions body.
     pub fn body(body: Bytes) -> Self {
-        ChatCall { body, native: None }
+        ChatCall {
+            body,
+            native: None,
+            cache: CacheUse::Full,
+        }
     }
 }
 
@@ -74,6 +110,9 @@ pub struct CallSite<'a> {
     pub ceiling: Option<&'a dyn CostCeiling>,
     /// How a stream that fails before any content answers.
     pub stream_failure: StreamFailure,
+    /// Which guardrails apply: a client's request is `Chat`, a hosted
+    /// actor's model call `Actors`.
+    pub checked_as: GuardRoute,
 }
 
 impl<'a> CallSite<'a> {
@@ -84,6 +123,7 @@ impl<'a> CallSite<'a> {
             parent: None,
             ceiling: None,
             stream_failure,
+            checked_as: GuardRoute::Chat,
         }
     }
 }
@@ -209,9 +249,6 @@ impl DataPlane {
         caller: &Caller,
         site: CallSite<'_>,
     ) -> Result<Answer, ApiError> {
-        match operation {
-            Operation::Chat(call) => super::chat::run(self, call, caller, &site).await,
-            Operation::Model(call) => super::operations::run(self, call, caller, &site).await,
-        }
+        super::stages::run(self, operation, caller, &site).await
     }
 }

@@ -89,6 +89,7 @@ impl Host for GatewayHost {
                 parent: Some(&call.parent_request_id),
                 ceiling: Some(&ceiling),
                 stream_failure: StreamFailure::Chunk,
+                checked_as: pipeline::GuardRoute::Actors,
             };
             let answer = data
                 .run(Operation::Chat(ChatCall::body(body)), &Caller(caller), site)
@@ -133,6 +134,8 @@ impl Host for GatewayHost {
                         input_schema: spec.input_schema.clone(),
                     }]
                 }
+                // A guardrail offers no tools.
+                Loaded::Guardrail(_) => Vec::new(),
             })
         }
         .boxed()

@@ -150,6 +150,9 @@ pub enum RequestKind {
     Translation,
     Moderation,
     Rerank,
+    /// An answer served from the response cache: billed at the operator's
+    /// cache price (by default the plan's fee only), no provider cost.
+    CacheHit,
 }
 
 impl RequestKind {
@@ -168,6 +171,7 @@ impl RequestKind {
             RequestKind::Translation => "translation",
             RequestKind::Moderation => "moderation",
             RequestKind::Rerank => "rerank",
+            RequestKind::CacheHit => "cache_hit",
         }
     }
 }

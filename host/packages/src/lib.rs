@@ -398,6 +398,7 @@ fn builtins() -> impl Iterator<Item = &'static tollgate_plugin_host::Builtin> {
         .iter()
         .chain(tollgate_plugin_host::builtin_tool_servers())
         .chain(tollgate_plugin_host::builtin_skills())
+        .chain(tollgate_plugin_host::builtin_guardrails())
 }
 
 /// The manifest and signature `host/plugin-host/build.rs` made for a built-in.

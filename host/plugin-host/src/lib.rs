@@ -51,6 +51,11 @@ pub fn builtin_skills() -> &'static [Builtin] {
     builtin::BUILTIN_SKILLS
 }
 
+/// Every built-in guardrail.
+pub fn builtin_guardrails() -> &'static [Builtin] {
+    builtin::BUILTIN_GUARDRAILS
+}
+
 /// The public key (ed25519, base64url) the built-ins were signed with when
 /// this binary was built (docs/registry.md, "Built-in packages").
 pub fn builtin_signing_key() -> &'static str {
@@ -191,6 +196,12 @@ pub const MISBEHAVING_TEST_COMPONENT: &str = env!("TG_TEST_MISBEHAVING_WASM");
 /// sandbox tests.
 #[doc(hidden)]
 pub const HOSTILE_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_HOSTILE_TOOL_WASM");
+
+/// The test-only guardrail that traps, loops, eats memory, reaches for the
+/// network or a secret, and rewrites beyond its hook
+/// (`tests/plugins/hostile-guardrail`), for the guardrail sandbox tests.
+#[doc(hidden)]
+pub const HOSTILE_GUARDRAIL_TEST_COMPONENT: &str = env!("TG_TEST_HOSTILE_GUARDRAIL_WASM");
 
 /// The test-only skill that calls the tool its input names
 /// (`tests/plugins/tool-caller`), for the `tools` capability tests.

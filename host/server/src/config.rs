@@ -78,6 +78,11 @@ pub struct Config {
     pub billing: tollgate_billing::BillingConfig,
     /// The Batch API: lines in flight per batch, lines per file (docs/endpoints.md).
     pub batches: tollgate_batches::BatchConfig,
+    /// Guardrails: the stream window, and the operator's gateway-wide ones
+    /// (docs/guardrails.md).
+    pub guardrails: tollgate_tools::guardrails::GuardrailsConfig,
+    /// The response cache (docs/caching.md).
+    pub cache: tollgate_gateway::cache::CacheConfig,
 }
 
 impl Default for Config {
@@ -110,6 +115,8 @@ impl Default for Config {
             auth: tollgate_identity::auth::signin::AuthConfig::default(),
             billing: tollgate_billing::BillingConfig::default(),
             batches: tollgate_batches::BatchConfig::default(),
+            guardrails: tollgate_tools::guardrails::GuardrailsConfig::default(),
+            cache: tollgate_gateway::cache::CacheConfig::default(),
         }
     }
 }

@@ -220,6 +220,24 @@ pub fn adapter_span(adapter: &str, call: &'static str) -> tracing::Span {
     )
 }
 
+/// The span around one guardrail check; its verdict is recorded on it
+/// (`tollgate.guardrail.verdict`) when the check ends.
+pub fn guardrail_span(guardrail: &str, stage: &'static str, route: &'static str) -> tracing::Span {
+    if !exporting() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "guardrail",
+        otel.name = %format_args!("guardrail {guardrail} {stage}"),
+        otel.kind = "internal",
+        tollgate.guardrail.name = %guardrail,
+        tollgate.guardrail.stage = stage,
+        tollgate.guardrail.route = route,
+        tollgate.guardrail.verdict = tracing::field::Empty,
+    )
+}
+
 /// The current span's OpenTelemetry context, to parent spans recorded later.
 pub fn current_context() -> opentelemetry::Context {
     if !exporting() {

@@ -83,6 +83,8 @@ pub fn list(installs: &Installs, workspace_id: &str, only: Option<&str>) -> Vec<
                     annotations: None,
                 });
             }
+            // A guardrail offers no tools: it checks requests and answers.
+            Loaded::Guardrail(_) => {}
         }
     }
     listed
@@ -99,6 +101,7 @@ pub fn resolve(installs: &Installs, workspace_id: &str, only: Option<&str>, name
     let known = match &active.component {
         Loaded::Tool(server) => server.tool(tool).is_some(),
         Loaded::Skill(_) => tool == SKILL_TOOL,
+        Loaded::Guardrail(_) => false,
     };
     known.then(|| Target {
         install: active,
@@ -151,6 +154,7 @@ pub async fn call_logged(
             RequestKind::ToolCall,
             server.call(invocation, grants, &target.tool, arguments).await,
         ),
+        Loaded::Guardrail(_) => unreachable!("`resolve` finds no tool in a guardrail"),
         Loaded::Skill(skill) => {
             let capabilities = super::capabilities::for_caller(
                 components,

@@ -85,6 +85,7 @@ impl ModelAccess for CallerModels {
                 parent: Some(&parent),
                 ceiling: ceiling.as_deref(),
                 stream_failure: StreamFailure::Chunk,
+                checked_as: pipeline::GuardRoute::Chat,
             };
             let answer = data
                 .run(

@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use tollgate_components::{ComponentHost, Grants, Skill, ToolServer};
+use tollgate_components::{ComponentHost, Grants, Guardrail, Skill, ToolServer};
 use tollgate_core::sealed::SealingKey;
 use tollgate_registry::{Capabilities, PackageKind, PackageName, Registry, RegistryError, Signer, VersionRecord};
 
@@ -40,6 +40,7 @@ const MAX_DEPENDENCY_DEPTH: usize = 8;
 pub enum Loaded {
     Tool(Arc<ToolServer>),
     Skill(Arc<Skill>),
+    Guardrail(Arc<Guardrail>),
 }
 
 /// One live install: its record, its component and what it is granted.
@@ -158,6 +159,7 @@ impl Installs {
                 lock: BTreeMap::new(),
                 credentials: BTreeMap::new(),
                 sealed_credentials: String::new(),
+                guardrail: None,
                 revision: 0,
                 created_at_ms: now,
                 updated_at_ms: now,
@@ -170,6 +172,37 @@ impl Installs {
             },
         }))
     }
+    /// An operator's gateway-wide guardrail (`[[guardrails.operator]]`):
+    /// resolved, verified and loaded like an install, with its settings and
+    /// no origins or credentials, and stored nowhere (the configuration is
+    /// its record).
+    pub async fn operator_guardrail(
+        &self,
+        name: &str,
+        package: &str,
+        requirement: Option<&str>,
+        config: BTreeMap<String, String>,
+    ) -> Result<Arc<Active>, InstallError> {
+        let package: PackageName = package
+            .parse()
+            .map_err(|e| InstallError::Invalid(format!("package: {e}")))?;
+        let (record, component, vetting) = self
+            .prepare("", name, &package, requirement.unwrap_or("*"), config, Vec::new())
+            .await?;
+        if !matches!(component, Loaded::Guardrail(_)) {
+            return Err(InstallError::Invalid(format!(
+                "{package} is a {}, not a guardrail",
+                record.kind
+            )));
+        }
+        Ok(Arc::new(Active {
+            grants: Arc::new(self.grants_of(&record)?),
+            record,
+            component,
+            vetting,
+        }))
+    }
+
     pub async fn create(&self, workspace_id: &str, request: NewInstall) -> Result<InstallRecord, InstallError> {
         let package: PackageName = request
             .package
@@ -198,6 +231,7 @@ impl Installs {
             )
             .await?;
         self.grant_credentials(&mut record, request.credentials)?;
+        record.guardrail = placement_for(&record.kind, request.guardrail)?;
         let stored = self
             .store
             .put(record, true)
@@ -234,6 +268,7 @@ impl Installs {
                 check_credential_origins(&record)?;
             }
         }
+        record.guardrail = placement_for(&record.kind, change.guardrail.or_else(|| current.guardrail.clone()))?;
         let stored = self
             .store
             .put(record, false)
@@ -285,9 +320,12 @@ impl Installs {
         }
         let version = self.registry.resolve(package, &parsed).await?;
         let kind = version.manifest.kind;
-        if !matches!(kind, PackageKind::ToolServer | PackageKind::Skill) {
+        if !matches!(
+            kind,
+            PackageKind::ToolServer | PackageKind::Skill | PackageKind::Guardrail
+        ) {
             return Err(InstallError::Invalid(format!(
-                "{package} is a {kind}; only tool servers and skills install into a workspace (provider adapters are installed per provider by an operator)"
+                "{package} is a {kind}; only tool servers, skills and guardrails install into a workspace (provider adapters are installed per provider by an operator)"
             )));
         }
         // Read and checked even when its component is compiled already, so
@@ -322,6 +360,7 @@ impl Installs {
             lock,
             credentials: BTreeMap::new(),
             sealed_credentials: String::new(),
+            guardrail: None,
             revision: 0,
             created_at_ms: 0,
             updated_at_ms: 0,
@@ -390,6 +429,7 @@ impl Installs {
         let label = format!("{}@{}", version.name, version.version);
         let loaded = tokio::task::spawn_blocking(move || match kind {
             PackageKind::Skill => host.load_skill(&label, &bytes).map(Loaded::Skill),
+            PackageKind::Guardrail => host.load_guardrail(&label, &bytes).map(Loaded::Guardrail),
             _ => host.load_tool_server(&label, &bytes).map(Loaded::Tool),
         })
         .await
@@ -407,6 +447,25 @@ impl Installs {
             .expect("compiled lock")
             .insert(digest, loaded.clone());
         Ok(loaded)
+    }
+}
+
+/// A guardrail's placement (the default when none was given); none for
+/// other kinds, which may not be given one.
+fn placement_for(
+    kind: &str,
+    placement: Option<crate::guardrails::Placement>,
+) -> Result<Option<crate::guardrails::Placement>, InstallError> {
+    match (kind == PackageKind::Guardrail.as_str(), placement) {
+        (true, placement) => {
+            let placement = placement.unwrap_or_default();
+            placement.check().map_err(InstallError::Invalid)?;
+            Ok(Some(placement))
+        }
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(InstallError::Invalid(format!(
+            "'guardrail' applies to guardrail installs only, and this is a {kind}"
+        ))),
     }
 }
 

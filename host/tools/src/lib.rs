@@ -1,14 +1,16 @@
-//! Tool servers and skills for API callers: workspace installs
+//! Tool servers, skills and guardrails for API callers: workspace installs
 //! ([`installs`], which the control plane's `installs.*` operations call),
 //! the MCP endpoint (`/v1/mcp`, [`mcp`]), skill runs over
 //! HTTP (`/v1/skills/{install}`, [`skills`]), and what a component may do on
-//! its caller's behalf ([`capabilities`]). The sandbox itself is the
+//! its caller's behalf ([`capabilities`]), and the guardrail installs the
+//! data plane runs as stages of its pipeline ([`guardrails`]). The sandbox itself is the
 //! `tollgate-components` crate.
 
 #![forbid(unsafe_code)]
 
 pub mod calls;
 mod capabilities;
+pub mod guardrails;
 pub mod installs;
 mod mcp;
 mod skills;

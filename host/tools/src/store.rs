@@ -1,4 +1,4 @@
-//! The install records of tool servers and skills: the only code that issues
+//! The install records of tool servers, skills and guardrails: the only code that issues
 //! SQL against `component_installs` and `component_install_changes`. Every
 //! change (create, update, delete) takes the next revision in the same
 //! transaction, so a gateway that sees a newer revision knows to reload.
@@ -14,7 +14,7 @@ use tollgate_core::db::{Database, now_ms};
 pub struct InstallRecord {
     pub workspace_id: String,
     pub name: String,
-    /// `tool-server` or `skill`.
+    /// `tool-server`, `skill` or `guardrail`.
     pub kind: String,
     pub package: String,
     /// The semver requirement the install asked for; upgrades resolve it again.
@@ -27,6 +27,10 @@ pub struct InstallRecord {
     pub lock: BTreeMap<String, Pinned>,
     /// Credentials granted to the install, without their values.
     pub credentials: BTreeMap<String, CredentialGrant>,
+    /// Where a guardrail applies, in what order and mode; `None` for tool
+    /// servers and skills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guardrail: Option<crate::guardrails::Placement>,
     /// The credentials' values (name → value, as JSON), sealed with the
     /// gateway's key for this workspace and install name; empty when none.
     #[serde(skip)]
@@ -58,7 +62,7 @@ pub struct Store {
 macro_rules! columns {
     () => {
         "workspace_id, name, kind, package, requirement, version, digest, config, origins, pinned, credentials, \
-         sealed_credentials, revision, created_at, updated_at"
+         sealed_credentials, revision, created_at, updated_at, guardrail"
     };
 }
 
@@ -107,7 +111,7 @@ impl Store {
         sqlx::query(concat!(
             "INSERT INTO component_installs (",
             columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
         ))
         .bind(&record.workspace_id)
         .bind(&record.name)
@@ -124,6 +128,7 @@ impl Store {
         .bind(record.revision)
         .bind(record.created_at_ms)
         .bind(record.updated_at_ms)
+        .bind(record.guardrail.as_ref().map(serde_json::to_string).transpose()?)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -187,5 +192,9 @@ fn decode(row: &sqlx::any::AnyRow) -> anyhow::Result<InstallRecord> {
         revision: row.try_get("revision")?,
         created_at_ms: row.try_get("created_at")?,
         updated_at_ms: row.try_get("updated_at")?,
+        guardrail: row
+            .try_get::<Option<String>, _>("guardrail")?
+            .map(|text| serde_json::from_str(&text))
+            .transpose()?,
     })
 }

@@ -52,6 +52,9 @@ impl Answer {
         {
             reply = rest.to_string();
         }
+        if directives.unformatted {
+            return Ok(Answer::Text(reply));
+        }
         format_reply(req, reply)
     }
 

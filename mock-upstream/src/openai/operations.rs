@@ -490,22 +490,43 @@ fn inputs(input: &Value) -> Option<Vec<Input>> {
     }
 }
 
-/// A unit vector of `dimensions` derived from `seed` (FNV-1a, then a
-/// linear congruential walk): the same text always embeds the same.
+/// A unit vector of `dimensions` for `seed`: the sum of one pseudo-random
+/// vector per word (lower-cased letters and digits; FNV-1a, then a linear
+/// congruential walk), normalised. The same text always embeds the same, and
+/// texts sharing most of their words embed close together, so a semantic
+/// cache can be tested against it.
 pub(crate) fn vector(seed: &str, dimensions: usize) -> Vec<f32> {
-    let mut state = seed.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+    let words: Vec<String> = seed
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let mut sum = vec![0.0f32; dimensions];
+    let parts: Vec<&str> = match words.is_empty() {
+        true => vec![seed],
+        false => words.iter().map(String::as_str).collect(),
+    };
+    for part in parts {
+        for (total, x) in sum.iter_mut().zip(word_vector(part, dimensions)) {
+            *total += x;
+        }
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
+    sum.iter().map(|x| x / norm).collect()
+}
+
+fn word_vector(word: &str, dimensions: usize) -> Vec<f32> {
+    let mut state = word.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
-    let raw: Vec<f32> = (0..dimensions)
+    (0..dimensions)
         .map(|_| {
             state = state
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
             ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
-        .collect();
-    let norm = raw.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
-    raw.iter().map(|x| x / norm).collect()
+        .collect()
 }
 
 #[derive(Deserialize)]

@@ -1,5 +1,6 @@
-//! The operations on a workspace's tool-server and skill installs:
-//! `installs.create`, `.list`, `.get`, `.update`, `.delete`, over the
+//! The operations on a workspace's tool-server, skill and guardrail installs:
+//! `installs.create`, `.list`, `.get`, `.update`, `.delete`, and
+//! `guardrails.create`, `.list`, `.delete` (installs of guardrails), over the
 //! components concern's API (`tollgate_tools::Installs`). The registry
 //! (`control/registry.rs`) authenticates and checks
 //! `install.read`/`install.write` before these run.
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::OpError;
 use crate::registry::Ctx;
 use tollgate_registry::{Capabilities, Signer};
+use tollgate_tools::guardrails::Placement;
 use tollgate_tools::{InstallChange, InstallRecord, Installs, NewCredential, NewInstall};
 
 #[derive(Deserialize, JsonSchema)]
@@ -40,6 +42,11 @@ pub struct CreateParams {
     /// Values are sealed at once and never shown.
     #[serde(default)]
     pub credentials: BTreeMap<String, NewCredential>,
+    /// For a guardrail package: the routes (`chat`, `embeddings`, `actors`,
+    /// `tools`), keys and models it applies to, its `order` and `mode`
+    /// (`enforce` or `monitor`). Default: chat, every key and model, 0, enforce.
+    #[serde(default)]
+    pub guardrail: Option<Placement>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -69,6 +76,9 @@ pub struct UpdateParams {
     /// Replaces the credentials when given.
     #[serde(default)]
     pub credentials: Option<BTreeMap<String, NewCredential>>,
+    /// Replaces a guardrail's placement when given.
+    #[serde(default)]
+    pub guardrail: Option<Placement>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -82,7 +92,7 @@ pub struct ListParams {
 #[derive(Serialize, JsonSchema)]
 pub struct Install {
     pub name: String,
-    /// `tool-server` or `skill`.
+    /// `tool-server`, `skill` or `guardrail`.
     pub kind: String,
     pub package: String,
     pub requirement: String,
@@ -96,6 +106,9 @@ pub struct Install {
     pub credentials: BTreeMap<String, CredentialShown>,
     /// The tools it offers over MCP (`<install>__<tool>`).
     pub tools: Vec<String>,
+    /// A guardrail's placement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guardrail: Option<Placement>,
     /// Who signed the installed version (`null`: unsigned), checked before it ran.
     pub signature: Option<Signer>,
     /// What the package asks for; `origins` and `credentials` are what this
@@ -137,9 +150,39 @@ pub async fn create(installs: &Installs, ctx: &Ctx, params: CreateParams) -> Res
         config: params.config,
         origins: params.origins,
         credentials: params.credentials,
+        guardrail: params.guardrail,
     };
     let record = installs.create(workspace, request).await?;
     Ok(shown(installs, record))
+}
+
+/// `guardrails.create`: an install of a guardrail package, placed (by
+/// default on chat, in `enforce` mode).
+pub async fn create_guardrail(installs: &Installs, ctx: &Ctx, mut params: CreateParams) -> Result<Install, OpError> {
+    params.guardrail.get_or_insert_with(Placement::default);
+    create(installs, ctx, params).await
+}
+
+/// `guardrails.list`: the workspace's guardrail installs, in the order they run.
+pub async fn list_guardrails(installs: &Installs, ctx: &Ctx, params: ListParams) -> Result<InstallList, OpError> {
+    let mut listed = list(installs, ctx, params).await?;
+    listed.installs.retain(|install| install.guardrail.is_some());
+    listed
+        .installs
+        .sort_by_key(|install| install.guardrail.as_ref().map_or(0, |placement| placement.order));
+    Ok(listed)
+}
+
+/// `guardrails.delete`: removes a guardrail install (and nothing else).
+pub async fn delete_guardrail(installs: &Installs, ctx: &Ctx, params: NameParams) -> Result<Uninstalled, OpError> {
+    let workspace = &ctx.scope().workspace_id;
+    let is_guardrail = installs
+        .get(workspace, &params.name)
+        .is_some_and(|active| active.record.guardrail.is_some());
+    if !is_guardrail {
+        return Err(OpError::NotFound(format!("guardrail '{}'", params.name)));
+    }
+    delete(installs, ctx, params).await
 }
 
 pub async fn list(installs: &Installs, ctx: &Ctx, _params: ListParams) -> Result<InstallList, OpError> {
@@ -167,6 +210,7 @@ pub async fn update(installs: &Installs, ctx: &Ctx, params: UpdateParams) -> Res
         config: params.config,
         origins: params.origins,
         credentials: params.credentials,
+        guardrail: params.guardrail,
     };
     let record = installs.update(workspace, &params.name, change).await?;
     Ok(shown(installs, record))
@@ -223,6 +267,7 @@ fn shown(installs: &Installs, record: InstallRecord) -> Install {
             })
             .collect(),
         tools,
+        guardrail: record.guardrail,
         signature: vetting.signer,
         capabilities: vetting.capabilities,
         created_at_ms: record.created_at_ms,

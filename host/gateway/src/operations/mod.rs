@@ -120,6 +120,7 @@ pub async fn run(
         may_continue: false,
         ceiling: site.ceiling,
         units: Some(&request.units),
+        fixed_cost: tollgate_core::money::Nanos::ZERO,
         admitted,
     };
     let routes = data.routes();

@@ -35,6 +35,7 @@ impl Gateway {
         ControlPlane::check(&config.control_plane)?;
         config.server.check()?;
         config.batches.check()?;
+        config.cache.check()?;
         let database = Database::open_for_server(&config.database_url(), config.ledger.sqlite_sync).await?;
         let keys = KeyResolver::start(&database, &config.database_url()).await?;
         let catalog = Catalog::open(&config, &database).await?;
@@ -60,6 +61,7 @@ impl Gateway {
         let data = Arc::new(data_plane(&config, &catalog, &books, billing.clone())?);
         tollgate_gateway::probe::start(&data);
         let components = Arc::new(Components::new(catalog.component_installs.clone(), data.clone()));
+        data.guard_with(tollgate_tools::guardrails::InstalledGuardrails::load(&components, &config.guardrails).await?);
         let actors = Arc::new(Actors::new(
             database.clone(),
             data.clone(),
@@ -298,6 +300,8 @@ fn data_plane(config: &Config, catalog: &Catalog, books: &Books, billing: Arc<Bi
             max_upstream_body_bytes: config.upstream.max_body_bytes,
             default_max_output_tokens: config.ledger.default_max_output_tokens,
             log_prompts: config.telemetry.log_prompts,
+            guard_window_chars: config.guardrails.stream_window_chars,
+            cache: config.cache.clone(),
         },
     ))
 }

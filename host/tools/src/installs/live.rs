@@ -29,6 +29,15 @@ impl Installs {
             .map(|(_, active)| active.clone())
             .collect()
     }
+    /// Whether the workspace has a guardrail install: a range scan of the
+    /// live view, no allocation.
+    pub fn has_guardrails(&self, workspace_id: &str) -> bool {
+        let live = self.live.load();
+        live.range((workspace_id.to_string(), String::new())..)
+            .take_while(|((workspace, _), _)| workspace == workspace_id)
+            .any(|(_, active)| matches!(active.component, Loaded::Guardrail(_)))
+    }
+
     /// Puts a stored record live.
     pub(super) fn publish(
         &self,

@@ -19,6 +19,9 @@ pub struct NewInstall {
     pub origins: Vec<String>,
     /// Credentials the host places on the component's requests, by name.
     pub credentials: BTreeMap<String, NewCredential>,
+    /// For a guardrail: where it applies, its order and mode (default: chat,
+    /// every key and model, order 0, enforce).
+    pub guardrail: Option<crate::guardrails::Placement>,
 }
 
 /// A credential as given at install: its value is sealed at once and never
@@ -50,4 +53,6 @@ pub struct InstallChange {
     pub origins: Option<Vec<String>>,
     /// Replaces the credentials when given.
     pub credentials: Option<BTreeMap<String, NewCredential>>,
+    /// A guardrail's new placement.
+    pub guardrail: Option<crate::guardrails::Placement>,
 }

@@ -29,7 +29,7 @@ use crate::DataPlane;
 use crate::chat;
 use crate::http::{chat_sse, sse_response};
 use crate::native::ANTHROPIC_MESSAGES;
-use crate::pipeline::{Answer, CallSite, ChatCall, Completion, NativeRequest, Operation, StreamFailure};
+use crate::pipeline::{Answer, CacheUse, CallSite, ChatCall, Completion, NativeRequest, Operation, StreamFailure};
 use request::to_chat_form;
 use tollgate_identity::auth::Caller;
 use tollgate_web::error::ApiError;
@@ -150,6 +150,11 @@ pub async fn messages(
             headers: forwarded_headers(&headers),
         };
         let call = ChatCall {
+            cache: CacheUse::from_header(
+                headers
+                    .get(axum::http::header::CACHE_CONTROL)
+                    .and_then(|v| v.to_str().ok()),
+            ),
             body: bytes,
             native: Some(native),
         };

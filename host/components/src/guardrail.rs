@@ -1,0 +1,226 @@
+//! A loaded guardrail: its pre-linked component, the hooks it said it has
+//! when loaded, and checks, each in a fresh store with the install's grants
+//! and, where its package asks for it, the caller's metered model access.
+//!
+//! The host keeps the shape of what it checks: a request rewrite must give
+//! back exactly as many texts as it was given, and so must an answer
+//! rewrite; anything else is a fault, handled like a trap.
+
+use std::sync::Arc;
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::bindings::CallContext;
+use crate::bindings::guardrail::exports::tollgate::guardrail::checks;
+use crate::bindings::guardrail::{Guardrail as GuardrailWorld, GuardrailPre};
+use crate::grants::Grants;
+use crate::state::{CallState, Capabilities, Invocation, describe_fault, new_store};
+use crate::{ComponentFault, ComponentHost};
+
+pub use checks::{RequestVerdict, ResponseVerdict, Rewrite, Route, Subject, Text};
+
+/// Largest memo a guardrail may leave for its response check, in bytes.
+const MAX_MEMO_BYTES: usize = 256 << 10;
+
+/// What a guardrail said about itself when loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuardrailSpec {
+    pub name: String,
+    pub description: String,
+    pub checks_requests: bool,
+    pub checks_responses: bool,
+}
+
+pub struct Guardrail {
+    name: Arc<str>,
+    host: ComponentHost,
+    pre: GuardrailPre<CallState>,
+    spec: GuardrailSpec,
+}
+
+/// One check's inputs, owned so it can move to another thread.
+pub struct Check {
+    pub invocation: Invocation,
+    pub grants: Arc<Grants>,
+    pub capabilities: Capabilities,
+    pub subject: Subject,
+    /// The request as JSON (read-only context for the guardrail).
+    pub request: Arc<str>,
+}
+
+impl Guardrail {
+    /// Compiles (or takes from the cache) `bytes`, links the guardrail
+    /// world's host interfaces, and asks the component to describe itself.
+    /// Blocking: call it off the async workers, inside the runtime.
+    pub(crate) fn load(host: &ComponentHost, name: &str, bytes: &[u8]) -> anyhow::Result<Self> {
+        let component = host.compile(bytes)?;
+        let mut linker = Linker::new(host.engine());
+        GuardrailWorld::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+        // Anything else it imports (WASI, which Rust's std declares) traps.
+        linker.define_unknown_imports_as_traps(&component)?;
+        let pre = GuardrailPre::new(linker.instantiate_pre(&component)?)
+            .map_err(|e| anyhow::anyhow!("not a tollgate:guardrail/guardrail@0.1.0 component: {e}"))?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| anyhow::anyhow!("guardrails are loaded inside the gateway's runtime"))?;
+        let invocation = Invocation {
+            request_id: "load".into(),
+            workspace: String::new(),
+            install: name.into(),
+            depth: 0,
+        };
+        let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime);
+        let mut store = new_store(host.engine(), state);
+        let described = pre
+            .instantiate(&mut store)
+            .and_then(|bindings| bindings.tollgate_guardrail_checks().call_describe(&mut store))
+            .map_err(|error| anyhow::anyhow!("describe {}", describe_fault(&store, &error)))?;
+        Ok(Self {
+            name: Arc::from(name),
+            host: host.clone(),
+            pre,
+            spec: GuardrailSpec {
+                name: described.name,
+                description: described.description,
+                checks_requests: described.checks_requests,
+                checks_responses: described.checks_responses,
+            },
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn spec(&self) -> &GuardrailSpec {
+        &self.spec
+    }
+
+    /// Checks a request's texts. A rewrite comes back with exactly as many
+    /// texts as were given, and a memo within its cap; else it is a fault.
+    pub async fn check_request(
+        self: &Arc<Self>,
+        check: Check,
+        texts: Vec<Text>,
+    ) -> Result<RequestVerdict, ComponentFault> {
+        let given = texts.len();
+        let verdict = self
+            .run(check, move |this, store, bindings, context, subject, request| {
+                bindings
+                    .tollgate_guardrail_checks()
+                    .call_check_request(&mut *store, context, subject, request, &texts)
+                    .map_err(|error| this.fault(describe_fault(store, &error)))
+            })
+            .await?;
+        if let RequestVerdict::Rewrite(rewrite) = &verdict {
+            if rewrite.texts.len() != given {
+                return Err(self.fault(format!(
+                    "rewrote {given} request texts into {}; a rewrite replaces each text, one for one",
+                    rewrite.texts.len()
+                )));
+            }
+            if rewrite.memo.as_ref().is_some_and(|memo| memo.len() > MAX_MEMO_BYTES) {
+                return Err(self.fault(format!("left a memo over the {MAX_MEMO_BYTES}-byte limit")));
+            }
+            self.check_size(rewrite.texts.iter().map(String::len).sum())?;
+        }
+        Ok(verdict)
+    }
+
+    /// Checks an answer's texts (one per choice), or a stream's window of
+    /// them. A rewrite comes back with exactly as many texts as were given.
+    pub async fn check_response(
+        self: &Arc<Self>,
+        check: Check,
+        memo: Option<String>,
+        texts: Vec<String>,
+        done: bool,
+    ) -> Result<ResponseVerdict, ComponentFault> {
+        let given = texts.len();
+        let verdict = self
+            .run(check, move |this, store, bindings, context, subject, request| {
+                bindings
+                    .tollgate_guardrail_checks()
+                    .call_check_response(&mut *store, context, subject, request, memo.as_deref(), &texts, done)
+                    .map_err(|error| this.fault(describe_fault(store, &error)))
+            })
+            .await?;
+        if let ResponseVerdict::Rewrite(rewritten) = &verdict {
+            if rewritten.len() != given {
+                return Err(self.fault(format!(
+                    "rewrote {given} answer texts into {}; a rewrite replaces each text, one for one",
+                    rewritten.len()
+                )));
+            }
+            self.check_size(rewritten.iter().map(String::len).sum())?;
+        }
+        Ok(verdict)
+    }
+
+    /// Runs one hook in a fresh store. On the multi-threaded runtime it runs
+    /// in place (the worker's other tasks move to another thread for the
+    /// while), as a tool call from a handler does: no hop to the blocking
+    /// pool on the request path.
+    async fn run<T, F>(self: &Arc<Self>, check: Check, hook: F) -> Result<T, ComponentFault>
+    where
+        T: Send + 'static,
+        F: FnOnce(
+                &Self,
+                &mut wasmtime::Store<CallState>,
+                &crate::bindings::guardrail::Guardrail,
+                &CallContext,
+                &Subject,
+                &str,
+            ) -> Result<T, ComponentFault>
+            + Send
+            + 'static,
+    {
+        let runtime = tokio::runtime::Handle::current();
+        let this = self.clone();
+        let work = move || {
+            let Check {
+                invocation,
+                grants,
+                capabilities,
+                subject,
+                request,
+            } = check;
+            let context = CallContext {
+                request_id: invocation.request_id.clone(),
+                workspace: invocation.workspace.clone(),
+                install: invocation.install.clone(),
+            };
+            let state = this.host.call_state(invocation, grants, capabilities, runtime);
+            let mut store = new_store(this.host.engine(), state);
+            let bindings = this
+                .pre
+                .instantiate(&mut store)
+                .map_err(|error| this.fault(describe_fault(&store, &error)))?;
+            hook(&this, &mut store, &bindings, &context, &subject, &request)
+        };
+        if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            return tokio::task::block_in_place(work);
+        }
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            work()
+        })
+        .await
+        .unwrap_or_else(|e| Err(self.fault(format!("its check was lost: {e}"))))
+    }
+
+    fn check_size(&self, bytes: usize) -> Result<(), ComponentFault> {
+        let cap = self.host.limits().max_output_bytes;
+        if bytes > cap {
+            return Err(self.fault(format!("answered {bytes} bytes, more than the {cap}-byte limit")));
+        }
+        Ok(())
+    }
+
+    fn fault(&self, reason: String) -> ComponentFault {
+        ComponentFault {
+            component: self.name.clone(),
+            reason,
+        }
+    }
+}
