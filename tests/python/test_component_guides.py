@@ -97,3 +97,29 @@ def test_the_skill_guide(stack, guide):
     assert model_call["provider"] == "acme"
     assert body["service"]["cost_usd"] == model_call["cost_usd"]
     tollgate(env, "uninstall", "ask")
+
+
+def test_the_guardrail_guide(stack, guide):
+    """docs/writing-a-guardrail.md: the scaffolded guardrail, installed,
+    refuses a prompt with its word (seen by the official `openai` client as
+    a 400 `guardrail_denied`) and lets others through, marked in `service`."""
+    import openai
+
+    env, namespace, workdir = guide
+    scaffold_build_publish(env, namespace, workdir, "word-guard", "guardrail")
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=stack.api_key, max_retries=0)
+    try:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(
+                model="acme/small", messages=[{"role": "user", "content": "say the forbidden thing"}]
+            )
+        assert refused.value.code == "guardrail_denied"
+        assert "word-guard" in refused.value.message
+        answer = client.chat.completions.create(
+            model="acme/small", messages=[{"role": "user", "content": "say something kind"}]
+        )
+        decisions = answer.model_extra["service"]["guardrails"]
+        assert [d["guardrail"] for d in decisions] == ["word-guard", "word-guard"]
+        assert [d["stage"] for d in decisions] == ["request", "response"]
+    finally:
+        tollgate(env, "uninstall", "word-guard")

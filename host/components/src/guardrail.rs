@@ -56,6 +56,7 @@ impl Guardrail {
         let component = host.compile(bytes)?;
         let mut linker = Linker::new(host.engine());
         GuardrailWorld::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+        crate::random::link(&mut linker, &component, host.engine())?;
         // Anything else it imports (WASI, which Rust's std declares) traps.
         linker.define_unknown_imports_as_traps(&component)?;
         let pre = GuardrailPre::new(linker.instantiate_pre(&component)?)

@@ -25,6 +25,7 @@ mod http;
 mod limits;
 mod log;
 mod models;
+mod random;
 mod skill;
 mod state;
 mod tool_server;

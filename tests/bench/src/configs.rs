@@ -14,6 +14,14 @@ pub enum Configuration {
     WalletOff,
     /// `metering.enabled = false`: the wallet stays on, no usage events.
     MeteringOff,
+    /// Default plus one no-op guardrail (the built-in denylist with nothing
+    /// to deny, gateway-wide, on requests and answers) and the response
+    /// cache on with nothing kept (`max_entry_kib = 0`): every request pays
+    /// one exact-cache lookup that misses.
+    Guarded,
+    /// Default plus the response cache: after the first request every one
+    /// is a hit, answered without the mock.
+    CacheHit,
 }
 
 impl Configuration {
@@ -22,6 +30,8 @@ impl Configuration {
             Self::Default => "default",
             Self::WalletOff => "wallet-off",
             Self::MeteringOff => "metering-off",
+            Self::Guarded => "guarded",
+            Self::CacheHit => "cache-hit",
         }
     }
 
@@ -32,6 +42,15 @@ impl Configuration {
             Self::Default => &[],
             Self::WalletOff => &[("TOLLGATE_LEDGER__ENABLED", "false")],
             Self::MeteringOff => &[("TOLLGATE_METERING__ENABLED", "false")],
+            Self::Guarded => &[
+                (
+                    "TOLLGATE_GUARDRAILS__OPERATOR",
+                    r#"[{name="noop",package="tollgate/denylist"}]"#,
+                ),
+                ("TOLLGATE_CACHE__ENABLED", "true"),
+                ("TOLLGATE_CACHE__MAX_ENTRY_KIB", "0"),
+            ],
+            Self::CacheHit => &[("TOLLGATE_CACHE__ENABLED", "true")],
         }
     }
 

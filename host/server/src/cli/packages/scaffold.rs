@@ -5,7 +5,8 @@
 //!   `system_fingerprint` with its name and version, so a first request shows
 //!   which adapter answered;
 //! - tool server: one pure tool, `word_count`, with typed arguments;
-//! - skill: `answer`, which asks a model through the host.
+//! - skill: `answer`, which asks a model through the host;
+//! - guardrail: refuses prompts with a configured word and masks it in answers.
 
 mod templates;
 
@@ -28,6 +29,7 @@ pub enum Kind {
     ProviderAdapter,
     ToolServer,
     Skill,
+    Guardrail,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Kind::ProviderAdapter => PackageKind::ProviderAdapter,
             Kind::ToolServer => PackageKind::ToolServer,
             Kind::Skill => PackageKind::Skill,
+            Kind::Guardrail => PackageKind::Guardrail,
         }
     }
 
@@ -45,6 +48,7 @@ impl Kind {
             Kind::ProviderAdapter => format!("{{ path = \"{sdk}\" }}"),
             Kind::ToolServer => format!("{{ path = \"{sdk}\", default-features = false, features = [\"tool\"] }}"),
             Kind::Skill => format!("{{ path = \"{sdk}\", default-features = false, features = [\"skill\"] }}"),
+            Kind::Guardrail => format!("{{ path = \"{sdk}\", default-features = false, features = [\"guardrail\"] }}"),
         }
     }
 
@@ -53,6 +57,7 @@ impl Kind {
             Kind::ProviderAdapter => LIB_RS,
             Kind::ToolServer => templates::TOOL_SERVER_RS,
             Kind::Skill => templates::SKILL_RS,
+            Kind::Guardrail => templates::GUARDRAIL_RS,
         }
     }
 }
@@ -133,7 +138,7 @@ targets = ["wasm32-wasip2"]
 fn package_json(kind: Kind, package: &tollgate_registry::PackageName) -> String {
     let registry_kind = kind.registry_kind();
     let capabilities: &[&str] = match kind {
-        Kind::ProviderAdapter | Kind::ToolServer => &[],
+        Kind::ProviderAdapter | Kind::ToolServer | Kind::Guardrail => &[],
         Kind::Skill => &["models"],
     };
     let manifest = serde_json::json!({

@@ -76,3 +76,52 @@ impl Skill for MySkill {
 
 tollgate_plugin_sdk::export_skill!(MySkill);
 "##;
+
+pub const GUARDRAIL_RS: &str = r##"//! Guardrail `{NAME}`: refuses a request whose user text contains the
+//! install's `word` setting (default `forbidden`), and masks the word in
+//! answers. Change `check_request` and `check_response` to your policy.
+
+use tollgate_plugin_sdk::guardrail::{
+    CallContext, Description, Guardrail, RequestVerdict, ResponseVerdict, Subject, Text, config,
+};
+
+pub struct MyGuardrail;
+
+fn word() -> String {
+    config::get("word").unwrap_or_else(|| "forbidden".to_string()).to_lowercase()
+}
+
+impl Guardrail for MyGuardrail {
+    fn describe() -> Description {
+        Description::new("{NAME}", "Refuses prompts with a configured word and masks it in answers.")
+            .requests()
+            .responses()
+    }
+
+    fn check_request(_ctx: CallContext, _subject: Subject, _request: &str, texts: Vec<Text>) -> RequestVerdict {
+        let word = word();
+        match texts.iter().any(|t| t.role == "user" && t.content.to_lowercase().contains(&word)) {
+            true => RequestVerdict::Deny(format!("the prompt contains '{word}'")),
+            false => RequestVerdict::Allow,
+        }
+    }
+
+    fn check_response(
+        _ctx: CallContext,
+        _subject: Subject,
+        _request: &str,
+        _memo: Option<String>,
+        texts: Vec<String>,
+        _done: bool,
+    ) -> ResponseVerdict {
+        let word = word();
+        if !texts.iter().any(|t| t.to_lowercase().contains(&word)) {
+            return ResponseVerdict::Allow;
+        }
+        let mask = "*".repeat(word.chars().count());
+        ResponseVerdict::Rewrite(texts.iter().map(|t| t.replace(&word, &mask)).collect())
+    }
+}
+
+tollgate_plugin_sdk::export_guardrail!(MyGuardrail);
+"##;
