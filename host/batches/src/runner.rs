@@ -105,7 +105,7 @@ async fn run_line(batches: &Batches, batch_id: &str, caller: &Caller, line: &Lin
         parent: Some(batch_id),
         ceiling: None,
         stream_failure: StreamFailure::Status,
-        checked_as: tollgate_gateway::pipeline::GuardRoute::Chat,
+        checked_as: Some(tollgate_gateway::pipeline::GuardRoute::Chat),
     };
     let body = Bytes::from(serde_json::to_vec(&line.body).expect("a JSON object serializes"));
     let operation = match line.url.as_str() {

@@ -157,10 +157,14 @@ impl Guardrail {
         Ok(verdict)
     }
 
-    /// Runs one hook in a fresh store. On the multi-threaded runtime it runs
-    /// in place (the worker's other tasks move to another thread for the
-    /// while), as a tool call from a handler does: no hop to the blocking
-    /// pool on the request path.
+    /// Runs one hook in a fresh store. A check that can make no blocking
+    /// host call (no model access, no approved origin: everything else it
+    /// may import answers at once) runs in place on the caller's thread,
+    /// bounded by its compute and wall limits, as an adapter's translation
+    /// does: a handoff to another thread would cost more than most checks.
+    /// One that may block runs where blocking is allowed: in place on the
+    /// multi-threaded runtime (the worker's other tasks move for the while),
+    /// else on the blocking pool.
     async fn run<T, F>(self: &Arc<Self>, check: Check, hook: F) -> Result<T, ComponentFault>
     where
         T: Send + 'static,
@@ -176,6 +180,8 @@ impl Guardrail {
             + 'static,
     {
         let runtime = tokio::runtime::Handle::current();
+        let may_block = check.capabilities.models.is_some() || !check.grants.origins.is_empty();
+        let flavor = runtime.runtime_flavor();
         let this = self.clone();
         let work = move || {
             let Check {
@@ -198,7 +204,10 @@ impl Guardrail {
                 .map_err(|error| this.fault(describe_fault(&store, &error)))?;
             hook(&this, &mut store, &bindings, &context, &subject, &request)
         };
-        if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+        if !may_block {
+            return work();
+        }
+        if flavor == tokio::runtime::RuntimeFlavor::MultiThread {
             return tokio::task::block_in_place(work);
         }
         let span = tracing::Span::current();

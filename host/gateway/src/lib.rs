@@ -177,6 +177,29 @@ impl DataPlane {
         }
     }
 
+    /// The guardrail checks of one request of `caller` on `route` for
+    /// `target`, when any guard applies: a concern with requests of its own
+    /// (tool calls) runs them as the pipeline does.
+    pub fn guard_checks(
+        &self,
+        caller: &Arc<tollgate_identity::auth::Principal>,
+        route: guards::GuardRoute,
+        target: &str,
+        request_id: &str,
+        request: &str,
+    ) -> Option<guards::Checks> {
+        let guardrails = self.guardrails.get().filter(|g| g.any(caller))?;
+        let chosen = guardrails.select(caller, route, target);
+        let call = guards::GuardCall {
+            caller: caller.clone(),
+            request_id: request_id.to_string(),
+            route,
+            target: target.to_string(),
+            request: Arc::from(request),
+        };
+        (!chosen.is_empty()).then(|| guards::Checks::new(chosen, call))
+    }
+
     /// Registers the guardrails (at wiring, once).
     pub fn guard_with(&self, guardrails: Arc<dyn guards::Guardrails>) {
         if self.guardrails.set(guardrails).is_err() {

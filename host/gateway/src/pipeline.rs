@@ -111,8 +111,10 @@ pub struct CallSite<'a> {
     /// How a stream that fails before any content answers.
     pub stream_failure: StreamFailure,
     /// Which guardrails apply: a client's request is `Chat`, a hosted
-    /// actor's model call `Actors`.
-    pub checked_as: GuardRoute,
+    /// actor's model call `Actors`; `None` for the calls guardrails and the
+    /// cache make themselves (a judge's model call, a semantic embedding),
+    /// which are not checked again.
+    pub checked_as: Option<GuardRoute>,
 }
 
 impl<'a> CallSite<'a> {
@@ -123,7 +125,7 @@ impl<'a> CallSite<'a> {
             parent: None,
             ceiling: None,
             stream_failure,
-            checked_as: GuardRoute::Chat,
+            checked_as: Some(GuardRoute::Chat),
         }
     }
 }

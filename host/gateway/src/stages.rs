@@ -62,14 +62,17 @@ async fn chat(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let guards = guardrails.select(&caller.0, site.checked_as, &model);
+    let Some(route) = site.checked_as else {
+        return super::chat::run(data, call, caller, site).await;
+    };
+    let guards = guardrails.select(&caller.0, route, &model);
     if guards.is_empty() {
         if !caching {
             return super::chat::run(data, call, caller, site).await;
         }
         return cached_chat(data, call, caller, site, None).await;
     }
-    let mut checks = Checks::new(guards, guard_call(caller, site, &model, &call.body));
+    let mut checks = Checks::new(guards, guard_call(caller, site, route, &model, &call.body));
     let mut value = value;
     let texts = RequestTexts::chat(&value);
     match checks.request(texts.texts.clone()).await {
@@ -107,11 +110,11 @@ fn drop_native(call: &mut ChatCall) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn guard_call(caller: &Caller, site: &CallSite<'_>, target: &str, body: &Bytes) -> GuardCall {
+fn guard_call(caller: &Caller, site: &CallSite<'_>, route: GuardRoute, target: &str, body: &Bytes) -> GuardCall {
     GuardCall {
         caller: caller.0.clone(),
         request_id: site.request_id.0.to_string(),
-        route: site.checked_as,
+        route,
         target: target.to_string(),
         request: Arc::from(String::from_utf8_lossy(body).as_ref()),
     }
@@ -390,7 +393,7 @@ async fn embed(
         parent: Some(&site.request_id.0),
         ceiling: site.ceiling,
         stream_failure: site.stream_failure,
-        checked_as: GuardRoute::Embeddings,
+        checked_as: None,
     };
     let call = OperationCall::json(
         tollgate_plugin_host::Operation::Embeddings,
@@ -573,12 +576,15 @@ async fn model(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
+    if site.checked_as.is_none() {
+        return super::operations::run(data, call, caller, site).await;
+    }
     let guards = guardrails.select(&caller.0, GuardRoute::Embeddings, &model);
     if guards.is_empty() {
         return super::operations::run(data, call, caller, site).await;
     }
     let bytes = Bytes::from(body.clone());
-    let mut checks = Checks::new(guards, guard_call(caller, site, &model, &bytes));
+    let mut checks = Checks::new(guards, guard_call(caller, site, GuardRoute::Embeddings, &model, &bytes));
     let texts = RequestTexts::embeddings(&value);
     match checks.request(texts.texts.clone()).await {
         Err(error) => {

@@ -89,7 +89,7 @@ impl Host for GatewayHost {
                 parent: Some(&call.parent_request_id),
                 ceiling: Some(&ceiling),
                 stream_failure: StreamFailure::Chunk,
-                checked_as: pipeline::GuardRoute::Actors,
+                checked_as: Some(pipeline::GuardRoute::Actors),
             };
             let answer = data
                 .run(Operation::Chat(ChatCall::body(body)), &Caller(caller), site)

@@ -16,6 +16,7 @@ use tollgate_ledger::{RequestKind, RequestLogRow};
 
 use super::Components;
 use super::installs::{Active, Installs, Loaded};
+use tollgate_gateway::guards::{self, AnswerOutcome, Checks, GuardRoute, GuardText};
 use tollgate_identity::auth::Principal;
 use tollgate_web::server::RequestId;
 
@@ -138,9 +139,24 @@ pub async fn call_logged(
     components: &Arc<Components>,
     target: &Target,
     site: &CallSite,
-    arguments: String,
+    mut arguments: String,
 ) -> (String, Result<Vec<Content>, CallError>) {
     let request_id = RequestId::new();
+    let name = format!("{}{SEPARATOR}{}", target.install.record.name, target.tool);
+    let mut checks = components
+        .data
+        .guard_checks(&site.caller, GuardRoute::Tools, &name, &request_id.0, &arguments);
+    if let Some(checks) = checks.as_mut() {
+        let given = vec![GuardText {
+            role: "arguments".into(),
+            content: arguments.clone(),
+        }];
+        match checks.request(given).await {
+            Ok(Some(mut rewritten)) => arguments = rewritten.remove(0).content,
+            Ok(None) => {}
+            Err(refused) => return (request_id.0.to_string(), Err(guard_refusal(refused))),
+        }
+    }
     let invocation = Invocation {
         request_id: request_id.0.to_string(),
         workspace: site.caller.workspace_id.clone(),
@@ -171,11 +187,15 @@ pub async fn call_logged(
             )
         }
     };
+    let outcome = match (outcome, checks.as_mut()) {
+        (Ok(content), Some(checks)) if checks.checks_responses() => checked_result(checks, content).await,
+        (outcome, _) => outcome,
+    };
     let logged = Logged {
         kind,
         request_id: &request_id.0,
         site,
-        name: format!("{}{SEPARATOR}{}", target.install.record.name, target.tool),
+        name,
         install: &target.install,
         streamed: false,
     };
@@ -185,6 +205,42 @@ pub async fn call_logged(
     // commits it with its next batch.
     logged.record_in_background(components, outcome.as_ref().err(), started);
     (request_id.0.to_string(), outcome)
+}
+
+/// A guardrail's refusal of a tool call, as the tool's own error: the caller
+/// (often a model) reads why.
+fn guard_refusal(refused: tollgate_web::error::ApiError) -> CallError {
+    CallError::Tool(tollgate_components::ToolError {
+        message: format!("{} ({})", refused.message, refused.code),
+    })
+}
+
+/// A tool's result through the answer guardrails: each text or JSON part is
+/// one text; a rewrite replaces them in place (a JSON part must stay JSON).
+async fn checked_result(checks: &mut Checks, content: Vec<Content>) -> Result<Vec<Content>, CallError> {
+    let texts = content
+        .iter()
+        .map(|part| match part {
+            Content::Text(text) | Content::Json(text) => text.clone(),
+        })
+        .collect();
+    let texts = match checks.answer(texts, true, false).await {
+        Ok(AnswerOutcome::Pass(texts)) => texts,
+        Ok(AnswerOutcome::Retry(reason)) => return Err(guard_refusal(guards::denied("guardrail", "result", &reason))),
+        Err(refused) => return Err(guard_refusal(refused)),
+    };
+    content
+        .into_iter()
+        .zip(texts)
+        .map(|(part, text)| match part {
+            Content::Text(_) => Ok(Content::Text(text)),
+            Content::Json(_) if serde_json::from_str::<Value>(&text).is_ok() => Ok(Content::Json(text)),
+            Content::Json(_) => Err(guard_refusal(guards::failed(
+                "guardrail",
+                "it rewrote a JSON result into text that is not JSON",
+            ))),
+        })
+        .collect()
 }
 
 /// A tool call's or skill run's request-log row, before its outcome.

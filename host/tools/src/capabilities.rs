@@ -39,6 +39,7 @@ pub fn for_caller(
             parent_request_id: run_request_id.to_string(),
             ledger,
             ceiling: ceiling.clone(),
+            checked_as: Some(pipeline::GuardRoute::Chat),
         })),
         tools: Some(Arc::new(CallerTools {
             components: components.clone(),
@@ -52,6 +53,22 @@ pub fn for_caller(
     }
 }
 
+/// A guardrail's capabilities: model calls (a judge) billed to the caller
+/// and logged inside the checked request, which no guardrail checks again.
+pub fn for_guardrail(components: &Arc<Components>, caller: &Arc<Principal>, request_id: &str) -> Capabilities {
+    Capabilities {
+        models: Some(Arc::new(CallerModels {
+            components: components.clone(),
+            caller: caller.clone(),
+            parent_request_id: request_id.to_string(),
+            ledger: RunLedger::default(),
+            ceiling: None,
+            checked_as: None,
+        })),
+        tools: None,
+    }
+}
+
 struct CallerModels {
     components: Arc<Components>,
     caller: Arc<Principal>,
@@ -59,6 +76,10 @@ struct CallerModels {
     ledger: RunLedger,
     /// The budget of the actor run this skill runs in, if any.
     ceiling: Option<Arc<dyn CostCeiling>>,
+    /// How the workspace's guardrails check these calls: as chat for a
+    /// skill's, not at all for a guardrail's own (a judge's call would
+    /// otherwise be checked by the judge).
+    checked_as: Option<pipeline::GuardRoute>,
 }
 
 impl ModelAccess for CallerModels {
@@ -68,6 +89,7 @@ impl ModelAccess for CallerModels {
         let parent = self.parent_request_id.clone();
         let ledger = self.ledger.clone();
         let ceiling = self.ceiling.clone();
+        let checked_as = self.checked_as;
         async move {
             let body: Value = serde_json::from_str(&request)
                 .map_err(|e| model_error(400, "invalid_json", format!("the request is not JSON: {e}")))?;
@@ -85,7 +107,7 @@ impl ModelAccess for CallerModels {
                 parent: Some(&parent),
                 ceiling: ceiling.as_deref(),
                 stream_failure: StreamFailure::Chunk,
-                checked_as: pipeline::GuardRoute::Chat,
+                checked_as,
             };
             let answer = data
                 .run(

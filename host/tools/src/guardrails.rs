@@ -231,14 +231,7 @@ impl ComponentGuard {
     /// package asks for models, the caller's metered pipeline.
     fn check(&self, call: &GuardCall) -> Check {
         let capabilities = match self.active.vetting.capabilities.models {
-            true => crate::capabilities::for_caller(
-                &self.components,
-                &call.caller,
-                &call.request_id,
-                0,
-                crate::skills::RunLedger::default(),
-                None,
-            ),
+            true => crate::capabilities::for_guardrail(&self.components, &call.caller, &call.request_id),
             false => Capabilities::default(),
         };
         Check {
@@ -249,11 +242,7 @@ impl ComponentGuard {
                 depth: 0,
             },
             grants: self.active.grants.clone(),
-            capabilities: Capabilities {
-                // A guardrail calls models, never the workspace's tools.
-                tools: None,
-                ..capabilities
-            },
+            capabilities,
             subject: Subject {
                 route: match call.route {
                     GuardRoute::Chat => WitRoute::Chat,

@@ -282,16 +282,22 @@ impl Checks {
         started: Instant,
     ) {
         let duration_us = started.elapsed().as_micros() as u64;
-        tracing::info!(
-            request_id = %self.call.request_id,
-            guardrail = guard.name(),
-            stage,
-            verdict,
-            mode = ?guard.mode(),
-            reason = reason.as_deref().unwrap_or(""),
-            duration_us,
-            "guardrail decision"
-        );
+        // Denials, retries and faults are logged; allows and rewrites are in
+        // `service.guardrails` and the span, and would cost a log line each.
+        if matches!(verdict, "deny" | "retry" | "fault") {
+            tracing::info!(
+                request_id = %self.call.request_id,
+                guardrail = guard.name(),
+                stage,
+                verdict,
+                mode = ?guard.mode(),
+                reason = reason.as_deref().unwrap_or(""),
+                duration_us,
+                "guardrail decision"
+            );
+        } else {
+            tracing::debug!(request_id = %self.call.request_id, guardrail = guard.name(), stage, verdict, duration_us, "guardrail decision");
+        }
         tracing::Span::current().record("tollgate.guardrail.verdict", verdict);
         self.decisions.push(Decision {
             guardrail: guard.name().to_string(),

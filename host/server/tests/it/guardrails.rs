@@ -4,7 +4,9 @@
 //! cannot reach the network, a secret, or beyond its hook; the built-in
 //! guardrails redact PII upstream and restore it in the answer (whole and
 //! streamed), deny a prompt injection before any upstream call, and retry
-//! an answer that breaks the requested schema once before refusing it.
+//! an answer that breaks the requested schema once before refusing it;
+//! tool calls are checked on their arguments and results; a judge guardrail
+//! calls models through the metered pipeline, billed to the caller.
 
 use base64::Engine;
 use serde_json::{Value, json};
@@ -128,11 +130,13 @@ async fn a_hostile_guardrail_fails_only_its_own_request() {
         json!({"package": "tests/hostile", "name": "watch", "guardrail": {"mode": "monitor"}}),
     )
     .await;
-    let (status, _, body) = gateway.chat(ask("trap")).await;
-    assert_eq!(status, 200, "{body}");
-    let decision = &body["service"]["guardrails"][0];
-    assert_eq!(decision["verdict"], "fault", "{body}");
-    assert_eq!(decision["mode"], "monitor");
+    for prompt in ["trap", "loop"] {
+        let (status, _, body) = gateway.chat(ask(prompt)).await;
+        assert_eq!(status, 200, "{prompt}: {body}");
+        let decision = &body["service"]["guardrails"][0];
+        assert_eq!(decision["verdict"], "fault", "{body}");
+        assert_eq!(decision["mode"], "monitor");
+    }
     // An answer check that rewrites beyond its hook fails, open in monitor mode.
     op(
         &gateway,
@@ -232,4 +236,102 @@ async fn an_injection_is_denied_before_any_upstream_call_and_a_schema_break_is_r
         before + 2,
         "the answer was retried once"
     );
+}
+
+/// One MCP `tools/call`: the result's text and whether it is an error.
+async fn call_tool(gateway: &Gateway, expression: &str) -> (String, bool) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "calculator__evaluate", "arguments": {"expression": expression}}});
+    let answer: Value = gateway
+        .post("/v1/mcp")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let result = &answer["result"];
+    (
+        result["content"][0]["text"].as_str().unwrap_or_default().to_string(),
+        result["isError"].as_bool().unwrap_or(false),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_are_checked_on_their_arguments_and_results() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "")).await;
+    op(&gateway, "installs.create", json!({"package": "tollgate/calculator"})).await;
+    op(
+        &gateway,
+        "guardrails.create",
+        json!({"package": "tollgate/denylist", "config": {"words": "666"}, "guardrail": {"routes": ["tools"]}}),
+    )
+    .await;
+    assert_eq!(call_tool(&gateway, "2+2").await, ("4".to_string(), false));
+    let (text, error) = call_tool(&gateway, "666+1").await;
+    assert!(
+        error && text.contains("guardrail_denied") && text.contains("the request"),
+        "{text}"
+    );
+    let (text, error) = call_tool(&gateway, "600+66").await;
+    assert!(error && text.contains("the answer") && text.contains("666"), "{text}");
+    // Chat is not on its routes: the same word passes there.
+    let (status, _, body) = gateway.chat(ask("666")).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_judge_guardrail_calls_models_through_the_metered_pipeline() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "")).await;
+    // The same component, published asking for `models`.
+    let content = std::fs::read(tollgate_plugin_host::HOSTILE_GUARDRAIL_TEST_COMPONENT).unwrap();
+    op(&gateway, "namespaces.create", json!({"name": "judges"})).await;
+    let manifest = json!({
+        "schema_version": 1, "kind": "guardrail", "name": "judges/judge", "version": "1.0.0",
+        "license": "Apache-2.0",
+        "content": {"digest": tollgate_registry::Digest::of(&content).to_string(), "size": content.len(),
+                    "media_type": "application/wasm"},
+        "metadata": {"world": "tollgate:guardrail/guardrail@0.1.0", "capabilities": ["models"]},
+    });
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&content);
+    op(
+        &gateway,
+        "packages.publish",
+        json!({"manifest": manifest, "content_base64": encoded}),
+    )
+    .await;
+    op(
+        &gateway,
+        "guardrails.create",
+        json!({"package": "judges/judge", "config": {"model": "mock/small"}}),
+    )
+    .await;
+    let (status, headers, body) = gateway.chat(ask("judge")).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("judge: ok"),
+        "{body}"
+    );
+    let request_id = headers["x-request-id"].to_str().unwrap().to_string();
+    // The judge's call is billed to the caller, logged inside the checked request.
+    let mut judged = Vec::new();
+    for _ in 0..50 {
+        let usage = op(&gateway, "usage.list", json!({})).await;
+        judged = usage["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["parent_request_id"] == request_id.as_str() && e["kind"] == "chat")
+            .cloned()
+            .collect();
+        if !judged.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(judged.len(), 1, "{judged:?}");
+    assert_ne!(judged[0]["cost_usd"].as_str().unwrap().trim_matches(['0', '.']), "");
 }
