@@ -14,10 +14,11 @@ pub enum Configuration {
     WalletOff,
     /// `metering.enabled = false`: the wallet stays on, no usage events.
     MeteringOff,
-    /// Default plus one no-op guardrail (the built-in denylist with nothing
-    /// to deny, gateway-wide, on requests and answers) and the response
-    /// cache on with nothing kept (`max_entry_kib = 0`): every request pays
-    /// one exact-cache lookup that misses.
+    /// Default plus one no-op guardrail (the built-in prompt-injection check,
+    /// gateway-wide, which finds nothing in the bench's prompt and checks
+    /// requests only) and the response cache on with nothing kept
+    /// (`max_entry_kib = 0`): every request pays one guardrail check and one
+    /// exact-cache lookup that misses.
     Guarded,
     /// Default plus the response cache: after the first request every one
     /// is a hit, answered without the mock.
@@ -45,7 +46,7 @@ impl Configuration {
             Self::Guarded => &[
                 (
                     "TOLLGATE_GUARDRAILS__OPERATOR",
-                    r#"[{name="noop",package="tollgate/denylist"}]"#,
+                    r#"[{name="noop",package="tollgate/prompt-injection"}]"#,
                 ),
                 ("TOLLGATE_CACHE__ENABLED", "true"),
                 ("TOLLGATE_CACHE__MAX_ENTRY_KIB", "0"),
