@@ -1,7 +1,8 @@
 //! One call's store: its data ([`CallState`]: limits, grants, the caller's
 //! capabilities), and the sandbox around it. A fresh store per call, capped
-//! memory, a guest-compute budget counted in epoch ticks, and a wall-time
-//! deadline that host calls cannot stretch.
+//! memory, a guest-compute budget counted in the thread's CPU time (looked at
+//! on each epoch tick), and a wall-time deadline that host calls cannot
+//! stretch.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,8 +64,8 @@ pub struct CallState {
     memory_cap: usize,
     memory_cap_hit: bool,
     deadline: Instant,
-    guest_ticks: u64,
-    guest_tick_budget: u64,
+    /// Guest compute so far; descheduled and blocked time is not counted.
+    clock: tollgate_plugin_host::GuestClock,
     stopped: Option<Stop>,
     /// Keeps the epoch ticker running while this call's store lives.
     _awake: tollgate_plugin_host::Awake,
@@ -81,10 +82,10 @@ impl CallState {
         runtime: tokio::runtime::Handle,
         awake: tollgate_plugin_host::Awake,
     ) -> Self {
-        let tick = tollgate_plugin_host::EPOCH_TICK.as_millis() as u64;
+        let wall = Duration::from_millis(limits.wall_ms);
         Self {
-            deadline: Instant::now() + Duration::from_millis(limits.wall_ms),
-            guest_tick_budget: limits.cpu_ms.div_ceil(tick).max(1),
+            deadline: Instant::now() + wall,
+            clock: tollgate_plugin_host::GuestClock::new(Duration::from_millis(limits.cpu_ms), wall),
             memory_cap: memory_cap.min(limits.memory_mib << 20),
             limits,
             invocation,
@@ -94,7 +95,6 @@ impl CallState {
             runtime,
             log_lines: 0,
             memory_cap_hit: false,
-            guest_ticks: 0,
             stopped: None,
             _awake: awake,
         }
@@ -128,26 +128,33 @@ impl ResourceLimiter for CallState {
     }
 }
 
-/// A fresh store for one call. The epoch callback runs only while the guest
-/// runs (epochs are checked in guest code), so counting its invocations
-/// counts guest compute; time blocked in host calls passes uncounted, except
-/// for the one tick on return. The wall deadline is checked there too.
-pub(crate) fn new_store(engine: &wasmtime::Engine, state: CallState) -> Store<CallState> {
+/// A fresh store for one call, made on the thread that runs the call. The
+/// epoch callback runs only while the guest runs (epochs are checked in guest
+/// code); it charges the thread's CPU time since the last look, so time
+/// blocked in host calls or descheduled is not the guest's. The wall
+/// deadline is checked there too.
+pub(crate) fn new_store(engine: &wasmtime::Engine, mut state: CallState) -> Store<CallState> {
+    state.clock.restart();
     let mut store = Store::new(engine, state);
     store.limiter(|state| state);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut context| {
         let state = context.data_mut();
-        state.guest_ticks += 1;
         if Instant::now() >= state.deadline {
             state.stopped = Some(Stop::WallTime);
             wasmtime::bail!("component wall-time limit exceeded");
         }
-        if state.guest_ticks > state.guest_tick_budget {
-            state.stopped = Some(Stop::Compute);
-            wasmtime::bail!("component compute limit exceeded");
+        match state.clock.charge() {
+            Ok(()) => Ok(UpdateDeadline::Continue(1)),
+            Err(tollgate_plugin_host::Overrun::Compute) => {
+                state.stopped = Some(Stop::Compute);
+                wasmtime::bail!("component compute limit exceeded")
+            }
+            Err(tollgate_plugin_host::Overrun::WallTime) => {
+                state.stopped = Some(Stop::WallTime);
+                wasmtime::bail!("component wall-time limit exceeded")
+            }
         }
-        Ok(UpdateDeadline::Continue(1))
     });
     store
 }

@@ -5,12 +5,14 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use wasmtime::component::{Linker, ResourceAny};
-use wasmtime::{ResourceLimiter, Store, Trap};
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 
 use super::cache::load_component;
 use super::engine::PluginEngine;
+use super::guest_clock::{GuestClock, Overrun};
 use super::warm::{Refill, Warmer};
 
 /// `tollgate:provider@0.1.0`: translated mode only.
@@ -95,6 +97,10 @@ pub struct InstanceState {
     /// while it is instantiated, and for the request that uses it. Not while
     /// it waits, ready, so an idle gateway lets the ticker sleep.
     awake: Option<crate::Awake>,
+    /// The current call's CPU budget (instantiation counts as a call).
+    clock: GuestClock,
+    /// Set when the clock stopped the guest, so the fault says so.
+    overrun: Option<Overrun>,
 }
 
 impl ResourceLimiter for InstanceState {
@@ -183,8 +189,34 @@ struct Instance {
 #[derive(Clone, Copy)]
 struct EngineLimits {
     memory_cap: usize,
-    call_deadline_ticks: u64,
     call_timeout_ms: u64,
+}
+
+/// A call is cut after this many times its CPU budget in wall time, however
+/// little it ran: a loaded machine may slow an adapter, not hold it forever.
+const WALL_BACKSTOP_FACTOR: u32 = 10;
+
+impl EngineLimits {
+    fn guest_clock(&self) -> GuestClock {
+        let budget = Duration::from_millis(self.call_timeout_ms);
+        GuestClock::new(budget, budget * WALL_BACKSTOP_FACTOR)
+    }
+}
+
+/// Looks at the guest's clock on every epoch tick while it runs, and stops
+/// it once the call has used its budget.
+fn watch_guest_time(store: &mut Store<InstanceState>) {
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut context| {
+        let state = context.data_mut();
+        match state.clock.charge() {
+            Ok(()) => Ok(UpdateDeadline::Continue(1)),
+            Err(overrun) => {
+                state.overrun = Some(overrun);
+                Err(Trap::Interrupt.into())
+            }
+        }
+    });
 }
 
 impl LoadedAdapter {
@@ -215,7 +247,6 @@ impl LoadedAdapter {
             name: name.clone(),
             limits: EngineLimits {
                 memory_cap: engine.memory_cap,
-                call_deadline_ticks: engine.call_deadline_ticks,
                 call_timeout_ms: engine.call_timeout_ms,
             },
             ticker: engine.ticker.clone(),
@@ -419,6 +450,8 @@ impl Blueprint {
             memory_cap: self.limits.memory_cap,
             memory_cap_hit: false,
             awake: Some(self.ticker.awake()),
+            clock: self.limits.guest_clock(),
+            overrun: None,
         };
         let engine = match &self.pre {
             Pre::V1(pre) => pre.engine(),
@@ -427,7 +460,8 @@ impl Blueprint {
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| state);
-        store.set_epoch_deadline(self.limits.call_deadline_ticks);
+        watch_guest_time(&mut store);
+        store.data_mut().clock.restart();
         let bindings = match &self.pre {
             Pre::V1(pre) => pre.instantiate(&mut store).map(Bindings::V1),
             Pre::V2(pre) => pre.instantiate(&mut store).map(Bindings::V2),
@@ -437,7 +471,13 @@ impl Blueprint {
             Ok(bindings) => Ok(Instance { store, bindings }),
             Err(e) => Err(AdapterFault {
                 adapter: self.name.clone(),
-                reason: format!("could not be instantiated: {e}"),
+                reason: match store.data().overrun {
+                    Some(_) => format!(
+                        "could not be instantiated: exceeded its time limit ({} ms per call)",
+                        self.limits.call_timeout_ms
+                    ),
+                    None => format!("could not be instantiated: {e}"),
+                },
             }),
         }
     }
@@ -610,7 +650,9 @@ impl Session {
         f: impl FnOnce(&Bindings, &mut Store<InstanceState>) -> wasmtime::Result<R>,
     ) -> Result<R, AdapterFault> {
         let store = self.store.as_mut().expect("the store lives as long as the session");
-        store.set_epoch_deadline(self.limits.call_deadline_ticks);
+        store.data_mut().clock.restart();
+        store.data_mut().overrun = None;
+        store.set_epoch_deadline(1);
         f(&self.bindings, store).map_err(|error| AdapterFault {
             adapter: self.adapter.clone(),
             reason: self.describe(&error),
@@ -621,8 +663,10 @@ impl Session {
         if self.store.as_ref().is_some_and(|store| store.data().memory_cap_hit) {
             return format!("exceeded its memory limit ({} MiB)", self.limits.memory_cap >> 20);
         }
+        if self.store.as_ref().is_some_and(|store| store.data().overrun.is_some()) {
+            return format!("exceeded its time limit ({} ms per call)", self.limits.call_timeout_ms);
+        }
         match error.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => format!("exceeded its time limit ({} ms per call)", self.limits.call_timeout_ms),
             Some(Trap::UnreachableCodeReached) => "trapped (the adapter panicked or hit unreachable code)".into(),
             Some(trap) => format!("trapped: {trap}"),
             // Imports are linked to traps: a Rust panic, for one, first asks WASI

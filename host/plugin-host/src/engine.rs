@@ -8,7 +8,7 @@
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::PluginLimits;
-use crate::ticker::{EPOCH_TICK, Ticker};
+use crate::ticker::Ticker;
 use crate::warm::Warmer;
 
 /// Linear memories and tables whose instances ended are handed back to the
@@ -28,8 +28,6 @@ pub struct PluginEngine {
     pub(crate) engine: Engine,
     /// Linear-memory cap per instance, in bytes.
     pub(crate) memory_cap: usize,
-    /// Epoch ticks one call may run for.
-    pub(crate) call_deadline_ticks: u64,
     pub(crate) call_timeout_ms: u64,
     pub(crate) ticker: Ticker,
     pub(crate) warmer: Warmer,
@@ -94,7 +92,6 @@ impl PluginEngine {
             warmer: Warmer::start(),
             keep_ready: KEEP_READY.min(instances as usize / 32),
             memory_cap,
-            call_deadline_ticks: limits.call_timeout_ms.div_ceil(EPOCH_TICK.as_millis() as u64).max(1),
             call_timeout_ms: limits.call_timeout_ms,
         })
     }

@@ -10,6 +10,7 @@
 mod adapter;
 mod cache;
 mod engine;
+mod guest_clock;
 mod ticker;
 mod warm;
 
@@ -26,6 +27,7 @@ pub use adapter::{
 };
 pub use cache::load_component;
 pub use engine::PluginEngine;
+pub use guest_clock::{GuestClock, Overrun};
 pub use ticker::{Awake, EPOCH_TICK, Ticker};
 
 use serde::{Deserialize, Serialize};
