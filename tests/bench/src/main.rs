@@ -11,6 +11,7 @@ mod floor;
 mod litellm;
 mod load;
 mod measure;
+mod pair;
 mod peers;
 mod procs;
 mod report;
@@ -46,7 +47,8 @@ const STREAM_BUDGET: Duration = Duration::from_secs(60);
 #[derive(Parser)]
 #[command(
     about = "Benchmark the Tollgate gateway against the direct mock, in the same run",
-    after_help = "`tollgate-bench soak --help`: sustained load on one default gateway (disk per request, RSS over time)."
+    after_help = "`tollgate-bench soak --help`: sustained load on one default gateway (disk per request, RSS over time).\n\
+                  `tollgate-bench pair --help`: what one feature adds at c=1, from two requests sent alternately."
 )]
 struct Args {
     /// The tollgate binary to measure; the mock is the `tollgate-mock-upstream`
@@ -164,11 +166,12 @@ fn workspace_path(rel: &str) -> PathBuf {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let soak = std::env::args_os().nth(1).is_some_and(|a| a == "soak");
+    let subcommand = std::env::args_os().nth(1);
     let work = async move {
-        match soak {
-            true => soak::run(soak::Args::parse_from(std::env::args_os().skip(1))).await,
-            false => run(Args::parse()).await,
+        match subcommand.as_ref().and_then(|a| a.to_str()) {
+            Some("soak") => soak::run(soak::Args::parse_from(std::env::args_os().skip(1))).await,
+            Some("pair") => pair::run(pair::Args::parse_from(std::env::args_os().skip(1))).await,
+            _ => run(Args::parse()).await,
         }
     };
     // On a signal the run future is dropped, which kills the children.

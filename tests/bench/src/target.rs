@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use reqwest::{Client, RequestBuilder};
 use serde_json::json;
 
@@ -13,6 +13,8 @@ pub struct Target {
     pub name: &'static str,
     url: String,
     auth: Option<HeaderValue>,
+    /// Sent with every request (e.g. `Cache-Control` for `pair`).
+    headers: Vec<(HeaderName, HeaderValue)>,
     /// Serialized once: the load loop only clones a refcount.
     pub body: Bytes,
     pub stream_body: Bytes,
@@ -42,6 +44,7 @@ impl Target {
             name,
             url: format!("{base}/v1/chat/completions"),
             auth,
+            headers: Vec::new(),
             body: serde_json::to_vec(&body)?.into(),
             stream_body: serde_json::to_vec(&stream_body)?.into(),
         })
@@ -62,6 +65,13 @@ impl Target {
         Ok(self)
     }
 
+    /// Sends `name: value` with every request.
+    pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers
+            .push((HeaderName::from_static(name), HeaderValue::from_static(value)));
+        self
+    }
+
     pub fn request(&self, client: &Client, body: &Bytes) -> RequestBuilder {
         let mut req = client
             .post(&self.url)
@@ -69,6 +79,9 @@ impl Target {
             .body(body.clone());
         if let Some(auth) = &self.auth {
             req = req.header(AUTHORIZATION, auth.clone());
+        }
+        for (name, value) in &self.headers {
+            req = req.header(name, value);
         }
         req
     }
