@@ -202,7 +202,10 @@ impl Guardrail {
                 .pre
                 .instantiate(&mut store)
                 .map_err(|error| this.fault(describe_fault(&store, &error)))?;
-            hook(&this, &mut store, &bindings, &context, &subject, &request)
+            let verdict = hook(&this, &mut store, &bindings, &context, &subject, &request);
+            // Every check is on a request's path: its store is dropped after.
+            this.host.discard(store);
+            verdict
         };
         if !may_block {
             return work();

@@ -47,6 +47,11 @@ impl PluginEngine {
         &self.ticker
     }
 
+    /// The thread that drops used stores off the request path.
+    pub fn warmer(&self) -> &Warmer {
+        &self.warmer
+    }
+
     /// Linear-memory cap per instance, in bytes (the pool's slot size).
     pub fn memory_cap(&self) -> usize {
         self.memory_cap

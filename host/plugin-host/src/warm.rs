@@ -34,7 +34,7 @@ enum Job {
 /// A handle on the warmer thread; clones share it. The thread ends once
 /// every handle is gone.
 #[derive(Clone)]
-pub(crate) struct Warmer(SyncSender<Job>);
+pub struct Warmer(SyncSender<Job>);
 
 impl Warmer {
     pub(crate) fn start() -> Self {
@@ -56,7 +56,7 @@ impl Warmer {
     }
 
     /// Drops `used` on the warmer thread, or here when the warmer is behind.
-    pub(crate) fn discard(&self, used: Box<dyn Send>) {
+    pub fn discard(&self, used: Box<dyn Send>) {
         match self.0.try_send(Job::Discard(used)) {
             Ok(()) => {}
             Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => drop(job),
