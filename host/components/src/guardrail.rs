@@ -2,12 +2,20 @@
 //! when loaded, and checks, each in a fresh store with the install's grants
 //! and, where its package asks for it, the caller's metered model access.
 //!
+//! Like an adapter, a used guardrail keeps a few stores instantiated ahead of
+//! need on the warmer thread (instantiating costs tens of microseconds, a
+//! no-op check a few): made for no one, with nothing granted, having run
+//! nothing but the component's start code; a check binds one to its caller
+//! and uses it once. The host caps how many stores all guardrails keep.
+//!
 //! The host keeps the shape of what it checks: a request rewrite must give
 //! back exactly as many texts as it was given, and so must an answer
 //! rewrite; anything else is a fault, handled like a trap.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
+use wasmtime::Store;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::CallContext;
@@ -16,6 +24,7 @@ use crate::bindings::guardrail::{Guardrail as GuardrailWorld, GuardrailPre};
 use crate::grants::Grants;
 use crate::state::{CallState, Capabilities, Invocation, describe_fault, new_store};
 use crate::{ComponentFault, ComponentHost};
+use tollgate_plugin_host::Refill;
 
 pub use checks::{RequestVerdict, ResponseVerdict, Rewrite, Route, Subject, Text};
 
@@ -36,6 +45,17 @@ pub struct Guardrail {
     host: ComponentHost,
     pre: GuardrailPre<CallState>,
     spec: GuardrailSpec,
+    /// The gateway's runtime, for stores made on the warmer thread.
+    runtime: tokio::runtime::Handle,
+    ready: Mutex<Vec<Ready>>,
+    /// Stores asked of the warmer and not made yet.
+    refilling: AtomicUsize,
+}
+
+/// A store instantiated ahead of need, waiting for its check.
+struct Ready {
+    store: Store<CallState>,
+    bindings: GuardrailWorld,
 }
 
 /// One check's inputs, owned so it can move to another thread.
@@ -69,7 +89,7 @@ impl Guardrail {
             install: name.into(),
             depth: 0,
         };
-        let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime);
+        let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime.clone());
         let mut store = new_store(host.engine(), state);
         let described = pre
             .instantiate(&mut store)
@@ -85,6 +105,9 @@ impl Guardrail {
                 checks_requests: described.checks_requests,
                 checks_responses: described.checks_responses,
             },
+            runtime,
+            ready: Mutex::new(Vec::new()),
+            refilling: AtomicUsize::new(0),
         })
     }
 
@@ -196,12 +219,7 @@ impl Guardrail {
                 workspace: invocation.workspace.clone(),
                 install: invocation.install.clone(),
             };
-            let state = this.host.call_state(invocation, grants, capabilities, runtime);
-            let mut store = new_store(this.host.engine(), state);
-            let bindings = this
-                .pre
-                .instantiate(&mut store)
-                .map_err(|error| this.fault(describe_fault(&store, &error)))?;
+            let (mut store, bindings) = this.instance(invocation, grants, capabilities, runtime)?;
             let verdict = hook(&this, &mut store, &bindings, &context, &subject, &request);
             // Every check is on a request's path: its store is dropped after.
             this.host.discard(store);
@@ -222,6 +240,74 @@ impl Guardrail {
         .unwrap_or_else(|e| Err(self.fault(format!("its check was lost: {e}"))))
     }
 
+    /// A store for one check, bound to its caller: a ready one when there
+    /// is one (and the warmer makes its replacement), else a fresh one.
+    fn instance(
+        self: &Arc<Self>,
+        invocation: Invocation,
+        grants: Arc<Grants>,
+        capabilities: Capabilities,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<(Store<CallState>, GuardrailWorld), ComponentFault> {
+        let (ready, left) = {
+            let mut ready = self.ready.lock().expect("ready lock poisoned");
+            (ready.pop(), ready.len())
+        };
+        self.top_up(left);
+        if let Some(Ready { mut store, bindings }) = ready {
+            self.host.release_ready(1);
+            store
+                .data_mut()
+                .bind(invocation, grants, capabilities, runtime, self.host.awake());
+            store.set_epoch_deadline(1);
+            return Ok((store, bindings));
+        }
+        let state = self.host.call_state(invocation, grants, capabilities, runtime);
+        let mut store = new_store(self.host.engine(), state);
+        let bindings = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|error| self.fault(describe_fault(&store, &error)))?;
+        Ok((store, bindings))
+    }
+
+    /// Asks the warmer for one more ready store unless enough are ready or
+    /// on their way.
+    fn top_up(self: &Arc<Self>, ready: usize) {
+        let refilling = self.refilling.fetch_add(1, Ordering::SeqCst);
+        if ready + refilling >= self.host.keep_ready() || !self.host.warmer().refill(self.clone()) {
+            self.refilling.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A store instantiated for no one: no grants, no capabilities.
+    fn make_ready(&self) -> Result<Ready, ComponentFault> {
+        let invocation = Invocation {
+            request_id: String::new(),
+            workspace: String::new(),
+            install: self.name.to_string(),
+            depth: 0,
+        };
+        let state = self.host.call_state(
+            invocation,
+            Arc::default(),
+            Capabilities::default(),
+            self.runtime.clone(),
+        );
+        let mut store = new_store(self.host.engine(), state);
+        let bindings = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|error| self.fault(describe_fault(&store, &error)))?;
+        store.data_mut().park();
+        Ok(Ready { store, bindings })
+    }
+
+    /// Stores ready now (for tests).
+    pub fn ready_stores(&self) -> usize {
+        self.ready.lock().expect("ready lock poisoned").len()
+    }
+
     fn check_size(&self, bytes: usize) -> Result<(), ComponentFault> {
         let cap = self.host.limits().max_output_bytes;
         if bytes > cap {
@@ -235,5 +321,29 @@ impl Guardrail {
             component: self.name.clone(),
             reason,
         }
+    }
+}
+
+impl Refill for Guardrail {
+    fn refill(&self) {
+        if self.host.reserve_ready() {
+            match self.make_ready() {
+                Ok(ready) => self.ready.lock().expect("ready lock poisoned").push(ready),
+                Err(fault) => {
+                    self.host.release_ready(1);
+                    // The check that finds no store ready instantiates its
+                    // own, meets the same fault and reports it.
+                    tracing::debug!(%fault, "could not make a guardrail store ready");
+                }
+            }
+        }
+        self.refilling.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Guardrail {
+    fn drop(&mut self) {
+        let held = self.ready.get_mut().map_or(0, |ready| ready.len());
+        self.host.release_ready(held);
     }
 }

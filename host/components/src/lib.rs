@@ -33,6 +33,7 @@ mod tools;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use bindings::skill::exports::tollgate::skill::runner::SkillError;
 pub use bindings::{CallContext, Content, ModelError, ToolError};
@@ -85,6 +86,12 @@ struct Inner {
     /// tens of microseconds).
     warmer: tollgate_plugin_host::Warmer,
     memory_cap: usize,
+    /// Stores each used guardrail keeps instantiated ahead of need.
+    keep_ready: usize,
+    /// Stores kept ready across every guardrail, and the most there may be:
+    /// installs are the tenants' to multiply, pool slots are not.
+    ready: AtomicUsize,
+    max_ready: usize,
     cache_dir: PathBuf,
     limits: Arc<ComponentLimits>,
     egress: Arc<Egress>,
@@ -101,6 +108,9 @@ impl ComponentHost {
                 ticker: engine.ticker().clone(),
                 warmer: engine.warmer().clone(),
                 memory_cap: engine.memory_cap(),
+                keep_ready: engine.keep_ready(),
+                ready: AtomicUsize::new(0),
+                max_ready: engine.max_instances() as usize / 8,
                 cache_dir: cache_dir.to_path_buf(),
                 egress: Arc::new(Egress::new(&limits.allow_internal_origins)?),
                 limits: Arc::new(limits),
@@ -146,6 +156,35 @@ impl ComponentHost {
         self.inner.warmer.discard(Box::new(store));
     }
 
+    /// Stores a used guardrail keeps ready.
+    pub(crate) fn keep_ready(&self) -> usize {
+        self.inner.keep_ready
+    }
+
+    /// Takes one place for a ready store; false when every place is taken.
+    pub(crate) fn reserve_ready(&self) -> bool {
+        let max = self.inner.max_ready;
+        self.inner
+            .ready
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                (held < max).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `count` places (ready stores taken by calls, or dropped).
+    pub(crate) fn release_ready(&self, count: usize) {
+        self.inner.ready.fetch_sub(count, Ordering::SeqCst);
+    }
+
+    pub(crate) fn warmer(&self) -> &tollgate_plugin_host::Warmer {
+        &self.inner.warmer
+    }
+
+    pub(crate) fn awake(&self) -> tollgate_plugin_host::Awake {
+        self.inner.ticker.awake()
+    }
+
     pub(crate) fn call_state(
         &self,
         invocation: Invocation,
@@ -161,7 +200,7 @@ impl ComponentHost {
             capabilities,
             self.inner.egress.clone(),
             runtime,
-            self.inner.ticker.awake(),
+            Some(self.inner.ticker.awake()),
         )
     }
 }

@@ -67,8 +67,9 @@ pub struct CallState {
     /// Guest compute so far; descheduled and blocked time is not counted.
     clock: tollgate_plugin_host::GuestClock,
     stopped: Option<Stop>,
-    /// Keeps the epoch ticker running while this call's store lives.
-    _awake: tollgate_plugin_host::Awake,
+    /// Keeps the epoch ticker running while this store runs guest code;
+    /// `None` while a store made ahead of need waits for its call.
+    awake: Option<tollgate_plugin_host::Awake>,
 }
 
 impl CallState {
@@ -80,7 +81,7 @@ impl CallState {
         capabilities: Capabilities,
         egress: Arc<Egress>,
         runtime: tokio::runtime::Handle,
-        awake: tollgate_plugin_host::Awake,
+        awake: Option<tollgate_plugin_host::Awake>,
     ) -> Self {
         let wall = Duration::from_millis(limits.wall_ms);
         Self {
@@ -96,8 +97,34 @@ impl CallState {
             log_lines: 0,
             memory_cap_hit: false,
             stopped: None,
-            _awake: awake,
+            awake,
         }
+    }
+
+    /// Gives a store made ahead of need (instantiated on the warmer thread,
+    /// for no one, with nothing granted) to the call that takes it: on whose
+    /// behalf it runs, what it may use, and a whole budget from now.
+    pub(crate) fn bind(
+        &mut self,
+        invocation: Invocation,
+        grants: Arc<Grants>,
+        capabilities: Capabilities,
+        runtime: tokio::runtime::Handle,
+        awake: tollgate_plugin_host::Awake,
+    ) {
+        self.invocation = invocation;
+        self.grants = grants;
+        self.capabilities = capabilities;
+        self.runtime = runtime;
+        self.awake = Some(awake);
+        self.log_lines = 0;
+        self.deadline = Instant::now() + Duration::from_millis(self.limits.wall_ms);
+        self.clock.restart();
+    }
+
+    /// Lets the ticker sleep while this store waits, ready, for a call.
+    pub(crate) fn park(&mut self) {
+        self.awake = None;
     }
 
     /// Wall time left for this call; host calls are bounded by it.

@@ -68,12 +68,25 @@ impl PicoPerToken {
 
     /// USD per million tokens, as an exact decimal string.
     pub fn usd_per_mtok(self) -> String {
-        format_scaled(u128::from(self.0), 6)
+        UsdPerMtok(self).to_string()
     }
 
     /// USD per token, as an exact decimal string (OpenRouter's `pricing.prompt` form).
     pub fn usd_per_token(self) -> String {
         format_scaled(u128::from(self.0), 12)
+    }
+}
+
+/// A price shown as USD per million tokens, an exact decimal ("0.500000"),
+/// written straight into a larger text without a string of its own.
+#[derive(Clone, Copy, Debug)]
+pub struct UsdPerMtok(pub PicoPerToken);
+
+impl std::fmt::Display for UsdPerMtok {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Six decimals of a u64: no 128-bit division on the routing path.
+        let pico = self.0.0;
+        write!(f, "{}.{:06}", pico / 1_000_000, pico % 1_000_000)
     }
 }
 

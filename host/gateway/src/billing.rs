@@ -211,7 +211,7 @@ impl Bill {
             reserved: worst_case,
             fee: Nanos::ZERO,
             snapshot_id: Some(snapshot_id),
-            attempts: "[]".into(),
+            attempts: tollgate_ledger::JsonText::empty_array(),
             attempt_count: 0,
             started_at_ms: now_ms(),
             duration_ms: 0,
@@ -453,7 +453,7 @@ impl Bill {
             struct Detail<'a> {
                 route: tollgate_routing::select::DecisionView<'a>,
             }
-            serde_json::to_string(&Detail { route: decision.view() }).ok()
+            tollgate_ledger::JsonText::of(&Detail { route: decision.view() })
         });
         self.log.duration_ms = self.started.elapsed().as_millis() as i64;
         let request_id = self.log.request_id.clone();

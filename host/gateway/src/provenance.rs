@@ -143,7 +143,7 @@ impl Trail {
 
     /// The attempts as the request log stores them; they read back
     /// ([`tollgate_ledger::expand_attempts`]) as [`Self::to_json`] shows them.
-    pub fn stored(&self) -> String {
+    pub fn stored(&self) -> tollgate_ledger::JsonText {
         let attempts: Vec<StoredAttempt<'_>> = self
             .0
             .iter()
@@ -371,7 +371,8 @@ mod tests {
             },
         });
         let stored = trail.stored();
-        assert_eq!(tollgate_ledger::expand_attempts(&stored), trail.to_json(), "{stored}");
-        assert_eq!(Trail::default().stored(), "[]");
+        let stored = stored.as_str();
+        assert_eq!(tollgate_ledger::expand_attempts(stored), trail.to_json(), "{stored}");
+        assert_eq!(Trail::default().stored().as_str(), "[]");
     }
 }

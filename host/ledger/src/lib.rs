@@ -28,6 +28,7 @@ mod book;
 mod entry;
 mod holds;
 pub mod journal;
+mod json_text;
 mod log_row;
 mod record;
 mod sql;
@@ -46,6 +47,7 @@ pub use admin::{
     journal_credit, open_wallet, request_log, spend, usage, verify, wallet,
 };
 pub use journal::{Durability, JournalHealth};
+pub use json_text::JsonText;
 pub use log_row::{RequestKind, RequestLogRow, RunProvenance, StoredAttempt, UsageSource, expand_attempts};
 pub use sweeper::sweep;
 

@@ -4,6 +4,7 @@
 use std::sync::LazyLock;
 
 use super::batch_insert::BatchInsert;
+use super::json_text::JsonText;
 use super::sql::{self, WriteResult, WriteTx};
 use serde_json::{Map, Value};
 use tollgate_core::db::Backend;
@@ -34,7 +35,7 @@ pub struct RequestLogRow {
     pub fee: Nanos,
     pub snapshot_id: Option<i64>,
     /// The attempts, as [`StoredAttempt::compact`] stores them.
-    pub attempts: String,
+    pub attempts: JsonText,
     /// How many upstream attempts `attempts` lists.
     pub attempt_count: u32,
     pub started_at_ms: i64,
@@ -48,7 +49,7 @@ pub struct RequestLogRow {
     /// What a row carries beside its columns, as a JSON object: a chat
     /// request's routing decision (`{"route": …}`, when routing chose), or a
     /// budget alert's budget, period, threshold, limit and spend.
-    pub detail: Option<String>,
+    pub detail: Option<JsonText>,
 }
 
 impl RequestLogRow {
@@ -80,7 +81,7 @@ impl RequestLogRow {
             reserved: Nanos::ZERO,
             fee: Nanos::ZERO,
             snapshot_id: None,
-            attempts: "[]".into(),
+            attempts: JsonText::empty_array(),
             attempt_count: 0,
             started_at_ms: 0,
             duration_ms: 0,
@@ -228,7 +229,7 @@ pub(crate) async fn write_logs(
                 settlement.cost.0.into(),
                 log.reserved.0.into(),
                 log.snapshot_id.into(),
-                (&log.attempts).into(),
+                log.attempts.as_str().into(),
                 i64::from(log.attempt_count).into(),
                 log.started_at_ms.into(),
                 log.duration_ms.into(),
@@ -242,7 +243,7 @@ pub(crate) async fn write_logs(
                 // A settlement that posted less (an expired hold posts
                 // nothing) keeps the fee inside what was posted.
                 log.fee.0.min(settlement.cost.0).max(0).into(),
-                (&log.detail).into(),
+                log.detail.as_ref().map(JsonText::as_str).into(),
             ]);
         }
         tx.execute(statement, &values).await?;
@@ -292,9 +293,9 @@ pub struct StoredAttempt<'a> {
 
 impl StoredAttempt<'_> {
     /// The attempts in the form [`expand_attempts`] reads.
-    pub fn compact(attempts: &[StoredAttempt<'_>]) -> String {
+    pub fn compact(attempts: &[StoredAttempt<'_>]) -> JsonText {
         let rows: Vec<_> = attempts.iter().map(StoredAttempt::values).collect();
-        serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into())
+        JsonText::of(&rows).unwrap_or_else(JsonText::empty_array)
     }
 
     fn values(&self) -> impl serde::Serialize + '_ {
@@ -385,13 +386,14 @@ mod tests {
              "latency_ms": 80, "input_tokens": 10, "output_tokens": 20, "cache_read_tokens": 4,
              "cache_write_tokens": 2, "reasoning_tokens": 1, "cost_usd": "0.000012345"}
         ]);
-        let stored = StoredAttempt::compact(&attempts);
+        let compact = StoredAttempt::compact(&attempts);
+        let stored = compact.as_str();
         assert_eq!(
             stored,
             r#"[["a","m-1","openai","upstream_error",503,12,null,null,null,null,null,0],["b","m-2","anthropic","success",200,80,10,20,4,2,1,12345]]"#
         );
         assert!(stored.len() * 2 < shown.to_string().len(), "{stored}");
-        assert_eq!(expand_attempts(&stored), shown);
+        assert_eq!(expand_attempts(stored), shown);
     }
 
     #[test]

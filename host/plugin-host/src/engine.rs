@@ -34,6 +34,7 @@ pub struct PluginEngine {
     /// Ready instances per adapter; none when the pool is too small to
     /// spare the slots.
     pub(crate) keep_ready: usize,
+    max_instances: u32,
 }
 
 impl PluginEngine {
@@ -55,6 +56,16 @@ impl PluginEngine {
     /// Linear-memory cap per instance, in bytes (the pool's slot size).
     pub fn memory_cap(&self) -> usize {
         self.memory_cap
+    }
+
+    /// Instances each used adapter keeps ready; 0 when the pool is too small.
+    pub fn keep_ready(&self) -> usize {
+        self.keep_ready
+    }
+
+    /// The pool's component instances (`plugins.max_instances`).
+    pub fn max_instances(&self) -> u32 {
+        self.max_instances
     }
 
     pub fn new(limits: &PluginLimits) -> anyhow::Result<Self> {
@@ -96,6 +107,7 @@ impl PluginEngine {
             ticker,
             warmer: Warmer::start(),
             keep_ready: KEEP_READY.min(instances as usize / 32),
+            max_instances: instances,
             memory_cap,
             call_timeout_ms: limits.call_timeout_ms,
         })

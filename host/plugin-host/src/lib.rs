@@ -29,7 +29,7 @@ pub use cache::load_component;
 pub use engine::PluginEngine;
 pub use guest_clock::{GuestClock, Overrun};
 pub use ticker::{Awake, EPOCH_TICK, Ticker};
-pub use warm::Warmer;
+pub use warm::{Refill, Warmer};
 
 use serde::{Deserialize, Serialize};
 

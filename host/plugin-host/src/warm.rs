@@ -21,8 +21,9 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 /// Jobs waiting at most: a few per core is plenty when the thread keeps up.
 const QUEUE: usize = 64;
 
-/// Something that can make one more ready instance of itself.
-pub(crate) trait Refill: Send + Sync {
+/// Something that can make one more ready instance of itself: an adapter,
+/// or a guardrail of the component host.
+pub trait Refill: Send + Sync {
     fn refill(&self);
 }
 
@@ -51,7 +52,7 @@ impl Warmer {
 
     /// Asks for one more ready instance of `what`; false when the warmer is
     /// behind and will not make it. Never blocks.
-    pub(crate) fn refill(&self, what: Arc<dyn Refill>) -> bool {
+    pub fn refill(&self, what: Arc<dyn Refill>) -> bool {
         self.0.try_send(Job::Refill(what)).is_ok()
     }
 

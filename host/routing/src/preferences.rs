@@ -46,6 +46,15 @@ impl Sort {
             Sort::Throughput => "throughput",
         }
     }
+
+    /// The routing decision's strategy when this sort chose.
+    pub fn strategy(self) -> &'static str {
+        match self {
+            Sort::Price => "sort:price",
+            Sort::Latency => "sort:latency",
+            Sort::Throughput => "sort:throughput",
+        }
+    }
 }
 
 /// The most a caller will pay: USD per million prompt and completion tokens

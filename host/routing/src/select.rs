@@ -11,7 +11,9 @@
 use std::sync::Arc;
 
 use rand::Rng;
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use tollgate_core::money::UsdPerMtok;
 
 use crate::affinity::{Affinity, Conversation};
 use crate::catalog::{Catalog, ModelRoute};
@@ -94,8 +96,33 @@ impl Decision {
         }
     }
 
+    /// [`view`](Self::view) as a JSON value, built directly: through serde's
+    /// value serializer it cost a routed request thousands of instructions.
     pub fn to_json(&self) -> Value {
-        serde_json::to_value(self.view()).unwrap_or(Value::Null)
+        let mut route = Map::new();
+        route.insert("considered".into(), self.considered.into());
+        if let Some(conversation) = &self.conversation {
+            route.insert("conversation".into(), conversation.source.name().into());
+        }
+        if !self.excluded.is_empty() {
+            let excluded = self.excluded.iter().map(|(model, reason)| {
+                let mut entry = Map::new();
+                entry.insert("model".into(), model.as_str().into());
+                entry.insert("reason".into(), reason.as_str().into());
+                Value::Object(entry)
+            });
+            route.insert("excluded".into(), excluded.collect());
+        }
+        if let Some(group) = &self.group {
+            route.insert("group".into(), group.as_str().into());
+        }
+        route.insert(
+            "order".into(),
+            self.order.iter().map(|id| Value::from(id.as_str())).collect(),
+        );
+        route.insert("reason".into(), self.reason.as_str().into());
+        route.insert("strategy".into(), self.strategy.as_str().into());
+        Value::Object(route)
     }
 }
 
@@ -333,9 +360,7 @@ impl Selector<'_> {
                 "every candidate is held back (breaker open, rate-limited or at its rpm/tpm); tried in order".into();
         }
         if first_tier {
-            decision.strategy = prefs
-                .sort
-                .map_or_else(|| strategy.name().to_string(), |sort| format!("sort:{}", sort.name()));
+            decision.strategy = prefs.sort.map_or(strategy.name(), Sort::strategy).to_string();
             decision.group = group.map(|_| name.to_string());
             decision.reason = reason;
         }
@@ -410,8 +435,8 @@ fn by_sort(ready: &mut [Member<'_>], sort: Sort) -> String {
             ready.first().map_or_else(String::new, |m| {
                 format!(
                     "lowest price (input {} + output {} USD/Mtok)",
-                    m.route.price.input.usd_per_mtok(),
-                    m.route.price.output.usd_per_mtok()
+                    UsdPerMtok(m.route.price.input),
+                    UsdPerMtok(m.route.price.output)
                 )
             })
         }

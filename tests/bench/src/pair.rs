@@ -44,6 +44,12 @@ pub struct Args {
     /// reads its settings and allows.
     #[arg(long, default_value = "tollgate/denylist")]
     guardrail: String,
+    /// The `provider` preferences the `routing` pair's second side sends.
+    #[arg(
+        long,
+        default_value = r#"{"sort":"price","max_price":{"prompt":10,"completion":10}}"#
+    )]
+    preferences: String,
     /// How long the mock and each gateway may take to become healthy.
     #[arg(long, default_value_t = 120)]
     startup_timeout_secs: u64,
@@ -83,15 +89,14 @@ impl Pair {
     }
 
     /// The two sides: without the feature, then with it.
-    fn sides(self, gateway: &Gateway) -> Result<(Target, Target)> {
+    fn sides(self, gateway: &Gateway, preferences: &str) -> Result<(Target, Target)> {
         let key = Some(gateway.api_key.as_str());
         let side = |name, model| Target::new(name, &gateway.url, key, model, 1);
         Ok(match self {
             Pair::Control => (side("without", "mock2/small")?, side("with", "mock/small")?),
             Pair::Routing => (
                 side("without", "mock/small")?,
-                side("with", "mock/small")?
-                    .with_provider(r#"{"sort":"price","max_price":{"prompt":10,"completion":10}}"#)?,
+                side("with", "mock/small")?.with_provider(preferences)?,
             ),
             Pair::Guarded | Pair::GuardrailOnly => (
                 side("without", "mock2/small")?.with_header("cache-control", "no-store"),
@@ -170,7 +175,7 @@ pub async fn run(args: Args) -> Result<()> {
         let env = pair.env(&args.guardrail);
         let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let gateway = Gateway::start(&args.tollgate_bin, &mock.addr, &env_refs, &client, timeout).await?;
-        let (without, with) = pair.sides(&gateway)?;
+        let (without, with) = pair.sides(&gateway, &args.preferences)?;
         let targets = [
             Arc::new(Target::new("direct", &mock.url, None, "small", 1)?),
             Arc::new(without),

@@ -135,7 +135,7 @@ fn alert_row(budget: &Budget, period: &str, percent: u32, spent: Nanos, id: &str
     RequestLogRow {
         outcome: "threshold_reached".into(),
         started_at_ms: now_ms(),
-        detail: Some(detail.to_string()),
+        detail: tollgate_ledger::JsonText::of(&detail),
         ..RequestLogRow::unbilled(
             RequestKind::BudgetAlert,
             id.to_string(),

@@ -5,6 +5,7 @@
 //! policy, which keeps every component off internal addresses.
 
 mod egress;
+mod guardrails;
 mod hostile;
 mod servers;
 mod skills;

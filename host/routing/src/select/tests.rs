@@ -151,7 +151,19 @@ fn sort_only_ignore_and_order() {
         decision.excluded,
         [("a/m".to_string(), "in provider.ignore".to_string())]
     );
-    assert!(decision.reason.starts_with("lowest price"), "{}", decision.reason);
+    assert_eq!(
+        decision.reason,
+        "lowest price (input 1.000000 + output 2.000000 USD/Mtok)"
+    );
+    // The answer's route and the request log's are the same JSON.
+    assert_eq!(decision.to_json(), serde_json::to_value(decision.view()).unwrap());
+    let mut with_conversation = decision.clone();
+    with_conversation.conversation = Some(Conversation::new("m", KeySource::Session, b"s"));
+    with_conversation.excluded.clear();
+    assert_eq!(
+        with_conversation.to_json(),
+        serde_json::to_value(with_conversation.view()).unwrap()
+    );
 }
 
 #[test]
