@@ -262,7 +262,11 @@ impl Guardrail {
             store.set_epoch_deadline(1);
             return Ok((store, bindings));
         }
-        let state = self.host.call_state(invocation, grants, capabilities, runtime);
+        self.instantiate(self.host.call_state(invocation, grants, capabilities, runtime))
+    }
+
+    /// A fresh store for `state`, instantiated.
+    fn instantiate(&self, state: CallState) -> Result<(Store<CallState>, GuardrailWorld), ComponentFault> {
         let mut store = new_store(self.host.engine(), state);
         let bindings = self
             .pre
@@ -294,11 +298,7 @@ impl Guardrail {
             Capabilities::default(),
             self.runtime.clone(),
         );
-        let mut store = new_store(self.host.engine(), state);
-        let bindings = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|error| self.fault(describe_fault(&store, &error)))?;
+        let (mut store, bindings) = self.instantiate(state)?;
         store.data_mut().park();
         Ok(Ready { store, bindings })
     }
