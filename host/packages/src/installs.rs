@@ -47,8 +47,9 @@ pub struct Installs {
     providers: Mutex<BTreeMap<String, ProviderConfig>>,
     /// `registry.operator_workspaces` of the last configuration.
     operators: Mutex<Vec<String>>,
-    /// One install at a time, so two never race to rebuild the routes.
-    serial: tokio::sync::Mutex<()>,
+    /// One install, sync or reload at a time, so two never race to rebuild
+    /// the routes.
+    pub(crate) serial: tokio::sync::Mutex<()>,
 }
 
 impl Installs {

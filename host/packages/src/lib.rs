@@ -240,6 +240,10 @@ impl Packages {
         providers: &BTreeMap<String, ProviderConfig>,
         operators: &[String],
     ) -> anyhow::Result<i64> {
+        // Under the installs lock: an install that runs while this rebuild
+        // is under way would otherwise be overwritten by a table built from
+        // the overlay taken before it.
+        let _serial = self.installs.serial.lock().await;
         installs::load_references(&self.registry, &self.adapters, providers).await?;
         self.installs.set_operators(operators);
         self.routes.rebuild(&self.installs.overlay(Some(providers))).await
