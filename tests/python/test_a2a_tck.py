@@ -140,6 +140,9 @@ class KeyAddingProxy(http.server.BaseHTTPRequestHandler):
 
     upstream: tuple[str, int]
     api_key: str
+    # Pass the client's Host on (for tests of the gateway's own Host checks);
+    # otherwise the gateway sees its own address.
+    keep_host = False
 
     def log_message(self, *args):  # the kit's output is enough
         pass
@@ -147,7 +150,8 @@ class KeyAddingProxy(http.server.BaseHTTPRequestHandler):
     def forward(self):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else None
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "authorization", "connection")}
+        dropped = ("authorization", "connection") if self.keep_host else ("host", "authorization", "connection")
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
         headers["Authorization"] = f"Bearer {self.api_key}"
         connection = http.client.HTTPConnection(*self.upstream, timeout=60)
         connection.request(self.command, self.path, body=body, headers=headers)

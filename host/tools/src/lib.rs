@@ -39,11 +39,17 @@ pub struct Components {
     installs: Arc<Installs>,
     /// Model calls go through it, and its ledger logs the calls.
     data: Arc<DataPlane>,
+    /// MCP clients' sessions.
+    sessions: mcp::sessions::Sessions,
 }
 
 impl Components {
-    pub fn new(installs: Arc<Installs>, data: Arc<DataPlane>) -> Self {
-        Self { installs, data }
+    pub fn new(installs: Arc<Installs>, data: Arc<DataPlane>, database: tollgate_core::db::Database) -> Self {
+        Self {
+            installs,
+            data,
+            sessions: mcp::sessions::Sessions::new(database),
+        }
     }
 
     pub fn installs(&self) -> &Arc<Installs> {
@@ -59,8 +65,8 @@ where
     Arc<AuthState>: FromRef<S>,
 {
     Router::new()
-        .route("/v1/mcp", post(mcp_all).get(no_stream).delete(no_session))
-        .route("/v1/mcp/{install}", post(mcp_one).get(no_stream).delete(no_session))
+        .route("/v1/mcp", post(mcp_all).get(no_stream).delete(end_session))
+        .route("/v1/mcp/{install}", post(mcp_one).get(no_stream).delete(end_session))
         .route("/v1/skills/{install}", post(run_skill))
 }
 
@@ -105,13 +111,7 @@ async fn mcp_call(
         Ok(caller) => caller,
         Err(error) => return error.into_response(),
     };
-    let scope = mcp::Scope {
-        components,
-        caller: &caller.0,
-        auth,
-        only,
-    };
-    mcp::serve(scope, headers, body).await
+    mcp::serve(mcp::Scope::new(components, &caller.0, auth, only), headers, body).await
 }
 
 /// The transport's `GET` opens a server-to-client stream; this server sends
@@ -125,14 +125,33 @@ async fn no_stream() -> Response {
         .into_response()
 }
 
-/// Sessions end with `DELETE`; this server keeps none.
-async fn no_session() -> Response {
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        [(header::ALLOW, "POST")],
-        "this MCP server keeps no sessions",
-    )
-        .into_response()
+/// `DELETE` with a session's id ends it (204); a later request naming it
+/// gets 404. Unknown, ended and other workspaces' sessions are 404 too.
+async fn end_session(
+    State(components): State<Arc<Components>>,
+    State(origins): State<Arc<Origins>>,
+    caller: Result<Caller, ApiError>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(origin) = origins.foreign_origin(&headers) {
+        return mcp::foreign_origin(&origin);
+    }
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(error) => return error.into_response(),
+    };
+    let Some(id) = headers.get(mcp::SESSION_HEADER).and_then(|id| id.to_str().ok()) else {
+        let text = format!("DELETE ends a session: send its {} header", mcp::SESSION_HEADER);
+        return (StatusCode::BAD_REQUEST, text).into_response();
+    };
+    match components.sessions.end(&caller.0.workspace_id, id).await {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => (StatusCode::NOT_FOUND, "no such MCP session").into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "ending an MCP session");
+            (StatusCode::SERVICE_UNAVAILABLE, "the session could not be ended; retry").into_response()
+        }
+    }
 }
 
 async fn run_skill(

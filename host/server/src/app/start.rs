@@ -60,7 +60,11 @@ impl Gateway {
         }
         let data = Arc::new(data_plane(&config, &catalog, &books, billing.clone())?);
         tollgate_gateway::probe::start(&data);
-        let components = Arc::new(Components::new(catalog.component_installs.clone(), data.clone()));
+        let components = Arc::new(Components::new(
+            catalog.component_installs.clone(),
+            data.clone(),
+            database.clone(),
+        ));
         data.guard_with(tollgate_tools::guardrails::InstalledGuardrails::load(&components, &config.guardrails).await?);
         let actors = Arc::new(Actors::new(
             database.clone(),
@@ -78,6 +82,7 @@ impl Gateway {
         let origins = Arc::new(Origins::new(
             config.control_plane.public_url.clone(),
             config.control_plane.allowed_origins.clone(),
+            &config.listen,
         ));
         let batches = tollgate_batches::Batches::new(
             database.clone(),

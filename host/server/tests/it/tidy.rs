@@ -233,6 +233,7 @@ fn only_a_tables_owner_queries_it() {
             "tools/src/store.rs",
             &["component_installs", "component_install_changes"],
         ),
+        ("tools/src/mcp/sessions.rs", &["mcp_sessions"]),
         ("hosted-actors/src/store.rs", &["actors", "actor_deployments"]),
         ("billing/src/quota.rs", &["plan_usage"]),
         ("billing/src/budgets/", &["budgets", "budget_usage"]),

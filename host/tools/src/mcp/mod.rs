@@ -1,14 +1,18 @@
 //! An MCP server over Streamable HTTP (`POST /v1/mcp`, `/v1/mcp/{install}`):
 //! the tools of the caller's workspace, for any MCP client.
 //!
-//! The server is stateless: every POST carries one JSON-RPC message (or a
-//! batch, which the 2025-03-26 revision allows) and gets a JSON answer, which
-//! the transport permits in place of an SSE stream; there is no session and
-//! no server-initiated stream, so `GET` answers 405 as the transport says.
-//! A tool that fails answers a result with `isError`, never a transport
-//! error: the model reading it can react. The JSON-RPC layer is four methods
-//! and small, so it lives here rather than behind a full MCP SDK, which
-//! would also own the HTTP layer and its authentication.
+//! Every POST carries one JSON-RPC message (or a batch, which the 2025-03-26
+//! revision allows) and gets a JSON answer, which the transport permits in
+//! place of an SSE stream. `initialize` opens a session ([`sessions`]): its
+//! `Mcp-Session-Id` comes back on the answer, later requests may carry it,
+//! and one naming a session that ended or expired gets 404, so the client
+//! initializes again. A client that sends no session id is served without
+//! one (stateless), except for what needs a session (`logging/setLevel`).
+//! There is no server-initiated stream, so `GET` answers 405 as the
+//! transport says. A tool that fails answers a result with `isError`, never
+//! a transport error: the model reading it can react. The JSON-RPC layer is
+//! a handful of methods and small, so it lives here rather than behind a
+//! full MCP SDK, which would also own the HTTP layer and its authentication.
 
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -21,6 +25,13 @@ use tollgate_components::{CallError, Content, SkillError};
 use super::Components;
 use super::calls::{self, CallSite};
 use tollgate_identity::auth::{AuthState, Principal};
+
+pub mod sessions;
+
+use sessions::{LOG_LEVELS, Session};
+
+/// The header that carries a session's id, both ways.
+pub const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Protocol revisions this server speaks, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -49,6 +60,25 @@ pub struct Scope<'a> {
     pub auth: &'a AuthState,
     /// `/v1/mcp/{install}`: one install, with unprefixed tool names.
     pub only: Option<&'a str>,
+    /// The session the request named, once found.
+    session: Option<Session>,
+}
+
+impl<'a> Scope<'a> {
+    pub fn new(
+        components: &'a Arc<Components>,
+        caller: &'a Arc<Principal>,
+        auth: &'a AuthState,
+        only: Option<&'a str>,
+    ) -> Self {
+        Self {
+            components,
+            caller,
+            auth,
+            only,
+            session: None,
+        }
+    }
 }
 
 impl Scope<'_> {
@@ -57,7 +87,7 @@ impl Scope<'_> {
     }
 }
 
-pub async fn serve(scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Response {
+pub async fn serve(mut scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Response {
     if let Some(only) = scope.only
         && scope.components.installs.get(scope.workspace_id(), only).is_none()
     {
@@ -83,6 +113,13 @@ pub async fn serve(scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Respon
         );
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         return answer(StatusCode::BAD_REQUEST, error(id, INVALID_REQUEST, &text));
+    }
+    match session_of(&scope, headers).await {
+        Ok(session) => scope.session = session,
+        Err(refused) => return refused,
+    }
+    if is_initialize(&message) {
+        return initialize(&scope, message).await;
     }
     let mut counter = CallCounter::default();
     match message {
@@ -120,6 +157,99 @@ pub async fn serve(scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Respon
             None => StatusCode::ACCEPTED.into_response(),
         },
     }
+}
+
+/// The live session the request names, if it names one: 404 for one that
+/// ended, expired or is another workspace's, as the transport says, so the
+/// client starts a new one.
+async fn session_of(scope: &Scope<'_>, headers: &HeaderMap) -> Result<Option<Session>, Response> {
+    let Some(id) = headers.get(SESSION_HEADER) else {
+        return Ok(None);
+    };
+    let gone = || {
+        let text = "this MCP session ended or expired; send initialize for a new one";
+        answer(StatusCode::NOT_FOUND, error(Value::Null, INVALID_REQUEST, text))
+    };
+    let Ok(id) = id.to_str() else { return Err(gone()) };
+    match scope.components.sessions.find(scope.workspace_id(), id).await {
+        Ok(Some(session)) => Ok(Some(session)),
+        Ok(None) => Err(gone()),
+        Err(e) => {
+            tracing::error!(error = %e, "reading an MCP session");
+            let text = "the MCP session could not be read; retry";
+            Err(answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                error(Value::Null, REFUSED, text),
+            ))
+        }
+    }
+}
+
+fn is_initialize(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str) == Some("initialize") && message.get("id").is_some()
+}
+
+/// `initialize`: agrees a protocol revision and opens a session, whose id
+/// goes back in the `Mcp-Session-Id` header.
+async fn initialize(scope: &Scope<'_>, message: Value) -> Response {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return answer(StatusCode::OK, error(id, INVALID_REQUEST, "jsonrpc must be \"2.0\""));
+    }
+    let asked = message.pointer("/params/protocolVersion").and_then(Value::as_str);
+    let version = asked
+        .filter(|asked| PROTOCOL_VERSIONS.contains(asked))
+        .unwrap_or(PROTOCOL_VERSIONS[0]);
+    let session = match scope.components.sessions.open(scope.workspace_id(), version).await {
+        Ok(session) => session,
+        Err(e) => {
+            tracing::error!(error = %e, "opening an MCP session");
+            let text = "the MCP session could not be opened; retry";
+            return answer(StatusCode::SERVICE_UNAVAILABLE, error(id, REFUSED, text));
+        }
+    };
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}, "logging": {}},
+        "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": "The tools and skills installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run."
+    });
+    let mut response = answer(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    if let Ok(value) = axum::http::HeaderValue::from_str(&session.id) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+/// `logging/setLevel`: the least severe level of the log messages this
+/// session's client wants. It needs a session to remember it in.
+async fn set_log_level(scope: &Scope<'_>, params: &Value) -> Result<Value, (i64, String)> {
+    let level = params
+        .get("level")
+        .and_then(Value::as_str)
+        .filter(|level| LOG_LEVELS.contains(level))
+        .ok_or_else(|| {
+            (
+                INVALID_PARAMS,
+                format!("params.level must be one of {}", LOG_LEVELS.join(", ")),
+            )
+        })?;
+    let session = scope.session.as_ref().ok_or_else(|| {
+        (
+            INVALID_REQUEST,
+            format!("logging/setLevel needs a session: send the {SESSION_HEADER} header that initialize answered"),
+        )
+    })?;
+    scope
+        .components
+        .sessions
+        .set_log_level(session, level)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "recording an MCP log level");
+            (REFUSED, "the log level could not be recorded; retry".to_string())
+        })?;
+    Ok(json!({}))
 }
 
 /// A batch message not started before [`BATCH_DEADLINE`].
@@ -193,8 +323,12 @@ async fn handle(scope: &Scope<'_>, message: Value, counter: &mut CallCounter) ->
     }
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     let outcome = match method {
-        "initialize" => Ok(initialize(&params)),
+        "initialize" => Err((
+            INVALID_REQUEST,
+            "initialize must be sent alone, not in a batch".to_string(),
+        )),
         "ping" => Ok(json!({})),
+        "logging/setLevel" => set_log_level(scope, &params).await,
         "tools/list" => Ok(list_tools(scope)),
         "tools/call" => match counter.admit(scope).await {
             Ok(()) => call_tool(scope, &params).await,
@@ -205,19 +339,6 @@ async fn handle(scope: &Scope<'_>, message: Value, counter: &mut CallCounter) ->
     Some(match outcome {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
         Err((code, message)) => error(id, code, &message),
-    })
-}
-
-fn initialize(params: &Value) -> Value {
-    let asked = params.get("protocolVersion").and_then(Value::as_str);
-    let version = asked
-        .filter(|asked| PROTOCOL_VERSIONS.contains(asked))
-        .unwrap_or(PROTOCOL_VERSIONS[0]);
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "The tools and skills installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run."
     })
 }
 
