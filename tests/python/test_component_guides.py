@@ -21,14 +21,21 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from conftest import BIN, ROOT
 
 
-@pytest.fixture(scope="module")
-def guide(stack):
+def publisher(stack, prefix: str) -> tuple[dict, str]:
+    """The environment the CLI and cargo run in (no outer cargo's variables),
+    and a fresh namespace to publish in."""
     if shutil.which("cargo") is None:
         pytest.fail("cargo is needed to build the components")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARGO_") and k != "RUSTFLAGS"}
     env = {**env, "TOLLGATE_URL": stack.url, "TOLLGATE_API_KEY": stack.api_key}
-    namespace = f"guide-{uuid.uuid4().hex[:8]}"
+    namespace = f"{prefix}-{uuid.uuid4().hex[:8]}"
     tollgate(env, "namespaces", "create", namespace)
+    return env, namespace
+
+
+@pytest.fixture(scope="module")
+def guide(stack):
+    env, namespace = publisher(stack, "guide")
     with tempfile.TemporaryDirectory() as workdir:
         yield env, namespace, Path(workdir)
 
@@ -39,12 +46,18 @@ def tollgate(env: dict, *args: str, cwd: Path | None = None) -> str:
     return out.stdout
 
 
-def scaffold_build_publish(env: dict, namespace: str, workdir: Path, name: str, kind: str) -> None:
+def scaffold_build_publish(
+    env: dict, namespace: str, workdir: Path, name: str, kind: str, source: Path | None = None, *install: str
+) -> None:
+    """The guides' steps; `source` replaces the template's `src/lib.rs`,
+    `install` adds arguments to `tollgate install`."""
     crate = workdir / name
     # 1. Template.
     tollgate(env, "plugin", "new", name, "--kind", kind, "--namespace", namespace, "--dir", str(crate))
     manifest = json.loads((crate / "tollgate-package.json").read_text())
     assert manifest["kind"] == kind
+    if source is not None:
+        shutil.copy(source, crate / "src" / "lib.rs")
     # 2. Build (a shared target dir keeps reruns fast).
     target = ROOT / "target" / "plugin-guide"
     built = subprocess.run(
@@ -56,7 +69,7 @@ def scaffold_build_publish(env: dict, namespace: str, workdir: Path, name: str, 
     # 3. Publish; 4. install.
     published = tollgate(env, "package", "publish", str(wasm), cwd=crate)
     assert f"published {namespace}/{name}@0.1.0" in published
-    tollgate(env, "install", f"{namespace}/{name}")
+    tollgate(env, "install", f"{namespace}/{name}", *install)
 
 
 def test_the_tool_server_guide(stack, guide):

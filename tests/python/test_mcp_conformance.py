@@ -1,6 +1,8 @@
 """The official MCP conformance suite (`@modelcontextprotocol/conformance`,
 pinned in tests/agents with the Node.js 22 it needs), unmodified, runs every
-server scenario against `/v1/mcp/{install}`.
+server scenario against `/v1/mcp/{install}`, where the install is a tool
+server built in the test from `fixtures/mcp_conformance_tools.rs` with the
+tools the scenarios call.
 
 The suite sends no credentials, so it talks to the gateway through a small
 local proxy that adds the workspace's API key (the same one the A2A TCK test
@@ -12,34 +14,29 @@ docs/mcp.md says why each listed scenario fails today."""
 
 import http.server
 import json
-import os
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 
-from conftest import BIN
+from conftest import BIN, ROOT
 from test_a2a_tck import KeyAddingProxy
+from test_component_guides import publisher, scaffold_build_publish
 
-ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "tests" / "agents" / "node_modules"
 NODE = AGENTS / ".bin" / "node"
 SUITE = AGENTS / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 BASELINE = Path(__file__).with_name("mcp_conformance_baseline.yml")
+FIXTURE = Path(__file__).parent / "fixtures" / "mcp_conformance_tools.rs"
 
 pytestmark = pytest.mark.skipif(
     not (NODE.exists() and SUITE.exists()),
     reason="the MCP conformance suite is not installed: run `npm ci` in tests/agents (tests/run.sh does)",
 )
-
-
-def cli(stack, *args: str) -> dict:
-    env = {**os.environ, "TOLLGATE_URL": stack.url, "TOLLGATE_API_KEY": stack.api_key}
-    out = subprocess.run([BIN, *args, "--json"], env=env, capture_output=True, text=True)
-    assert out.returncode == 0, f"tollgate {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}"
-    return json.loads(out.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +58,16 @@ def proxied(stack):
 
 @pytest.fixture(scope="module")
 def conformance_install(stack):
-    installed = cli(stack, "install", "tollgate/calculator", "--name", "conformance")
-    yield installed["name"]
-    subprocess.run(
-        [BIN, "uninstall", "conformance", "--url", stack.url, "--api-key", stack.api_key], capture_output=True
-    )
+    """The suite's fixture tools (`fixtures/mcp_conformance_tools.rs`) as a
+    tool server: scaffolded with `tollgate plugin new`, built to wasm,
+    published and installed, as docs/writing-a-tool-server.md does it."""
+    env, namespace = publisher(stack, "conformance")
+    with tempfile.TemporaryDirectory() as workdir:
+        scaffold_build_publish(
+            env, namespace, Path(workdir), "mcp-fixture", "tool-server", FIXTURE, "--name", "conformance"
+        )
+    yield "conformance"
+    subprocess.run([BIN, "uninstall", "conformance"], env=env, capture_output=True)
 
 
 def test_every_server_scenario_passes_or_is_a_listed_exception(proxied, conformance_install, tmp_path):
@@ -79,3 +81,34 @@ def test_every_server_scenario_passes_or_is_a_listed_exception(proxied, conforma
     )
     report = run.stdout[-20000:] + run.stderr[-5000:]
     assert run.returncode == 0, f"the MCP conformance suite found unexpected results:\n{report}"
+
+
+def test_tool_log_lines_stream_as_notifications_above_the_sessions_level(stack, conformance_install):
+    """A call that logs answers as SSE: the lines first, as
+    notifications/message, then the result. A session whose level is above
+    the lines gets them filtered out, and then a plain JSON answer."""
+    url = f"{stack.url}/v1/mcp/{conformance_install}"
+    headers = {"Authorization": f"Bearer {stack.api_key}", "Accept": "application/json, text/event-stream"}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "test_tool_with_logging"}}
+
+    answer = httpx.post(url, headers=headers, json=call)
+    assert answer.headers["content-type"] == "text/event-stream"
+    events = [json.loads(line[len("data: "):]) for line in answer.text.splitlines() if line.startswith("data: ")]
+    assert [e["params"]["data"] for e in events[:-1]] == [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ]
+    assert all(e["method"] == "notifications/message" and e["params"]["level"] == "info" for e in events[:-1])
+    assert events[-1]["id"] == 7 and events[-1]["result"]["isError"] is False
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                             "clientInfo": {"name": "test", "version": "1"}}}
+    session = httpx.post(url, headers=headers, json=initialize).headers["mcp-session-id"]
+    in_session = {**headers, "Mcp-Session-Id": session}
+    level = {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "warning"}}
+    assert httpx.post(url, headers=in_session, json=level).json()["result"] == {}
+    answer = httpx.post(url, headers=in_session, json=call)
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["result"]["content"][0]["text"] == "Tool with logging executed successfully"

@@ -88,6 +88,7 @@ impl Guardrail {
             workspace: String::new(),
             install: name.into(),
             depth: 0,
+            logs: None,
         };
         let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime.clone());
         let mut store = new_store(host.engine(), state);
@@ -291,6 +292,7 @@ impl Guardrail {
             workspace: String::new(),
             install: self.name.to_string(),
             depth: 0,
+            logs: None,
         };
         let state = self.host.call_state(
             invocation,

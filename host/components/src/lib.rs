@@ -44,7 +44,7 @@ pub use guardrail::{
 };
 pub use limits::ComponentLimits;
 pub use skill::{Skill, SkillSpec};
-pub use state::{Capabilities, Invocation, ModelAccess, ToolAccess};
+pub use state::{Capabilities, Invocation, LogLine, LogSink, ModelAccess, ToolAccess};
 pub use tool_server::{Annotations, ToolServer, ToolSpec};
 
 use state::CallState;

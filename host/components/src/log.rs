@@ -1,6 +1,8 @@
 //! The `log` capability: a component's log lines become events in the calling
-//! request's trace, tagged with the install and request id. Lines are capped
-//! in length and number per call, so a chatty component cannot flood the log.
+//! request's trace, tagged with the install and request id, and go to the
+//! call's [`LogSink`](crate::LogSink) when it has one (an MCP client's log
+//! notifications). Lines are capped in length and number per call, so a
+//! chatty component cannot flood the log or the client.
 
 use crate::bindings::tool_server::tollgate::host::log::{Host, Level};
 use crate::state::CallState;
@@ -27,6 +29,19 @@ impl Host for CallState {
             end -= 1;
         }
         let line = &message[..end];
+        if let Some(sink) = &self.invocation.logs {
+            let level = match level {
+                Level::Debug => "debug",
+                Level::Info => "info",
+                Level::Warn => "warning",
+                Level::Error => "error",
+            };
+            // The receiver is gone when the client stopped listening.
+            let _ = sink.send(crate::LogLine {
+                level,
+                message: line.to_string(),
+            });
+        }
         let (install, request_id) = (&self.invocation.install, &self.invocation.request_id);
         match level {
             Level::Debug => tracing::debug!(target: "tollgate::component", %install, %request_id, "{line}"),

@@ -49,6 +49,7 @@ impl Skill {
             workspace: String::new(),
             install: name.into(),
             depth: 0,
+            logs: None,
         };
         let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime);
         let mut store = new_store(host.engine(), state);

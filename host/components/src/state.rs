@@ -24,6 +24,20 @@ pub struct Invocation {
     pub install: String,
     /// 0 for a call from outside; each nested tool call adds one.
     pub depth: u32,
+    /// Where the component's log lines also go, as they are written (an
+    /// MCP client's log notifications); `None`: to the trace only.
+    pub logs: Option<LogSink>,
+}
+
+/// Receives a call's log lines while it runs.
+pub type LogSink = tokio::sync::mpsc::UnboundedSender<LogLine>;
+
+/// One line a component logged, after the host's caps (length, count).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// `debug`, `info`, `warning` or `error` (RFC 5424's names, as MCP's).
+    pub level: &'static str,
+    pub message: String,
 }
 
 /// Model calls on the caller's behalf, through the metered pipeline. The

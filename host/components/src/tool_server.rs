@@ -165,6 +165,7 @@ impl ToolServer {
             workspace: String::new(),
             install: self.name.to_string(),
             depth: 0,
+            logs: None,
         };
         let state = self
             .host

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use tollgate_components::{CallError, Content, Invocation, SkillError, ToolSpec};
+use tollgate_components::{CallError, Content, Invocation, LogSink, SkillError, ToolSpec};
 use tollgate_core::db::now_ms;
 use tollgate_core::money::Nanos;
 use tollgate_ledger::{RequestKind, RequestLogRow};
@@ -134,12 +134,34 @@ pub async fn call(
     call_logged(components, target, site, arguments).await.1
 }
 
+/// [`call`], with the component's log lines also sent to `logs` as it
+/// writes them (an MCP client's log notifications).
+pub async fn call_with_logs(
+    components: &Arc<Components>,
+    target: &Target,
+    site: &CallSite,
+    arguments: String,
+    logs: LogSink,
+) -> Result<Vec<Content>, CallError> {
+    run(components, target, site, arguments, Some(logs)).await.1
+}
+
 /// [`call`], also answering the call's request id (its log row).
 pub async fn call_logged(
     components: &Arc<Components>,
     target: &Target,
     site: &CallSite,
+    arguments: String,
+) -> (String, Result<Vec<Content>, CallError>) {
+    run(components, target, site, arguments, None).await
+}
+
+async fn run(
+    components: &Arc<Components>,
+    target: &Target,
+    site: &CallSite,
     mut arguments: String,
+    logs: Option<LogSink>,
 ) -> (String, Result<Vec<Content>, CallError>) {
     let request_id = RequestId::new();
     let name = format!("{}{SEPARATOR}{}", target.install.record.name, target.tool);
@@ -162,6 +184,7 @@ pub async fn call_logged(
         workspace: site.caller.workspace_id.clone(),
         install: target.install.record.name.clone(),
         depth: site.depth,
+        logs,
     };
     let started = (now_ms(), Instant::now());
     let grants = target.install.grants.clone();

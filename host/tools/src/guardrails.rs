@@ -240,6 +240,7 @@ impl ComponentGuard {
                 workspace: call.caller.workspace_id.clone(),
                 install: self.name.clone(),
                 depth: 0,
+                logs: None,
             },
             grants: self.active.grants.clone(),
             capabilities,

@@ -98,7 +98,7 @@ async fn mcp_one(
 async fn mcp_call(
     components: &Arc<Components>,
     origins: &Origins,
-    auth: &AuthState,
+    auth: &Arc<AuthState>,
     caller: Result<Caller, ApiError>,
     only: Option<&str>,
     headers: &HeaderMap,
@@ -111,7 +111,13 @@ async fn mcp_call(
         Ok(caller) => caller,
         Err(error) => return error.into_response(),
     };
-    mcp::serve(mcp::Scope::new(components, &caller.0, auth, only), headers, body).await
+    let scope = mcp::Scope::new(
+        components.clone(),
+        caller.0.clone(),
+        auth.clone(),
+        only.map(str::to_string),
+    );
+    mcp::serve(scope, headers, body).await
 }
 
 /// The transport's `GET` opens a server-to-client stream; this server sends

@@ -107,6 +107,7 @@ pub async fn run(
         workspace: caller.workspace_id.clone(),
         install: install.record.name.clone(),
         depth: 0,
+        logs: None,
     };
     let site = CallSite {
         caller,

@@ -29,6 +29,7 @@ pub fn invocation(install: &str) -> Invocation {
         workspace: "ws_test".into(),
         install: install.into(),
         depth: 0,
+        logs: None,
     }
 }
 

@@ -20,13 +20,14 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_components::{CallError, Content, SkillError};
+use tollgate_components::{CallError, Content, LogSink, SkillError};
 
 use super::Components;
 use super::calls::{self, CallSite};
 use tollgate_identity::auth::{AuthState, Principal};
 
 pub mod sessions;
+mod stream;
 
 use sessions::{LOG_LEVELS, Session};
 
@@ -52,24 +53,28 @@ const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 
-/// Whom an MCP request serves.
-pub struct Scope<'a> {
-    pub components: &'a Arc<Components>,
-    pub caller: &'a Arc<Principal>,
+/// Whom an MCP request serves. Owned, so a call whose answer streams can
+/// run on a task of its own.
+pub struct Scope {
+    pub components: Arc<Components>,
+    pub caller: Arc<Principal>,
     /// Counts a batch's further calls against the key's rate.
-    pub auth: &'a AuthState,
+    pub auth: Arc<AuthState>,
     /// `/v1/mcp/{install}`: one install, with unprefixed tool names.
-    pub only: Option<&'a str>,
+    pub only: Option<String>,
     /// The session the request named, once found.
     session: Option<Session>,
+    /// Where a tool call's log lines go (a single request whose client
+    /// takes an SSE answer).
+    logs: Option<LogSink>,
 }
 
-impl<'a> Scope<'a> {
+impl Scope {
     pub fn new(
-        components: &'a Arc<Components>,
-        caller: &'a Arc<Principal>,
-        auth: &'a AuthState,
-        only: Option<&'a str>,
+        components: Arc<Components>,
+        caller: Arc<Principal>,
+        auth: Arc<AuthState>,
+        only: Option<String>,
     ) -> Self {
         Self {
             components,
@@ -77,18 +82,17 @@ impl<'a> Scope<'a> {
             auth,
             only,
             session: None,
+            logs: None,
         }
     }
-}
 
-impl Scope<'_> {
     fn workspace_id(&self) -> &str {
         &self.caller.workspace_id
     }
 }
 
-pub async fn serve(mut scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Response {
-    if let Some(only) = scope.only
+pub async fn serve(mut scope: Scope, headers: &HeaderMap, body: &[u8]) -> Response {
+    if let Some(only) = scope.only.as_deref()
         && scope.components.installs.get(scope.workspace_id(), only).is_none()
     {
         let message = format!("no install named '{only}' in this workspace");
@@ -145,6 +149,7 @@ pub async fn serve(mut scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Re
                 false => answer(StatusCode::OK, Value::Array(replies)),
             }
         }
+        message if accepts_events(headers) && is_tool_call(&message) => stream::tool_call(scope, message).await,
         message => match handle(&scope, message, &mut counter).await {
             Some(reply) => {
                 let status = match counter.refused {
@@ -162,7 +167,7 @@ pub async fn serve(mut scope: Scope<'_>, headers: &HeaderMap, body: &[u8]) -> Re
 /// The live session the request names, if it names one: 404 for one that
 /// ended, expired or is another workspace's, as the transport says, so the
 /// client starts a new one.
-async fn session_of(scope: &Scope<'_>, headers: &HeaderMap) -> Result<Option<Session>, Response> {
+async fn session_of(scope: &Scope, headers: &HeaderMap) -> Result<Option<Session>, Response> {
     let Some(id) = headers.get(SESSION_HEADER) else {
         return Ok(None);
     };
@@ -185,13 +190,26 @@ async fn session_of(scope: &Scope<'_>, headers: &HeaderMap) -> Result<Option<Ses
     }
 }
 
+/// Whether the client takes an SSE answer (the transport has it send
+/// `Accept: application/json, text/event-stream`).
+fn accepts_events(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|accept| accept.to_str().is_ok_and(|accept| accept.contains("text/event-stream")))
+}
+
+fn is_tool_call(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str) == Some("tools/call") && message.get("id").is_some()
+}
+
 fn is_initialize(message: &Value) -> bool {
     message.get("method").and_then(Value::as_str) == Some("initialize") && message.get("id").is_some()
 }
 
 /// `initialize`: agrees a protocol revision and opens a session, whose id
 /// goes back in the `Mcp-Session-Id` header.
-async fn initialize(scope: &Scope<'_>, message: Value) -> Response {
+async fn initialize(scope: &Scope, message: Value) -> Response {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return answer(StatusCode::OK, error(id, INVALID_REQUEST, "jsonrpc must be \"2.0\""));
@@ -223,7 +241,7 @@ async fn initialize(scope: &Scope<'_>, message: Value) -> Response {
 
 /// `logging/setLevel`: the least severe level of the log messages this
 /// session's client wants. It needs a session to remember it in.
-async fn set_log_level(scope: &Scope<'_>, params: &Value) -> Result<Value, (i64, String)> {
+async fn set_log_level(scope: &Scope, params: &Value) -> Result<Value, (i64, String)> {
     let level = params
         .get("level")
         .and_then(Value::as_str)
@@ -270,16 +288,16 @@ struct CallCounter {
 }
 
 impl CallCounter {
-    async fn admit(&mut self, scope: &Scope<'_>) -> Result<(), (i64, String)> {
+    async fn admit(&mut self, scope: &Scope) -> Result<(), (i64, String)> {
         self.calls += 1;
         let outcome = self.check(scope).await;
         self.refused |= outcome.is_err();
         outcome
     }
 
-    async fn check(&self, scope: &Scope<'_>) -> Result<(), (i64, String)> {
+    async fn check(&self, scope: &Scope) -> Result<(), (i64, String)> {
         if self.calls > 1
-            && let Err(wait) = scope.auth.count_request(scope.caller)
+            && let Err(wait) = scope.auth.count_request(&scope.caller)
         {
             let secs = tollgate_web::rate_limit::retry_after_secs(wait);
             return Err((
@@ -287,7 +305,7 @@ impl CallCounter {
                 format!("rate_limited: this API key is over its request rate; retry after {secs} s"),
             ));
         }
-        match scope.components.data.admit(scope.caller).await {
+        match scope.components.data.admit(&scope.caller).await {
             // Counted: the call is one of the month's requests.
             Ok(_admitted) => Ok(()),
             Err(error @ tollgate_billing::BillingError::LimitReached { .. }) => {
@@ -302,7 +320,7 @@ impl CallCounter {
 }
 
 /// One JSON-RPC message; `None` when it needs no reply.
-async fn handle(scope: &Scope<'_>, message: Value, counter: &mut CallCounter) -> Option<Value> {
+async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Option<Value> {
     let Value::Object(message) = message else {
         return Some(error(Value::Null, INVALID_REQUEST, "a JSON-RPC message is an object"));
     };
@@ -342,8 +360,8 @@ async fn handle(scope: &Scope<'_>, message: Value, counter: &mut CallCounter) ->
     })
 }
 
-fn list_tools(scope: &Scope<'_>) -> Value {
-    let tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only)
+fn list_tools(scope: &Scope) -> Value {
+    let tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only.as_deref())
         .into_iter()
         .map(|tool| {
             let mut entry = json!({
@@ -363,7 +381,7 @@ fn list_tools(scope: &Scope<'_>) -> Value {
     json!({ "tools": tools })
 }
 
-async fn call_tool(scope: &Scope<'_>, params: &Value) -> Result<Value, (i64, String)> {
+async fn call_tool(scope: &Scope, params: &Value) -> Result<Value, (i64, String)> {
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -373,15 +391,25 @@ async fn call_tool(scope: &Scope<'_>, params: &Value) -> Result<Value, (i64, Str
         Some(object @ Value::Object(_)) => object.clone(),
         Some(_) => return Err((INVALID_PARAMS, "params.arguments must be an object".into())),
     };
-    let target = calls::resolve(&scope.components.installs, scope.workspace_id(), scope.only, name)
-        .ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {name}")))?;
+    let target = calls::resolve(
+        &scope.components.installs,
+        scope.workspace_id(),
+        scope.only.as_deref(),
+        name,
+    )
+    .ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {name}")))?;
     let site = CallSite {
         caller: scope.caller.clone(),
         parent_request_id: None,
         depth: 0,
         ceiling: None,
     };
-    let outcome = calls::call(scope.components, &target, &site, arguments.to_string()).await;
+    let outcome = match &scope.logs {
+        Some(logs) => {
+            calls::call_with_logs(&scope.components, &target, &site, arguments.to_string(), logs.clone()).await
+        }
+        None => calls::call(&scope.components, &target, &site, arguments.to_string()).await,
+    };
     Ok(tool_result(outcome))
 }
 
