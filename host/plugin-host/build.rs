@@ -50,6 +50,12 @@ const TEST_ONLY: &[(&str, &str, &str, &str)] = &[
         "0.1.0",
     ),
     (
+        "tollgate-test-mcp-tool",
+        "tollgate_test_mcp_tool",
+        "tool-server",
+        "0.2.0",
+    ),
+    (
         "tollgate-test-tool-caller",
         "tollgate_test_tool_caller",
         "skill",
@@ -75,6 +81,7 @@ fn main() {
         "plugin-sdk",
         "plugins",
         "tests/plugins",
+        "tests/python/fixtures",
         "Cargo.lock",
         "Cargo.toml",
     ] {

@@ -33,11 +33,18 @@
 //!
 //! A tool server reaches the network only through [`http`], to origins the
 //! operator approved when installing it.
+//!
+//! With the `tool-v2` feature the component exports
+//! `tollgate:tool/tool-server@0.2.0`: [`Content`] also holds images, audio
+//! and embedded resources, [`progress::report`] tells the MCP client how far
+//! a call has got, and [`ToolServer`] gains prompts, resources and completion
+//! (each with a default that offers none; see [`v2`]).
 
 use serde::de::DeserializeOwned;
 
 /// Raw bindings generated from `wit/tool/0.1.0` (and the host interfaces it
 /// imports). Tool servers use the re-exports of this module instead.
+#[cfg(not(feature = "tool-v2"))]
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -51,8 +58,33 @@ pub mod bindings {
     });
 }
 
+/// Raw bindings generated from `wit/tool/0.2.0` (feature `tool-v2`).
+#[cfg(feature = "tool-v2")]
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: ["../wit/host/0.1.0", "../wit/tool/0.2.0"],
+        world: "tollgate:tool/tool-server@0.2.0",
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "tollgate_plugin_sdk::tool::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+#[cfg(feature = "tool-v2")]
+pub mod v2;
+
 pub use bindings::exports::tollgate::tool::tools::{Annotations, Tool};
-pub use bindings::tollgate::host::types::{CallContext, Content, ToolError};
+#[cfg(not(feature = "tool-v2"))]
+pub use bindings::tollgate::host::types::Content;
+pub use bindings::tollgate::host::types::{CallContext, ToolError};
+#[cfg(feature = "tool-v2")]
+pub use v2::{
+    Argument, Content, Media, Message, Prompt, PromptMessages, Reference, Resource, ResourceBody, ResourceContents,
+    ResourceTemplate, Role, progress,
+};
 
 /// The host's per-install settings (`tollgate:host/config`).
 pub mod config {
@@ -123,6 +155,52 @@ pub trait ToolServer: 'static {
     /// caller should read is a [`ToolError`], not a panic: a panic is a crash
     /// that the host reports as the component's fault.
     fn call(ctx: CallContext, name: &str, arguments: &str) -> Result<Vec<Content>, ToolError>;
+
+    /// The prompts this server offers (`tool-v2`; the host asks once per
+    /// loaded version). None by default.
+    #[cfg(feature = "tool-v2")]
+    fn prompts() -> Vec<Prompt> {
+        Vec::new()
+    }
+
+    /// Prompt `name` filled in with `arguments` (name, value).
+    #[cfg(feature = "tool-v2")]
+    fn get_prompt(ctx: CallContext, name: &str, arguments: &[(String, String)]) -> Result<PromptMessages, ToolError> {
+        let _ = (ctx, arguments);
+        Err(ToolError::new(format!("unknown prompt '{name}'")))
+    }
+
+    /// The resources this server offers (`tool-v2`). None by default.
+    #[cfg(feature = "tool-v2")]
+    fn resources() -> Vec<Resource> {
+        Vec::new()
+    }
+
+    /// The resource templates this server offers (`tool-v2`). None by default.
+    #[cfg(feature = "tool-v2")]
+    fn resource_templates() -> Vec<ResourceTemplate> {
+        Vec::new()
+    }
+
+    /// The contents of resource `uri`: a listed one, or one a template matches.
+    #[cfg(feature = "tool-v2")]
+    fn read_resource(ctx: CallContext, uri: &str) -> Result<Vec<ResourceContents>, ToolError> {
+        let _ = ctx;
+        Err(ToolError::new(format!("unknown resource '{uri}'")))
+    }
+
+    /// Values for `argument` of a prompt or resource template that start like
+    /// `value`. No suggestions by default.
+    #[cfg(feature = "tool-v2")]
+    fn complete(
+        ctx: CallContext,
+        reference: &Reference,
+        argument: &str,
+        value: &str,
+    ) -> Result<Vec<String>, ToolError> {
+        let _ = (ctx, reference, argument, value);
+        Ok(Vec::new())
+    }
 }
 
 /// Parses a tool's `arguments` into `T`, with a message naming what is wrong.
@@ -204,6 +282,7 @@ impl Tool {
 #[doc(hidden)]
 pub struct ToolServerExport<T: ToolServer>(std::marker::PhantomData<T>);
 
+#[cfg(not(feature = "tool-v2"))]
 impl<T: ToolServer> bindings::exports::tollgate::tool::tools::Guest for ToolServerExport<T> {
     fn list_tools() -> Vec<Tool> {
         T::tools()

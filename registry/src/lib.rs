@@ -72,7 +72,9 @@ impl PackageKind {
     /// Every `(world, export)` a component of this kind may implement, oldest
     /// first. Provider adapters have three: `tollgate:provider@0.1.0`,
     /// `0.2.0`, which adds the native lane, and `0.3.0`, which adds the
-    /// operations besides chat; the host loads all three.
+    /// operations besides chat; the host loads all three. Tool servers have
+    /// two: `tollgate:tool@0.1.0` and `0.2.0`, which adds richer content,
+    /// progress, prompts, resources and completion.
     pub fn accepted_worlds(self) -> &'static [(&'static str, &'static str)] {
         match self {
             PackageKind::ProviderAdapter => &[
@@ -89,7 +91,10 @@ impl PackageKind {
                     "tollgate:provider/adapter@0.3.0",
                 ),
             ],
-            PackageKind::ToolServer => &[("tollgate:tool/tool-server@0.1.0", "tollgate:tool/tools@0.1.0")],
+            PackageKind::ToolServer => &[
+                ("tollgate:tool/tool-server@0.1.0", "tollgate:tool/tools@0.1.0"),
+                ("tollgate:tool/tool-server@0.2.0", "tollgate:tool/tools@0.2.0"),
+            ],
             PackageKind::Skill => &[("tollgate:skill/skill@0.1.0", "tollgate:skill/runner@0.1.0")],
             PackageKind::Guardrail => &[("tollgate:guardrail/guardrail@0.1.0", "tollgate:guardrail/checks@0.1.0")],
             PackageKind::Actor | PackageKind::PromptTemplate | PackageKind::Graph => &[],

@@ -1,8 +1,8 @@
 """The official MCP conformance suite (`@modelcontextprotocol/conformance`,
 pinned in tests/agents with the Node.js 22 it needs), unmodified, runs every
 server scenario against `/v1/mcp/{install}`, where the install is a tool
-server built in the test from `fixtures/mcp_conformance_tools.rs` with the
-tools the scenarios call.
+server built in the test from `fixtures/mcp_conformance_tools.rs` (tool WIT
+0.2.0) with the tools, prompts and resources the scenarios use.
 
 The suite sends no credentials, so it talks to the gateway through a small
 local proxy that adds the workspace's API key (the same one the A2A TCK test

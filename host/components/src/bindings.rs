@@ -1,12 +1,31 @@
-//! Host bindings for the three component worlds. The skill and guardrail
-//! worlds reuse the tool-server world's (and the skill's `models`) generated
-//! host interfaces (`with`), so each host capability is implemented once for [`CallState`](crate::state::CallState).
+//! Host bindings for the component worlds: tool servers at 0.1.0 and 0.2.0,
+//! skills and guardrails. The other worlds reuse the 0.1.0 tool-server
+//! world's (and the skill's `models`) generated host interfaces (`with`), so
+//! each host capability is implemented once for [`CallState`](crate::state::CallState).
+//! Content of the newest tool world is the host's one shape ([`Content`]);
+//! 0.1.0's converts into it (`content.rs`).
 
 pub mod tool_server {
     wasmtime::component::bindgen!({
         path: ["../../wit/host/0.1.0", "../../wit/tool/0.1.0"],
         world: "tollgate:tool/tool-server@0.1.0",
         additional_derives: [PartialEq, Eq],
+    });
+}
+
+/// `tollgate:tool@0.2.0`: 0.1.0's host interfaces, plus `progress`, richer
+/// content, prompts, resources and completion.
+pub mod tool_server_v2 {
+    wasmtime::component::bindgen!({
+        path: ["../../wit/host/0.1.0", "../../wit/tool/0.2.0"],
+        world: "tollgate:tool/tool-server@0.2.0",
+        additional_derives: [PartialEq],
+        with: {
+            "tollgate:host/types@0.1.0": crate::bindings::tool_server::tollgate::host::types,
+            "tollgate:host/config@0.1.0": crate::bindings::tool_server::tollgate::host::config,
+            "tollgate:host/log@0.1.0": crate::bindings::tool_server::tollgate::host::log,
+            "tollgate:host/http@0.1.0": crate::bindings::tool_server::tollgate::host::http,
+        },
     });
 }
 
@@ -39,4 +58,10 @@ pub mod guardrail {
 }
 
 pub use skill::tollgate::host::models::ModelError;
-pub use tool_server::tollgate::host::types::{CallContext, Content, ToolError};
+pub use tool_server::tollgate::host::types::{CallContext, Content as ContentV1, ToolError};
+pub use tool_server_v2::exports::tollgate::tool::completion::Reference;
+pub use tool_server_v2::exports::tollgate::tool::prompts::{
+    Argument as PromptArgument, Message as PromptMessage, Prompt, PromptMessages, Role,
+};
+pub use tool_server_v2::exports::tollgate::tool::resources::{Resource, ResourceTemplate};
+pub use tool_server_v2::tollgate::tool::types::{Content, Media, ResourceBody, ResourceContents};

@@ -89,6 +89,7 @@ impl Guardrail {
             install: name.into(),
             depth: 0,
             logs: None,
+            progress: None,
         };
         let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime.clone());
         let mut store = new_store(host.engine(), state);
@@ -293,6 +294,7 @@ impl Guardrail {
             install: self.name.to_string(),
             depth: 0,
             logs: None,
+            progress: None,
         };
         let state = self.host.call_state(
             invocation,

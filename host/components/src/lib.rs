@@ -8,16 +8,19 @@
 //!   no internal addresses unless the operator allows them ([`Egress`]);
 //! - `config`: the install's settings;
 //! - `log`: lines into the request's trace, capped;
+//! - `progress`: a 0.2.0 tool server's progress reports, to the MCP client that asked, capped;
 //! - `models`: chat completions through the server's metered pipeline ([`ModelAccess`]);
 //! - `tools`: tools of other installs in the caller's workspace ([`ToolAccess`]), depth-limited.
 //!
-//! A tool server imports `http`, `config` and `log`; a skill imports
+//! A tool server imports `http`, `config` and `log` (and `progress` at 0.2.0,
+//! whose world [`ToolServer`] detects when loading); a skill imports
 //! `models`, `tools`, `config` and `log`, and has no network. A component
 //! that traps, loops, eats memory or answers too much fails only its own call.
 #![forbid(unsafe_code)]
 
 mod bindings;
 mod config;
+mod content;
 mod egress;
 mod grants;
 mod guardrail;
@@ -25,6 +28,7 @@ mod http;
 mod limits;
 mod log;
 mod models;
+mod progress;
 mod random;
 mod skill;
 mod state;
@@ -36,7 +40,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use bindings::skill::exports::tollgate::skill::runner::SkillError;
-pub use bindings::{CallContext, Content, ModelError, ToolError};
+pub use bindings::{
+    CallContext, Content, Media, ModelError, Prompt, PromptArgument, PromptMessage, PromptMessages, Reference,
+    Resource, ResourceBody, ResourceContents, ResourceTemplate, Role, ToolError,
+};
+pub use content::{mcp_content, mcp_resource};
 pub use egress::{Egress, is_internal};
 pub use grants::{Credential, Grants, Origin, Placement};
 pub use guardrail::{
@@ -44,8 +52,8 @@ pub use guardrail::{
 };
 pub use limits::ComponentLimits;
 pub use skill::{Skill, SkillSpec};
-pub use state::{Capabilities, Invocation, LogLine, LogSink, ModelAccess, ToolAccess};
-pub use tool_server::{Annotations, ToolServer, ToolSpec};
+pub use state::{Capabilities, Invocation, LogLine, LogSink, ModelAccess, Progress, ProgressSink, ToolAccess};
+pub use tool_server::{Annotations, Catalog, MAX_COMPLETIONS, ToolServer, ToolSpec};
 
 use state::CallState;
 use tollgate_plugin_host::PluginEngine;

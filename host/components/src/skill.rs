@@ -50,6 +50,7 @@ impl Skill {
             install: name.into(),
             depth: 0,
             logs: None,
+            progress: None,
         };
         let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime);
         let mut store = new_store(host.engine(), state);

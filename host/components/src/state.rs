@@ -27,6 +27,21 @@ pub struct Invocation {
     /// Where the component's log lines also go, as they are written (an
     /// MCP client's log notifications); `None`: to the trace only.
     pub logs: Option<LogSink>,
+    /// Where the component's progress reports go (an MCP client that sent a
+    /// `progressToken`); `None`: they are dropped.
+    pub progress: Option<ProgressSink>,
+}
+
+/// Receives a call's progress reports while it runs.
+pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<Progress>;
+
+/// One progress report, after the host's checks: finite, greater than the
+/// call's last, within the count cap.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
 }
 
 /// Receives a call's log lines while it runs.
@@ -75,6 +90,9 @@ pub struct CallState {
     pub(crate) egress: Arc<Egress>,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) log_lines: u32,
+    pub(crate) progress_reports: u32,
+    /// The last progress reported; a report must pass it.
+    pub(crate) last_progress: Option<f64>,
     memory_cap: usize,
     memory_cap_hit: bool,
     deadline: Instant,
@@ -109,6 +127,8 @@ impl CallState {
             egress,
             runtime,
             log_lines: 0,
+            progress_reports: 0,
+            last_progress: None,
             memory_cap_hit: false,
             stopped: None,
             awake,
@@ -132,6 +152,8 @@ impl CallState {
         self.runtime = runtime;
         self.awake = Some(awake);
         self.log_lines = 0;
+        self.progress_reports = 0;
+        self.last_progress = None;
         self.deadline = Instant::now() + Duration::from_millis(self.limits.wall_ms);
         self.clock.restart();
     }

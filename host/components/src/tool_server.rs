@@ -1,19 +1,32 @@
-//! A loaded tool server: its pre-linked component, the tools it listed when
-//! loaded (checked once, served from memory), and calls, each in a fresh store.
+//! A loaded tool server: its pre-linked component, by the tool WIT version
+//! it exports (0.2.0 or 0.1.0, told apart by its exports, like provider
+//! adapters are), the tools it listed when loaded (checked once, served from
+//! memory), and calls, each in a fresh store. A 0.1.0 server's content
+//! converts into 0.2.0's, so callers see one shape. Prompts, resources and
+//! completion (0.2.0) live in [`catalog`].
 
 use std::sync::Arc;
 
 use serde_json::Value;
+use wasmtime::Store;
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::bindings::tool_server::{ToolServer as ToolServerWorld, ToolServerPre};
-use crate::bindings::{CallContext, Content};
+use crate::bindings::tool_server::{ToolServer as V1World, ToolServerPre as V1Pre};
+use crate::bindings::tool_server_v2::{ToolServer as V2World, ToolServerPre as V2Pre};
+use crate::bindings::{CallContext, Content, ToolError};
 use crate::grants::Grants;
 use crate::state::{CallState, Capabilities, Invocation, describe_fault, new_store};
-use crate::{CallError, ComponentFault, ComponentHost};
+use crate::{CallError, ComponentFault, ComponentHost, content};
+
+mod catalog;
+
+pub use catalog::{Catalog, MAX_COMPLETIONS};
 
 /// Most tools one server may offer.
 const MAX_TOOLS: usize = 128;
+
+/// The export that marks a tool server built against tool WIT 0.2.0.
+const V2_EXPORT: &str = "tollgate:tool/tools@0.2.0";
 
 /// One tool, as the server described it when loaded.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,37 +46,87 @@ pub struct Annotations {
     pub open_world: Option<bool>,
 }
 
+/// The pre-linked component, by the WIT version it exports.
+enum Pre {
+    V1(V1Pre<CallState>),
+    V2(V2Pre<CallState>),
+}
+
+/// An instance's bindings, by WIT version.
+enum Bindings {
+    V1(V1World),
+    V2(V2World),
+}
+
+impl Pre {
+    fn instantiate(&self, store: &mut Store<CallState>) -> wasmtime::Result<Bindings> {
+        match self {
+            Pre::V1(pre) => pre.instantiate(store).map(Bindings::V1),
+            Pre::V2(pre) => pre.instantiate(store).map(Bindings::V2),
+        }
+    }
+}
+
 pub struct ToolServer {
     name: Arc<str>,
     host: ComponentHost,
-    pre: ToolServerPre<CallState>,
+    pre: Pre,
     tools: Vec<ToolSpec>,
+    catalog: Catalog,
 }
 
 impl ToolServer {
-    /// Compiles (or takes from the cache) `bytes`, links the tool-server
-    /// world's host interfaces, and asks the component for its tools.
+    /// Compiles (or takes from the cache) `bytes`, links the host interfaces
+    /// of the tool-server world it exports (0.2.0 or 0.1.0), and asks the
+    /// component for its tools (and, at 0.2.0, its prompts and resources).
     /// Blocking: call it off the async workers.
     pub(crate) fn load(host: &ComponentHost, name: &str, bytes: &[u8]) -> anyhow::Result<Self> {
         let component = host.compile(bytes)?;
         let mut linker = Linker::new(host.engine());
-        ToolServerWorld::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
-        // Anything else it imports (WASI, which Rust's std declares) traps.
-        linker.define_unknown_imports_as_traps(&component)?;
-        let pre = ToolServerPre::new(linker.instantiate_pre(&component)?)
-            .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.1.0 component: {e}"))?;
+        let v2 = component
+            .component_type()
+            .get_export(host.engine(), V2_EXPORT)
+            .is_some();
+        let pre = match v2 {
+            true => {
+                V2World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+                // Anything else it imports (WASI, which Rust's std declares) traps.
+                linker.define_unknown_imports_as_traps(&component)?;
+                Pre::V2(
+                    V2Pre::new(linker.instantiate_pre(&component)?)
+                        .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.2.0 component: {e}"))?,
+                )
+            }
+            false => {
+                V1World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+                linker.define_unknown_imports_as_traps(&component)?;
+                Pre::V1(
+                    V1Pre::new(linker.instantiate_pre(&component)?)
+                        .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.1.0 component: {e}"))?,
+                )
+            }
+        };
         let mut server = Self {
             name: Arc::from(name),
             host: host.clone(),
             pre,
             tools: Vec::new(),
+            catalog: Catalog::default(),
         };
-        server.tools = server.list()?;
+        server.list()?;
         Ok(server)
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The tool WIT version the component exports: `0.1.0` or `0.2.0`.
+    pub fn wit_version(&self) -> &'static str {
+        match self.pre {
+            Pre::V1(_) => "0.1.0",
+            Pre::V2(_) => "0.2.0",
+        }
     }
 
     pub fn tools(&self) -> &[ToolSpec] {
@@ -84,35 +147,58 @@ impl ToolServer {
         name: &str,
         arguments: String,
     ) -> Result<Vec<Content>, CallError> {
-        let this = self.clone();
-        let runtime = tokio::runtime::Handle::current();
-        // A call from an async handler (depth 0) on the multi-threaded runtime
-        // runs in place, its worker's other tasks handed to another thread for
-        // the while: no hop to the blocking pool, which halves a pure call's
-        // cost. A nested call (a skill's tool call) already runs on a thread
-        // blocked in a host call, so it goes to the blocking pool.
-        let in_place = invocation.depth == 0 && runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
-        if in_place {
-            return tokio::task::block_in_place(|| self.call_blocking(runtime, invocation, grants, name, &arguments));
-        }
         let name = name.to_string();
+        self.off_thread(invocation.depth, move |this, runtime| {
+            let content = this.run(runtime, invocation, grants, |store, bindings, context| match bindings {
+                Bindings::V1(b) => b
+                    .tollgate_tool_tools()
+                    .call_call_tool(store, context, &name, &arguments)
+                    .map(|answer| answer.map(|parts| parts.into_iter().map(content::from_v1).collect())),
+                Bindings::V2(b) => b
+                    .tollgate_tool_tools()
+                    .call_call_tool(store, context, &name, &arguments),
+            })?;
+            this.check_output(&content, 0)?;
+            Ok(content)
+        })
+        .await
+    }
+
+    /// Runs `job` on a thread that may block. A call from an async handler
+    /// (depth 0) on the multi-threaded runtime runs in place, its worker's
+    /// other tasks handed to another thread for the while: no hop to the
+    /// blocking pool, which halves a pure call's cost. A nested call (a
+    /// skill's tool call) already runs on a thread blocked in a host call, so
+    /// it goes to the blocking pool.
+    async fn off_thread<T, F>(self: &Arc<Self>, depth: u32, job: F) -> Result<T, CallError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Self, tokio::runtime::Handle) -> Result<T, CallError> + Send + 'static,
+    {
+        let runtime = tokio::runtime::Handle::current();
+        let in_place = depth == 0 && runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+        if in_place {
+            return tokio::task::block_in_place(|| job(self, runtime));
+        }
+        let this = self.clone();
         let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
-            this.call_blocking(runtime, invocation, grants, &name, &arguments)
+            job(&this, runtime)
         })
         .await
         .unwrap_or_else(|e| Err(self.fault(format!("its call was lost: {e}"))))
     }
 
-    fn call_blocking(
+    /// One export call in a fresh instance, in a fresh store bound to
+    /// `invocation`, on this thread.
+    fn run<T>(
         &self,
         runtime: tokio::runtime::Handle,
         invocation: Invocation,
         grants: Arc<Grants>,
-        name: &str,
-        arguments: &str,
-    ) -> Result<Vec<Content>, CallError> {
+        job: impl FnOnce(&mut Store<CallState>, &Bindings, &CallContext) -> wasmtime::Result<Result<T, ToolError>>,
+    ) -> Result<T, CallError> {
         let context = CallContext {
             request_id: invocation.request_id.clone(),
             workspace: invocation.workspace.clone(),
@@ -125,39 +211,33 @@ impl ToolServer {
         let answer = self
             .pre
             .instantiate(&mut store)
-            .and_then(|bindings| {
-                bindings
-                    .tollgate_tool_tools()
-                    .call_call_tool(&mut store, &context, name, arguments)
-            })
+            .and_then(|bindings| job(&mut store, &bindings, &context))
             .map_err(|error| self.fault(describe_fault(&store, &error)))?;
-        let content = answer.map_err(CallError::Tool)?;
-        self.check_output(&content)?;
-        Ok(content)
+        answer.map_err(CallError::Tool)
     }
 
-    /// Content must fit the output cap, and JSON parts must be JSON.
-    fn check_output(&self, content: &[Content]) -> Result<(), CallError> {
-        let mut size = 0usize;
+    /// Content must fit the output cap (with `extra` bytes already in the
+    /// answer), and every part must pass its checks (JSON is JSON, …).
+    fn check_output(&self, content: &[Content], extra: usize) -> Result<(), CallError> {
+        let mut size = extra;
         for part in content {
-            match part {
-                Content::Text(text) => size += text.len(),
-                Content::Json(json) => {
-                    size += json.len();
-                    serde_json::from_str::<serde::de::IgnoredAny>(json)
-                        .map_err(|e| self.fault(format!("answered a JSON part that is not JSON: {e}")))?;
-                }
-            }
+            content::check(part).map_err(|reason| self.fault(reason))?;
+            size += content::weight(part);
         }
-        let cap = self.host.limits().max_output_bytes;
-        if size > cap {
-            return Err(self.fault(format!("answered {size} bytes, more than the {cap}-byte limit")));
-        }
-        Ok(())
+        self.check_size(size)
     }
 
-    /// `list-tools`, once, checked: names unique and well formed, schemas JSON.
-    fn list(&self) -> anyhow::Result<Vec<ToolSpec>> {
+    fn check_size(&self, size: usize) -> Result<(), CallError> {
+        let cap = self.host.limits().max_output_bytes;
+        match size > cap {
+            true => Err(self.fault(format!("answered {size} bytes, more than the {cap}-byte limit"))),
+            false => Ok(()),
+        }
+    }
+
+    /// Lists once, at load, in one instance: the tools (names unique and well
+    /// formed, schemas JSON) and, at 0.2.0, the prompts and resources.
+    fn list(&mut self) -> anyhow::Result<()> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| anyhow::anyhow!("tool servers are loaded inside the gateway's runtime"))?;
         let invocation = Invocation {
@@ -166,61 +246,86 @@ impl ToolServer {
             install: self.name.to_string(),
             depth: 0,
             logs: None,
+            progress: None,
         };
-        let state = self
-            .host
-            .call_state(invocation, Arc::default(), Capabilities::default(), runtime);
-        let mut store = new_store(self.host.engine(), state);
-        let listed = self
-            .pre
-            .instantiate(&mut store)
-            .and_then(|bindings| bindings.tollgate_tool_tools().call_list_tools(&mut store))
-            .map_err(|error| anyhow::anyhow!("list-tools {}", describe_fault(&store, &error)))?;
+        let (listed, catalog) = self
+            .run(runtime, invocation, Arc::default(), |store, bindings, _| {
+                Ok(Ok(match bindings {
+                    Bindings::V1(b) => {
+                        let tools = b.tollgate_tool_tools().call_list_tools(&mut *store)?;
+                        let tools = tools
+                            .into_iter()
+                            .map(|t| {
+                                let a = t.annotations;
+                                let annotations = Annotations {
+                                    read_only: a.read_only,
+                                    destructive: a.destructive,
+                                    idempotent: a.idempotent,
+                                    open_world: a.open_world,
+                                };
+                                (t.name, t.description, t.input_schema, t.output_schema, annotations)
+                            })
+                            .collect::<Vec<_>>();
+                        (tools, None)
+                    }
+                    Bindings::V2(b) => {
+                        let tools = b.tollgate_tool_tools().call_list_tools(&mut *store)?;
+                        let tools = tools
+                            .into_iter()
+                            .map(|t| {
+                                let a = t.annotations;
+                                let annotations = Annotations {
+                                    read_only: a.read_only,
+                                    destructive: a.destructive,
+                                    idempotent: a.idempotent,
+                                    open_world: a.open_world,
+                                };
+                                (t.name, t.description, t.input_schema, t.output_schema, annotations)
+                            })
+                            .collect::<Vec<_>>();
+                        (tools, Some(catalog::listed(store, b)?))
+                    }
+                }))
+            })
+            .map_err(|e| anyhow::anyhow!("listing its tools: {e}"))?;
         anyhow::ensure!(
             listed.len() <= MAX_TOOLS,
             "it lists {} tools; at most {MAX_TOOLS} are allowed",
             listed.len()
         );
         let mut tools: Vec<ToolSpec> = Vec::with_capacity(listed.len());
-        for tool in listed {
+        for (name, description, input_schema, output_schema, annotations) in listed {
             anyhow::ensure!(
-                valid_tool_name(&tool.name),
-                "tool name '{}' must be 1-64 letters, digits, '_' or '-'",
-                tool.name
+                valid_tool_name(&name),
+                "tool name '{name}' must be 1-64 letters, digits, '_' or '-'"
             );
-            anyhow::ensure!(
-                tools.iter().all(|t| t.name != tool.name),
-                "tool '{}' is listed twice",
-                tool.name
-            );
-            let input_schema: Value = serde_json::from_str(&tool.input_schema)
-                .map_err(|e| anyhow::anyhow!("tool '{}': the input schema is not JSON: {e}", tool.name))?;
+            anyhow::ensure!(tools.iter().all(|t| t.name != name), "tool '{name}' is listed twice");
+            let input_schema: Value = serde_json::from_str(&input_schema)
+                .map_err(|e| anyhow::anyhow!("tool '{name}': the input schema is not JSON: {e}"))?;
             anyhow::ensure!(
                 input_schema.is_object(),
-                "tool '{}': the input schema must be a JSON object",
-                tool.name
+                "tool '{name}': the input schema must be a JSON object"
             );
-            let output_schema = match &tool.output_schema {
+            let output_schema = match &output_schema {
                 Some(text) => Some(
                     serde_json::from_str::<Value>(text)
-                        .map_err(|e| anyhow::anyhow!("tool '{}': the output schema is not JSON: {e}", tool.name))?,
+                        .map_err(|e| anyhow::anyhow!("tool '{name}': the output schema is not JSON: {e}"))?,
                 ),
                 None => None,
             };
             tools.push(ToolSpec {
-                name: tool.name,
-                description: tool.description,
+                name,
+                description,
                 input_schema,
                 output_schema,
-                annotations: Annotations {
-                    read_only: tool.annotations.read_only,
-                    destructive: tool.annotations.destructive,
-                    idempotent: tool.annotations.idempotent,
-                    open_world: tool.annotations.open_world,
-                },
+                annotations,
             });
         }
-        Ok(tools)
+        self.tools = tools;
+        if let Some(listed) = catalog {
+            self.catalog = Catalog::checked(listed)?;
+        }
+        Ok(())
     }
 
     fn fault(&self, reason: String) -> CallError {

@@ -220,7 +220,7 @@ impl Actors {
 }
 
 /// A tool's contents as one value: a lone JSON content parsed, else the
-/// text joined.
+/// text joined (an image, audio or resource part as its MCP content object).
 fn output_of(contents: &[Content]) -> Value {
     if let [Content::Json(json)] = contents
         && let Ok(value) = serde_json::from_str(json)
@@ -231,6 +231,7 @@ fn output_of(contents: &[Content]) -> Value {
         .iter()
         .map(|content| match content {
             Content::Text(text) | Content::Json(text) => text.clone(),
+            other => tollgate_components::mcp_content(other).to_string(),
         })
         .collect();
     Value::String(text.join("\n"))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use tollgate_components::{CallError, Content, Invocation, LogSink, SkillError, ToolSpec};
+use tollgate_components::{CallError, Content, Invocation, LogSink, ProgressSink, SkillError, ToolSpec};
 use tollgate_core::db::now_ms;
 use tollgate_core::money::Nanos;
 use tollgate_ledger::{RequestKind, RequestLogRow};
@@ -134,16 +134,24 @@ pub async fn call(
     call_logged(components, target, site, arguments).await.1
 }
 
-/// [`call`], with the component's log lines also sent to `logs` as it
-/// writes them (an MCP client's log notifications).
-pub async fn call_with_logs(
+/// Where a call's notices go while it runs (an MCP client's log and
+/// progress notifications); the default sends them nowhere.
+#[derive(Clone, Default)]
+pub struct Sinks {
+    pub logs: Option<LogSink>,
+    pub progress: Option<ProgressSink>,
+}
+
+/// [`call`], with the component's log lines and progress reports also sent
+/// to `sinks` as it makes them.
+pub async fn call_with_sinks(
     components: &Arc<Components>,
     target: &Target,
     site: &CallSite,
     arguments: String,
-    logs: LogSink,
+    sinks: Sinks,
 ) -> Result<Vec<Content>, CallError> {
-    run(components, target, site, arguments, Some(logs)).await.1
+    run(components, target, site, arguments, sinks).await.1
 }
 
 /// [`call`], also answering the call's request id (its log row).
@@ -153,7 +161,7 @@ pub async fn call_logged(
     site: &CallSite,
     arguments: String,
 ) -> (String, Result<Vec<Content>, CallError>) {
-    run(components, target, site, arguments, None).await
+    run(components, target, site, arguments, Sinks::default()).await
 }
 
 async fn run(
@@ -161,7 +169,7 @@ async fn run(
     target: &Target,
     site: &CallSite,
     mut arguments: String,
-    logs: Option<LogSink>,
+    sinks: Sinks,
 ) -> (String, Result<Vec<Content>, CallError>) {
     let request_id = RequestId::new();
     let name = format!("{}{SEPARATOR}{}", target.install.record.name, target.tool);
@@ -184,7 +192,8 @@ async fn run(
         workspace: site.caller.workspace_id.clone(),
         install: target.install.record.name.clone(),
         depth: site.depth,
-        logs,
+        logs: sinks.logs,
+        progress: sinks.progress,
     };
     let started = (now_ms(), Instant::now());
     let grants = target.install.grants.clone();
@@ -238,32 +247,41 @@ fn guard_refusal(refused: tollgate_web::error::ApiError) -> CallError {
     })
 }
 
-/// A tool's result through the answer guardrails: each text or JSON part is
-/// one text; a rewrite replaces them in place (a JSON part must stay JSON).
-async fn checked_result(checks: &mut Checks, content: Vec<Content>) -> Result<Vec<Content>, CallError> {
-    let texts = content
-        .iter()
-        .map(|part| match part {
-            Content::Text(text) | Content::Json(text) => text.clone(),
-        })
-        .collect();
-    let texts = match checks.answer(texts, true, false).await {
+/// A tool's result through the answer guardrails: each text, JSON or text
+/// resource part is one text; a rewrite replaces them in place (a JSON part
+/// must stay JSON). Images, audio and blobs pass unchecked: guardrails read
+/// text.
+async fn checked_result(checks: &mut Checks, mut content: Vec<Content>) -> Result<Vec<Content>, CallError> {
+    fn text_of(part: &mut Content) -> Option<&mut String> {
+        match part {
+            Content::Text(text) | Content::Json(text) => Some(text),
+            Content::Resource(contents) => match &mut contents.body {
+                tollgate_components::ResourceBody::Text(text) => Some(text),
+                tollgate_components::ResourceBody::Blob(_) => None,
+            },
+            Content::Image(_) | Content::Audio(_) => None,
+        }
+    }
+    let texts = content.iter_mut().filter_map(|part| text_of(part).cloned()).collect();
+    let texts: Vec<String> = match checks.answer(texts, true, false).await {
         Ok(AnswerOutcome::Pass(texts)) => texts,
         Ok(AnswerOutcome::Retry(reason)) => return Err(guard_refusal(guards::denied("guardrail", "result", &reason))),
         Err(refused) => return Err(guard_refusal(refused)),
     };
-    content
-        .into_iter()
-        .zip(texts)
-        .map(|(part, text)| match part {
-            Content::Text(_) => Ok(Content::Text(text)),
-            Content::Json(_) if serde_json::from_str::<Value>(&text).is_ok() => Ok(Content::Json(text)),
-            Content::Json(_) => Err(guard_refusal(guards::failed(
+    let mut texts = texts.into_iter();
+    for part in &mut content {
+        let is_json = matches!(part, Content::Json(_));
+        let Some(slot) = text_of(part) else { continue };
+        let Some(text) = texts.next() else { break };
+        if is_json && serde_json::from_str::<Value>(&text).is_err() {
+            return Err(guard_refusal(guards::failed(
                 "guardrail",
                 "it rewrote a JSON result into text that is not JSON",
-            ))),
-        })
-        .collect()
+            )));
+        }
+        *slot = text;
+    }
+    Ok(content)
 }
 
 /// A tool call's or skill run's request-log row, before its outcome.

@@ -241,6 +241,7 @@ impl ComponentGuard {
                 install: self.name.clone(),
                 depth: 0,
                 logs: None,
+                progress: None,
             },
             grants: self.active.grants.clone(),
             capabilities,

@@ -108,6 +108,7 @@ pub async fn run(
         install: install.record.name.clone(),
         depth: 0,
         logs: None,
+        progress: None,
     };
     let site = CallSite {
         caller,

@@ -30,6 +30,7 @@ pub fn invocation(install: &str) -> Invocation {
         install: install.into(),
         depth: 0,
         logs: None,
+        progress: None,
     }
 }
 

@@ -332,7 +332,7 @@ async fn malformed_mcp_and_install_input_gets_clear_errors_and_the_gateway_keeps
     let answer: Value = mcp(r#"[1]"#).await.unwrap().json().await.unwrap();
     assert_eq!(code(&answer[0]), -32600, "{answer}");
 
-    let answer: Value = mcp(r#"{"jsonrpc":"2.0","id":1,"method":"resources/list"}"#)
+    let answer: Value = mcp(r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"x://y"}}"#)
         .await
         .unwrap()
         .json()

@@ -28,6 +28,7 @@ mod ingress;
 mod journal;
 mod keys_and_abuse;
 mod ledger;
+mod mcp_catalog;
 mod mcp_sessions;
 mod metering;
 mod metering_feed;

@@ -552,6 +552,10 @@ const RELEASED_WIT: &[(&str, &str)] = &[
         "tool/0.1.0",
         "30acd8aff3770f3e87486defa757ffcab70d62992087a51882638f38b18ab6ae",
     ),
+    (
+        "tool/0.2.0",
+        "fb540392aa5aeb85b76cefbb001282137b7efeb0de3692f5cbaec13b2e6fec83",
+    ),
 ];
 
 fn folder_digest(dir: &Path) -> String {

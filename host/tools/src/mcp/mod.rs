@@ -1,5 +1,6 @@
 //! An MCP server over Streamable HTTP (`POST /v1/mcp`, `/v1/mcp/{install}`):
-//! the tools of the caller's workspace, for any MCP client.
+//! the tools of the caller's workspace, and the prompts and resources its
+//! 0.2.0 tool servers offer ([`catalog`]), for any MCP client.
 //!
 //! Every POST carries one JSON-RPC message (or a batch, which the 2025-03-26
 //! revision allows) and gets a JSON answer, which the transport permits in
@@ -20,12 +21,13 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_components::{CallError, Content, LogSink, SkillError};
+use tollgate_components::{CallError, Content, SkillError, mcp_content};
 
 use super::Components;
 use super::calls::{self, CallSite};
 use tollgate_identity::auth::{AuthState, Principal};
 
+mod catalog;
 pub mod sessions;
 mod stream;
 
@@ -64,9 +66,9 @@ pub struct Scope {
     pub only: Option<String>,
     /// The session the request named, once found.
     session: Option<Session>,
-    /// Where a tool call's log lines go (a single request whose client
-    /// takes an SSE answer).
-    logs: Option<LogSink>,
+    /// Where a tool call's log lines and progress reports go (a single
+    /// request whose client takes an SSE answer).
+    sinks: calls::Sinks,
 }
 
 impl Scope {
@@ -82,7 +84,7 @@ impl Scope {
             auth,
             only,
             session: None,
-            logs: None,
+            sinks: calls::Sinks::default(),
         }
     }
 
@@ -226,9 +228,11 @@ async fn initialize(scope: &Scope, message: Value) -> Response {
             return answer(StatusCode::SERVICE_UNAVAILABLE, error(id, REFUSED, text));
         }
     };
+    let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
+    catalog::capabilities(scope, &mut capabilities);
     let result = json!({
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}, "logging": {}},
+        "capabilities": capabilities,
         "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
         "instructions": "The tools and skills installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run."
     });
@@ -352,6 +356,18 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
             Ok(()) => call_tool(scope, &params).await,
             Err(refused) => Err(refused),
         },
+        "prompts/list" => Ok(catalog::list_prompts(scope)),
+        "resources/list" => Ok(catalog::list_resources(scope)),
+        "resources/templates/list" => Ok(catalog::list_templates(scope)),
+        // Each of these runs a component, so it is admitted as a tool call is.
+        "prompts/get" | "resources/read" | "completion/complete" => match counter.admit(scope).await {
+            Ok(()) => match method {
+                "prompts/get" => catalog::get_prompt(scope, &params).await,
+                "resources/read" => catalog::read_resource(scope, &params).await,
+                _ => catalog::complete(scope, &params).await,
+            },
+            Err(refused) => Err(refused),
+        },
         other => Err((METHOD_NOT_FOUND, format!("method '{other}' is not supported"))),
     };
     Some(match outcome {
@@ -404,33 +420,34 @@ async fn call_tool(scope: &Scope, params: &Value) -> Result<Value, (i64, String)
         depth: 0,
         ceiling: None,
     };
-    let outcome = match &scope.logs {
-        Some(logs) => {
-            calls::call_with_logs(&scope.components, &target, &site, arguments.to_string(), logs.clone()).await
-        }
-        None => calls::call(&scope.components, &target, &site, arguments.to_string()).await,
-    };
+    let outcome = calls::call_with_sinks(
+        &scope.components,
+        &target,
+        &site,
+        arguments.to_string(),
+        scope.sinks.clone(),
+    )
+    .await;
     Ok(tool_result(outcome))
 }
 
-/// A call's outcome as an MCP tool result: content parts, the structured
-/// answer when the tool gave one JSON object, and `isError` on failure.
+/// A call's outcome as an MCP tool result: content parts (text, image,
+/// audio, embedded resource; JSON as text), the structured answer when the
+/// tool gave one JSON object, and `isError` on failure.
 pub fn tool_result(outcome: Result<Vec<Content>, CallError>) -> Value {
     match outcome {
         Ok(parts) => {
             let mut structured = None;
             let content: Vec<Value> = parts
                 .iter()
-                .map(|part| match part {
-                    Content::Text(text) => json!({"type": "text", "text": text}),
-                    Content::Json(text) => {
-                        if parts.len() == 1
-                            && let Ok(object @ Value::Object(_)) = serde_json::from_str::<Value>(text)
-                        {
-                            structured = Some(object);
-                        }
-                        json!({"type": "text", "text": text})
+                .map(|part| {
+                    if let Content::Json(text) = part
+                        && parts.len() == 1
+                        && let Ok(object @ Value::Object(_)) = serde_json::from_str::<Value>(text)
+                    {
+                        structured = Some(object);
                     }
+                    mcp_content(part)
                 })
                 .collect();
             let mut result = json!({"content": content, "isError": false});

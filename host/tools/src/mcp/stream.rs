@@ -1,9 +1,11 @@
 //! A `tools/call` whose client takes an SSE answer: the tool's log lines
-//! reach the client as `notifications/message` while it runs, then the
-//! result ends the stream. The answer stays plain JSON until the first line
-//! the session wants (its `logging/setLevel`, else `info` and up), so a
-//! call that logs nothing answers as before; the transport lets the server
-//! pick either per request.
+//! reach the client as `notifications/message` while it runs, and its
+//! progress reports as `notifications/progress` (only when the request
+//! carried `_meta.progressToken`, echoed as sent), then the result ends the
+//! stream. The answer stays plain JSON until the first notice to send (a
+//! line at the session's `logging/setLevel` or above, else `info` and up; a
+//! progress report), so a quiet call answers as before; the transport lets
+//! the server pick either per request.
 
 use std::convert::Infallible;
 
@@ -12,7 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tollgate_components::LogLine;
+use tollgate_components::{LogLine, Progress};
 
 use super::sessions::LOG_LEVELS;
 use super::{CallCounter, Scope, answer, handle};
@@ -21,67 +23,79 @@ use super::{CallCounter, Scope, answer, handle};
 const DEFAULT_LEVEL: &str = "info";
 
 pub(super) async fn tool_call(mut scope: Scope, message: Value) -> Response {
-    let (sink, mut lines) = mpsc::unbounded_channel();
-    scope.logs = Some(sink);
+    let (sink, lines) = mpsc::unbounded_channel();
+    scope.sinks.logs = Some(sink);
+    // Progress only for a client that asked, with its token echoed as sent.
+    let token = message
+        .pointer("/params/_meta/progressToken")
+        .filter(|token| token.is_string() || token.is_number())
+        .cloned();
+    let progress = token.as_ref().map(|_| {
+        let (sink, reports) = mpsc::unbounded_channel();
+        scope.sinks.progress = Some(sink);
+        reports
+    });
     let least = scope
         .session
         .as_ref()
         .map_or(DEFAULT_LEVEL.to_string(), |session| session.log_level.clone());
-    let wanted = move |line: &LogLine| severity(line.level) >= severity(&least);
     let logger = message
         .pointer("/params/name")
         .and_then(Value::as_str)
         .unwrap_or("tool")
         .to_string();
+    let mut notices = Notices {
+        lines: Some(lines),
+        progress,
+        least,
+        logger,
+        token: token.unwrap_or(Value::Null),
+    };
     let mut work = tokio::spawn(async move {
         let mut counter = CallCounter::default();
         let reply = handle(&scope, message, &mut counter).await;
         (reply, counter.refused)
     });
 
-    // Until the first wanted line, the answer may still be plain JSON.
-    let first = loop {
-        tokio::select! {
-            biased;
-            line = lines.recv() => match line {
-                Some(line) if wanted(&line) => break line,
-                Some(_) => continue,
-                // The call dropped its sink: only the reply is left.
-                None => return json_answer(work.await),
-            },
-            done = &mut work => {
-                let pending: Vec<LogLine> = std::iter::from_fn(|| lines.try_recv().ok()).filter(|l| wanted(l)).collect();
-                if pending.is_empty() {
-                    return json_answer(done);
-                }
-                let mut events: Vec<Bytes> = pending.iter().map(|line| notification(&logger, line)).collect();
-                events.extend(final_event(done));
-                return events_answer(futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>)));
+    // Until the first notice to send, the answer may still be plain JSON.
+    let first = tokio::select! {
+        biased;
+        notice = notices.next() => match notice {
+            Some(notice) => notice,
+            // The call dropped its sinks: only the reply is left.
+            None => return json_answer(work.await),
+        },
+        done = &mut work => {
+            let mut events = notices.pending();
+            if events.is_empty() {
+                return json_answer(done);
             }
+            events.extend(final_event(done));
+            return events_answer(futures_util::stream::iter(events.into_iter().map(Ok::<_, Infallible>)));
         }
     };
 
-    // Streaming: lines as they come, then the reply. The call's sandbox may
+    // Streaming: notices as they come, then the reply. The call's sandbox may
     // outlive the reply (its store is dropped off the request path), so the
-    // stream ends on the reply, not on the sink closing.
+    // stream ends on the reply, not on the sinks closing.
     let (events, receiver) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        if events.send(notification(&logger, &first)).await.is_err() {
+        if events.send(first).await.is_err() {
             return;
         }
         let done = loop {
             tokio::select! {
                 biased;
-                Some(line) = lines.recv() => {
-                    if wanted(&line) && events.send(notification(&logger, &line)).await.is_err() {
+                Some(notice) = notices.next() => {
+                    if events.send(notice).await.is_err() {
                         return;
                     }
                 }
                 done = &mut work => break done,
             }
         };
-        for line in std::iter::from_fn(|| lines.try_recv().ok()).filter(|l| wanted(l)) {
-            let _ = events.send(notification(&logger, &line)).await;
+        for notice in notices.pending() {
+            let _ = events.send(notice).await;
         }
         if let Some(event) = final_event(done) {
             let _ = events.send(event).await;
@@ -94,6 +108,78 @@ pub(super) async fn tool_call(mut scope: Scope, message: Value) -> Response {
             .map(|event| (Ok::<_, Infallible>(event), receiver))
     });
     events_answer(stream)
+}
+
+/// A call's log lines (those at or above the session's level) and progress
+/// reports, as the SSE events to send.
+struct Notices {
+    /// `None` once the call dropped its sink.
+    lines: Option<mpsc::UnboundedReceiver<LogLine>>,
+    progress: Option<mpsc::UnboundedReceiver<Progress>>,
+    least: String,
+    logger: String,
+    /// The request's `progressToken`, as the client sent it.
+    token: Value,
+}
+
+impl Notices {
+    /// The next notice to send; `None` once both sinks are closed.
+    async fn next(&mut self) -> Option<Bytes> {
+        while self.lines.is_some() || self.progress.is_some() {
+            tokio::select! {
+                biased;
+                line = recv(&mut self.lines) => match line {
+                    Some(line) if self.wanted(&line) => return Some(notification(&self.logger, &line)),
+                    Some(_) => {}
+                    None => self.lines = None,
+                },
+                report = recv(&mut self.progress) => match report {
+                    Some(report) => return Some(progress_event(&self.token, &report)),
+                    None => self.progress = None,
+                },
+            }
+        }
+        None
+    }
+
+    /// What was sent and not taken yet, without waiting.
+    fn pending(&mut self) -> Vec<Bytes> {
+        let mut events = Vec::new();
+        if let Some(lines) = &mut self.lines {
+            let lines: Vec<LogLine> = std::iter::from_fn(|| lines.try_recv().ok()).collect();
+            let wanted = lines.iter().filter(|line| self.wanted(line));
+            events.extend(wanted.map(|line| notification(&self.logger, line)));
+        }
+        if let Some(reports) = &mut self.progress {
+            let reports: Vec<Progress> = std::iter::from_fn(|| reports.try_recv().ok()).collect();
+            events.extend(reports.iter().map(|report| progress_event(&self.token, report)));
+        }
+        events
+    }
+
+    fn wanted(&self, line: &LogLine) -> bool {
+        severity(line.level) >= severity(&self.least)
+    }
+}
+
+/// The next message of a receiver that may be gone (then never ready, so
+/// `select!` waits on the others).
+async fn recv<T>(receiver: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
+    match receiver {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn progress_event(token: &Value, report: &Progress) -> Bytes {
+    let mut params = json!({"progressToken": token, "progress": report.progress});
+    if let Some(total) = report.total {
+        params["total"] = json!(total);
+    }
+    if let Some(message) = &report.message {
+        params["message"] = json!(message);
+    }
+    event(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
 }
 
 fn severity(level: &str) -> Option<usize> {

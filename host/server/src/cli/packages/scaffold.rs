@@ -4,7 +4,9 @@
 //! - provider adapter: passes OpenAI-compatible traffic through and stamps
 //!   `system_fingerprint` with its name and version, so a first request shows
 //!   which adapter answered;
-//! - tool server: one pure tool, `word_count`, with typed arguments;
+//! - tool server: one pure tool, `word_count`, with typed arguments, on tool
+//!   WIT 0.2.0 (the SDK's `tool-v2`: richer content, progress, prompts and
+//!   resources; the host loads 0.1.0 servers as well);
 //! - skill: `answer`, which asks a model through the host;
 //! - guardrail: refuses prompts with a configured word and masks it in answers.
 
@@ -46,7 +48,7 @@ impl Kind {
     fn sdk_dependency(self, sdk: &str) -> String {
         match self {
             Kind::ProviderAdapter => format!("{{ path = \"{sdk}\" }}"),
-            Kind::ToolServer => format!("{{ path = \"{sdk}\", default-features = false, features = [\"tool\"] }}"),
+            Kind::ToolServer => format!("{{ path = \"{sdk}\", default-features = false, features = [\"tool-v2\"] }}"),
             Kind::Skill => format!("{{ path = \"{sdk}\", default-features = false, features = [\"skill\"] }}"),
             Kind::Guardrail => format!("{{ path = \"{sdk}\", default-features = false, features = [\"guardrail\"] }}"),
         }
@@ -141,6 +143,11 @@ fn package_json(kind: Kind, package: &tollgate_registry::PackageName) -> String 
         Kind::ProviderAdapter | Kind::ToolServer | Kind::Guardrail => &[],
         Kind::Skill => &["models"],
     };
+    // A new tool server is on the newest tool world; other kinds on their first.
+    let world = match kind {
+        Kind::ToolServer => registry_kind.accepted_worlds().last().map(|(world, _)| *world),
+        _ => registry_kind.wit_world(),
+    };
     let manifest = serde_json::json!({
         "kind": registry_kind.as_str(),
         "name": package.to_string(),
@@ -148,7 +155,7 @@ fn package_json(kind: Kind, package: &tollgate_registry::PackageName) -> String 
         "description": format!("{} {}", registry_kind.as_str(), package.name()),
         "license": "Apache-2.0",
         "dependencies": {},
-        "metadata": {"world": registry_kind.wit_world(), "capabilities": capabilities}
+        "metadata": {"world": world, "capabilities": capabilities}
     });
     serde_json::to_string_pretty(&manifest).expect("static JSON") + "\n"
 }
