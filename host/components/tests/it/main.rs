@@ -2,13 +2,15 @@
 //! summarize skill, and the hostile test tool server (a loop, a memory bomb,
 //! a huge answer, a panic, fetches off its origins and through a redirect),
 //! each contained to its own call while the next call works; and the egress
-//! policy, which keeps every component off internal addresses.
+//! policy, which keeps every component off internal addresses; and a tool
+//! server on tool WIT 0.2.0 beside them.
 
 mod egress;
 mod guardrails;
 mod hostile;
 mod servers;
 mod skills;
+mod tool_v2;
 
 use std::sync::Arc;
 
