@@ -238,6 +238,30 @@ impl ToolServer {
     /// Lists once, at load, in one instance: the tools (names unique and well
     /// formed, schemas JSON) and, at 0.2.0, the prompts and resources.
     fn list(&mut self) -> anyhow::Result<()> {
+        // Each WIT version has its own generated `tool` type, with the same fields.
+        macro_rules! tools_of {
+            ($listed:expr) => {
+                $listed
+                    .into_iter()
+                    .map(|t| {
+                        let a = t.annotations;
+                        let annotations = Annotations {
+                            read_only: a.read_only,
+                            destructive: a.destructive,
+                            idempotent: a.idempotent,
+                            open_world: a.open_world,
+                        };
+                        (
+                            t.name,
+                            t.description,
+                            t.input_schema,
+                            t.output_schema,
+                            annotations,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+        }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| anyhow::anyhow!("tool servers are loaded inside the gateway's runtime"))?;
         let invocation = Invocation {
@@ -251,40 +275,11 @@ impl ToolServer {
         let (listed, catalog) = self
             .run(runtime, invocation, Arc::default(), |store, bindings, _| {
                 Ok(Ok(match bindings {
-                    Bindings::V1(b) => {
-                        let tools = b.tollgate_tool_tools().call_list_tools(&mut *store)?;
-                        let tools = tools
-                            .into_iter()
-                            .map(|t| {
-                                let a = t.annotations;
-                                let annotations = Annotations {
-                                    read_only: a.read_only,
-                                    destructive: a.destructive,
-                                    idempotent: a.idempotent,
-                                    open_world: a.open_world,
-                                };
-                                (t.name, t.description, t.input_schema, t.output_schema, annotations)
-                            })
-                            .collect::<Vec<_>>();
-                        (tools, None)
-                    }
-                    Bindings::V2(b) => {
-                        let tools = b.tollgate_tool_tools().call_list_tools(&mut *store)?;
-                        let tools = tools
-                            .into_iter()
-                            .map(|t| {
-                                let a = t.annotations;
-                                let annotations = Annotations {
-                                    read_only: a.read_only,
-                                    destructive: a.destructive,
-                                    idempotent: a.idempotent,
-                                    open_world: a.open_world,
-                                };
-                                (t.name, t.description, t.input_schema, t.output_schema, annotations)
-                            })
-                            .collect::<Vec<_>>();
-                        (tools, Some(catalog::listed(store, b)?))
-                    }
+                    Bindings::V1(b) => (tools_of!(b.tollgate_tool_tools().call_list_tools(&mut *store)?), None),
+                    Bindings::V2(b) => (
+                        tools_of!(b.tollgate_tool_tools().call_list_tools(&mut *store)?),
+                        Some(catalog::listed(store, b)?),
+                    ),
                 }))
             })
             .map_err(|e| anyhow::anyhow!("listing its tools: {e}"))?;
