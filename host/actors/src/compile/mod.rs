@@ -31,4 +31,4 @@ pub use error::{CompileError, CompileErrors, Location};
 pub use file::{CompiledTree, compile_file};
 pub use lower::Compiled;
 pub use references::{RefKind, RefSpec, Reference, Resolutions, Resolved};
-pub use template::validate_prompt_template;
+pub use template::{prompt_template_inputs, validate_prompt_template};

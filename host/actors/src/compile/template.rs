@@ -96,6 +96,24 @@ pub fn validate_prompt_template(source: &str) -> Result<(), CompileErrors> {
     CompileErrors::check(errors)
 }
 
+/// The inputs a `prompt-template` package reads, by name (`x` for
+/// `input.x`, `input.x.y` or `input.x[0]`), sorted: the arguments a caller
+/// fills in when the template is served on its own (an MCP prompt).
+pub fn prompt_template_inputs(source: &str) -> Result<Vec<String>, String> {
+    let env = Environment::new();
+    let compiled = env.template_from_str(source).map_err(|e| describe(&e))?;
+    let names: BTreeSet<String> = compiled
+        .undeclared_variables(true)
+        .into_iter()
+        .filter_map(|path| {
+            let rest = path.strip_prefix("input.")?;
+            let name = rest.split('.').next().unwrap_or(rest);
+            (!name.is_empty()).then(|| name.to_string())
+        })
+        .collect();
+    Ok(names.into_iter().collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +164,16 @@ mod tests {
         assert_eq!(error.errors()[0].line, 2, "{error}");
         let error = validate_prompt_template("{{ secrets.key }}").unwrap_err();
         assert!(error.to_string().contains("`secrets`"), "{error}");
+    }
+
+    #[test]
+    fn prompt_template_inputs_are_the_names_under_input() {
+        let inputs = prompt_template_inputs(
+            "{{ input.topic }} {% if input.tone %}{{ input.tone.name }}{% endif %} {{ steps.a.output }} {% for x in input.items %}{{ x }}{% endfor %}",
+        )
+        .unwrap();
+        assert_eq!(inputs, ["items", "tone", "topic"]);
+        assert!(prompt_template_inputs("{{ input }}").unwrap().is_empty());
+        assert!(prompt_template_inputs("{% if %}").is_err());
     }
 }

@@ -28,6 +28,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
 pub use super::isolate::Isolation;
+use super::templates::Problem;
 
 /// Fuel of a template's first attempt, in place on a runtime worker.
 pub const QUICK_FUEL: u64 = 10_000;
@@ -184,6 +185,32 @@ impl Engine {
             Ok(Ok(value)) => value,
             Ok(Err(panic)) => std::panic::resume_unwind(panic),
             Err(_) => unreachable!("a render thread always answers, panics included"),
+        }
+    }
+    /// A template's full-limits attempt: `work` on a render thread, in the
+    /// isolated child, until `deadline`. Running out of memory or a child
+    /// that gave no answer is the template's [`Problem::Limit`], as fuel is;
+    /// `None` means the deadline came first. Actor steps and standalone
+    /// prompt templates both go through here, so both are bounded alike.
+    pub(crate) async fn render_isolated<T: Serialize + DeserializeOwned + Send + 'static>(
+        self: &Arc<Self>,
+        deadline: tokio::time::Instant,
+        work: impl FnOnce(&Engine) -> (Result<T, Problem>, u64) + Send + 'static,
+    ) -> Option<(Result<T, Problem>, u64)> {
+        let job = self.blocking(Some(deadline.into_std()), work);
+        match tokio::time::timeout_at(deadline, job).await {
+            Ok(Ok(done)) => Some(done),
+            Ok(Err(Isolation::Deadline)) | Err(_) => None,
+            Ok(Err(Isolation::Memory)) => Some((
+                Err(Problem::Limit(format!(
+                    "it needed more than the {} MiB of memory a template may use",
+                    self.limits.render_memory_bytes >> 20
+                ))),
+                0,
+            )),
+            Ok(Err(Isolation::Failed(reason))) => {
+                Some((Err(Problem::Limit(format!("it could not be rendered ({reason})"))), 0))
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 //! holds only its explicit input, and builds its own messages; nothing of
 //! the parent's conversation is reachable from it.
 
+pub mod document;
 mod exec;
 mod isolate;
 pub mod limits;
@@ -23,6 +24,7 @@ use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use document::render_document;
 pub use exec::{RunSpec, run};
 pub use limits::{Engine, RunLimits};
 pub use meter::{BudgetExceeded, Hold, Meter};

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tollgate_core::money::Nanos;
 
 use super::exec::Frame;
-use super::limits::{Engine, Isolation, RunLimits};
+use super::limits::{Engine, RunLimits};
 use super::schema::check_schema;
 use super::templates::{Problem, Renderer, Scope};
 use super::{Events, Failure, Meter, RunError, RunEvent};
@@ -60,26 +60,12 @@ impl<H> Shared<H> {
             (Err(Problem::Limit(_)), _) => {
                 let ir = frame.ir.clone();
                 let scope = scope.unwrap_or_else(|| frame.scope.clone());
-                let deadline = Some(self.deadline.into_std());
-                let job = self.engine.blocking(deadline, move |engine| {
+                let job = self.engine.render_isolated(self.deadline, move |engine| {
                     let mut renderer = Renderer::new(engine, &ir, &scope);
                     let result = work(&mut renderer);
                     (result, renderer.bytes)
                 });
-                match tokio::time::timeout_at(self.deadline, job).await {
-                    Ok(Ok(done)) => done,
-                    Ok(Err(Isolation::Deadline)) | Err(_) => return Err(self.timed_out(step)),
-                    Ok(Err(Isolation::Memory)) => (
-                        Err(Problem::Limit(format!(
-                            "it needed more than the {} MiB of memory a template may use",
-                            self.limits().render_memory_bytes >> 20
-                        ))),
-                        0,
-                    ),
-                    Ok(Err(Isolation::Failed(reason))) => {
-                        (Err(Problem::Limit(format!("it could not be rendered ({reason})"))), 0)
-                    }
-                }
+                job.await.ok_or_else(|| self.timed_out(step))?
             }
             done => done,
         };

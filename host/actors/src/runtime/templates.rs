@@ -72,7 +72,9 @@ impl Problem {
 /// they produce.
 pub struct Renderer<'a> {
     engine: &'a Engine,
-    ir: &'a Ir,
+    /// The actor whose named prompts `Template::Prompt` reads; none for a
+    /// prompt-template package rendered on its own.
+    ir: Option<&'a Ir>,
     scope: &'a Scope,
     /// Built on first use, then shared by the step's templates.
     context: Option<minijinja::Value>,
@@ -84,23 +86,30 @@ pub struct Renderer<'a> {
 
 impl<'a> Renderer<'a> {
     pub fn new(engine: &'a Engine, ir: &'a Ir, scope: &'a Scope) -> Self {
+        Self::of(engine, Some(ir), scope, false)
+    }
+
+    fn of(engine: &'a Engine, ir: Option<&'a Ir>, scope: &'a Scope, quick: bool) -> Self {
         Self {
             engine,
             ir,
             scope,
             context: None,
             bytes: 0,
-            quick: false,
+            quick,
         }
     }
 
     /// A renderer for a first attempt in place, with a small slice of fuel
     /// and bytes: a [`Problem::Limit`] from it means "try again on the pool".
     pub fn quick(engine: &'a Engine, ir: &'a Ir, scope: &'a Scope) -> Self {
-        Self {
-            quick: true,
-            ..Self::new(engine, ir, scope)
-        }
+        Self::of(engine, Some(ir), scope, true)
+    }
+
+    /// A renderer outside any actor (a prompt-template package on its own):
+    /// the same fuel and byte caps, and no named prompts to refer to.
+    pub(crate) fn standalone(engine: &'a Engine, scope: &'a Scope, quick: bool) -> Self {
+        Self::of(engine, None, scope, quick)
     }
 
     fn context(&mut self) -> minijinja::Value {
@@ -113,10 +122,8 @@ impl<'a> Renderer<'a> {
         match template {
             Template::Text(source) => self.render(source),
             Template::Prompt(name) => {
-                let ir = self.ir;
-                let prompt = ir
-                    .prompts
-                    .get(name)
+                let prompt = (self.ir)
+                    .and_then(|ir| ir.prompts.get(name))
                     .ok_or_else(|| Problem::Invalid(format!("the actor has no prompt named '{name}'")))?;
                 self.render(&prompt.source)
             }
