@@ -53,7 +53,7 @@ pub struct Concerns {
     /// The ledger's read-only views: wallets and the request log.
     pub ledger: tollgate_ledger::Views,
     pub packages: Arc<Packages>,
-    /// Tool servers and skills installed into workspaces.
+    /// Tool servers, skills, guardrails and prompt templates installed into workspaces.
     pub components: Arc<tollgate_tools::Installs>,
     /// Hosted actors, their deployments and runs.
     pub actors: Arc<Actors>,

@@ -59,6 +59,17 @@ impl Default for ActorsConfig {
 }
 
 impl ActorsConfig {
+    /// The gateway's template engine: these limits, and `render_threads`
+    /// renders at once (0: one fewer than the CPUs). Built once at wiring
+    /// and shared by actor runs and MCP prompt templates.
+    pub fn engine(&self) -> tollgate_actors::runtime::Engine {
+        let threads = match self.render_threads {
+            0 => tollgate_actors::runtime::Engine::default_threads(),
+            threads => threads,
+        };
+        tollgate_actors::runtime::Engine::new(self.run_limits(), threads)
+    }
+
     pub fn run_limits(&self) -> tollgate_actors::runtime::RunLimits {
         tollgate_actors::runtime::RunLimits {
             template_fuel: self.template_fuel,

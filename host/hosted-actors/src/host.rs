@@ -134,8 +134,8 @@ impl Host for GatewayHost {
                         input_schema: spec.input_schema.clone(),
                     }]
                 }
-                // A guardrail offers no tools.
-                Loaded::Guardrail(_) => Vec::new(),
+                // Guardrails and prompt templates offer no tools.
+                Loaded::Guardrail(_) | Loaded::Prompt(_) => Vec::new(),
             })
         }
         .boxed()

@@ -161,10 +161,9 @@ impl Actors {
         trails: trails::Trails,
         billing: Arc<tollgate_billing::Billing>,
     ) -> Self {
-        let threads = match config.render_threads {
-            0 => Engine::default_threads(),
-            threads => threads,
-        };
+        // One engine for the gateway: prompt templates served over MCP share
+        // its limits and render threads.
+        let engine = components.templates().clone();
         Self {
             store: Store::new(database.clone()),
             database,
@@ -177,7 +176,7 @@ impl Actors {
             billing,
             pending_runs: Mutex::new(HashMap::new()),
             deployments: Mutex::new(HashMap::new()),
-            engine: Arc::new(Engine::new(config.run_limits(), threads)),
+            engine,
             trails,
             inline_trail_bytes: config.inline_trail_bytes,
             compiles: compiles::Compiles::new(config.max_compiles, config.max_compiles_per_workspace),

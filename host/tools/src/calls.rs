@@ -84,8 +84,9 @@ pub fn list(installs: &Installs, workspace_id: &str, only: Option<&str>) -> Vec<
                     annotations: None,
                 });
             }
-            // A guardrail offers no tools: it checks requests and answers.
-            Loaded::Guardrail(_) => {}
+            // A guardrail checks requests and answers, and a prompt
+            // template is served as an MCP prompt: neither offers tools.
+            Loaded::Guardrail(_) | Loaded::Prompt(_) => {}
         }
     }
     listed
@@ -102,7 +103,7 @@ pub fn resolve(installs: &Installs, workspace_id: &str, only: Option<&str>, name
     let known = match &active.component {
         Loaded::Tool(server) => server.tool(tool).is_some(),
         Loaded::Skill(_) => tool == SKILL_TOOL,
-        Loaded::Guardrail(_) => false,
+        Loaded::Guardrail(_) | Loaded::Prompt(_) => false,
     };
     known.then(|| Target {
         install: active,
@@ -202,7 +203,9 @@ async fn run(
             RequestKind::ToolCall,
             server.call(invocation, grants, &target.tool, arguments).await,
         ),
-        Loaded::Guardrail(_) => unreachable!("`resolve` finds no tool in a guardrail"),
+        Loaded::Guardrail(_) | Loaded::Prompt(_) => {
+            unreachable!("`resolve` finds no tool in a guardrail or prompt template")
+        }
         Loaded::Skill(skill) => {
             let capabilities = super::capabilities::for_caller(
                 components,

@@ -1,5 +1,6 @@
-//! Tool servers and skills installed into workspaces: creating, upgrading and
-//! removing installs, and the live view calls read.
+//! Tool servers, skills, guardrails and prompt templates installed into
+//! workspaces: creating, upgrading and removing installs, and the live view
+//! calls read.
 //!
 //! The live view is one map swapped whole, so a lookup is one atomic load, an
 //! upgrade is seen by the next call at once, and a call already running keeps
@@ -9,10 +10,12 @@
 //!
 //! The request shapes are in `requests`, what a request must satisfy in
 //! `validate`, the sealing and opening of credentials in `credentials`, and
-//! the live view in `live`; this module resolves, loads and stores installs.
+//! the live view in `live`, a prompt template's text and arguments in
+//! `prompt`; this module resolves, loads and stores installs.
 
 mod credentials;
 mod live;
+mod prompt;
 mod requests;
 mod validate;
 
@@ -27,6 +30,7 @@ use tollgate_registry::{Capabilities, PackageKind, PackageName, Registry, Regist
 
 use super::store::{InstallRecord, Pinned, Store};
 use credentials::check_credential_origins;
+pub use prompt::PromptTemplate;
 pub use requests::{InstallChange, NewCredential, NewInstall};
 use validate::{approve_origins, check_config, check_install_name};
 
@@ -35,12 +39,15 @@ pub const MAX_INSTALLS_PER_WORKSPACE: usize = 100;
 /// Deepest dependency chain an install resolves.
 const MAX_DEPENDENCY_DEPTH: usize = 8;
 
-/// A compiled component, shared by every install of its digest.
+/// A compiled component (or a prompt template's text), shared by every
+/// install of its digest.
 #[derive(Clone)]
 pub enum Loaded {
     Tool(Arc<ToolServer>),
     Skill(Arc<Skill>),
     Guardrail(Arc<Guardrail>),
+    /// A `prompt-template` package: no component, served as an MCP prompt.
+    Prompt(Arc<PromptTemplate>),
 }
 
 /// One live install: its record, its component and what it is granted.
@@ -322,10 +329,16 @@ impl Installs {
         let kind = version.manifest.kind;
         if !matches!(
             kind,
-            PackageKind::ToolServer | PackageKind::Skill | PackageKind::Guardrail
+            PackageKind::ToolServer | PackageKind::Skill | PackageKind::Guardrail | PackageKind::PromptTemplate
         ) {
             return Err(InstallError::Invalid(format!(
-                "{package} is a {kind}; only tool servers, skills and guardrails install into a workspace (provider adapters are installed per provider by an operator)"
+                "{package} is a {kind}; only tool servers, skills, guardrails and prompt templates install into a workspace (provider adapters are installed per provider by an operator)"
+            )));
+        }
+        // A template sees only its arguments: a setting would go unread.
+        if kind == PackageKind::PromptTemplate && !config.is_empty() {
+            return Err(InstallError::Invalid(format!(
+                "{package} is a prompt template, which takes no config: its arguments come with each prompts/get"
             )));
         }
         // Read and checked even when its component is compiled already, so
@@ -424,10 +437,25 @@ impl Installs {
             Some(bytes) => bytes,
             None => self.registry.content(version).await?,
         };
+        let kind = version.manifest.kind;
+        let loaded = match kind {
+            // Text, not a component: nothing to compile.
+            PackageKind::PromptTemplate => Loaded::Prompt(Arc::new(PromptTemplate::read(version, &bytes)?)),
+            _ => self.compile(version, bytes).await?,
+        };
+        self.compiled
+            .lock()
+            .expect("compiled lock")
+            .insert(digest, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Compiles a component off the runtime's workers.
+    async fn compile(&self, version: &VersionRecord, bytes: bytes::Bytes) -> Result<Loaded, InstallError> {
         let host = self.host.clone();
         let kind = version.manifest.kind;
         let label = format!("{}@{}", version.name, version.version);
-        let loaded = tokio::task::spawn_blocking(move || match kind {
+        tokio::task::spawn_blocking(move || match kind {
             PackageKind::Skill => host.load_skill(&label, &bytes).map(Loaded::Skill),
             PackageKind::Guardrail => host.load_guardrail(&label, &bytes).map(Loaded::Guardrail),
             _ => host.load_tool_server(&label, &bytes).map(Loaded::Tool),
@@ -441,12 +469,7 @@ impl Installs {
                 version.version,
                 tollgate_core::error_text::error_chain(e.as_ref())
             ))
-        })?;
-        self.compiled
-            .lock()
-            .expect("compiled lock")
-            .insert(digest, loaded.clone());
-        Ok(loaded)
+        })
     }
 }
 

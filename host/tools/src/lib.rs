@@ -4,7 +4,8 @@
 //! HTTP (`/v1/skills/{install}`, [`skills`]), and what a component may do on
 //! its caller's behalf ([`capabilities`]), and the guardrail installs the
 //! data plane runs as stages of its pipeline ([`guardrails`]). The sandbox itself is the
-//! `tollgate-components` crate.
+//! `tollgate-components` crate; prompt-template installs, served as MCP
+//! prompts, render with `tollgate-actors`' template engine.
 
 #![forbid(unsafe_code)]
 
@@ -28,32 +29,47 @@ use axum::routing::post;
 pub use installs::{InstallChange, InstallError, Installs, NewCredential, NewInstall};
 pub use store::{InstallRecord, Store};
 
+use tollgate_actors::runtime::Engine;
 use tollgate_gateway::DataPlane;
 use tollgate_identity::auth::{AuthState, Caller};
 use tollgate_web::error::ApiError;
 use tollgate_web::server::{Origins, RequestId};
 
-/// The components concern's state: the installs, and the data plane their
-/// model calls go through.
+/// The components concern's state: the installs, the data plane their
+/// model calls go through, and the template engine prompt templates render
+/// with.
 pub struct Components {
     installs: Arc<Installs>,
     /// Model calls go through it, and its ledger logs the calls.
     data: Arc<DataPlane>,
     /// MCP clients' sessions.
     sessions: mcp::sessions::Sessions,
+    /// The gateway's one template engine (limits and render threads), which
+    /// hosted actors share: a prompt template is bounded as an actor's is.
+    templates: Arc<Engine>,
 }
 
 impl Components {
-    pub fn new(installs: Arc<Installs>, data: Arc<DataPlane>, database: tollgate_core::db::Database) -> Self {
+    pub fn new(
+        installs: Arc<Installs>,
+        data: Arc<DataPlane>,
+        database: tollgate_core::db::Database,
+        templates: Arc<Engine>,
+    ) -> Self {
         Self {
             installs,
             data,
             sessions: mcp::sessions::Sessions::new(database),
+            templates,
         }
     }
 
     pub fn installs(&self) -> &Arc<Installs> {
         &self.installs
+    }
+
+    pub fn templates(&self) -> &Arc<Engine> {
+        &self.templates
     }
 }
 

@@ -95,8 +95,8 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     let Loaded::Skill(skill) = &install.component else {
         return Err(ApiError::invalid_request(format!(
-            "'{}' is a tool server, not a skill; call its tools through /v1/mcp",
-            install.record.name
+            "'{}' is a {}, not a skill; use it through /v1/mcp",
+            install.record.name, install.record.kind
         )));
     };
     if !request.input.is_object() {

@@ -1,5 +1,6 @@
-//! The install records of tool servers, skills and guardrails: the only code that issues
-//! SQL against `component_installs` and `component_install_changes`. Every
+//! The install records of tool servers, skills, guardrails and prompt
+//! templates: the only code that issues SQL against `component_installs` and
+//! `component_install_changes`. Every
 //! change (create, update, delete) takes the next revision in the same
 //! transaction, so a gateway that sees a newer revision knows to reload.
 

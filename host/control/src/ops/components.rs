@@ -1,4 +1,5 @@
-//! The operations on a workspace's tool-server, skill and guardrail installs:
+//! The operations on a workspace's tool-server, skill, guardrail and
+//! prompt-template installs:
 //! `installs.create`, `.list`, `.get`, `.update`, `.delete`, and
 //! `guardrails.create`, `.list`, `.delete` (installs of guardrails), over the
 //! components concern's API (`tollgate_tools::Installs`). The registry
@@ -22,7 +23,7 @@ pub struct CreateParams {
     /// Target workspace; defaults to the calling key's workspace.
     #[serde(default)]
     pub workspace_id: Option<String>,
-    /// `namespace/name` of a tool-server or skill package.
+    /// `namespace/name` of a tool-server, skill, guardrail or prompt-template package.
     pub package: String,
     /// A semver requirement (`1.2.3` means `^1.2.3`); default `*`.
     #[serde(default)]

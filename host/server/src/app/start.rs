@@ -64,6 +64,7 @@ impl Gateway {
             catalog.component_installs.clone(),
             data.clone(),
             database.clone(),
+            Arc::new(config.actors.engine()),
         ));
         data.guard_with(tollgate_tools::guardrails::InstalledGuardrails::load(&components, &config.guardrails).await?);
         let actors = Arc::new(Actors::new(

@@ -1,7 +1,7 @@
 //! The control-plane client: `tollgate signup`, `workspaces …` (with the
 //! package policy), `keys …`, `members …`, `namespaces …` (with their
 //! signing keys), `wallet`, `plan …`, `budget …`, `usage`, `audit`, `request ID`, and the
-//! tool-server and skill installs (`install`, `upgrade`, `uninstall`, `installs`). Each command is
+//! workspace's installs (`install`, `upgrade`, `uninstall`, `installs`). Each command is
 //! one JSON-RPC call of an extension method on `POST /a2a`, so the CLI has
 //! exactly the permissions of its key. The server URL and key come from flags,
 //! then `TOLLGATE_URL` / `TOLLGATE_API_KEY`, then a profile file.

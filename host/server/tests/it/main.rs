@@ -30,6 +30,7 @@ mod keys_and_abuse;
 mod ledger;
 mod mcp_catalog;
 mod mcp_sessions;
+mod mcp_templates;
 mod metering;
 mod metering_feed;
 mod metering_rotation;

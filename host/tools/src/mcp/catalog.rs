@@ -2,7 +2,7 @@
 //! list (`prompts/list`, `resources/list`, `resources/templates/list`) and
 //! the calls that read them (`prompts/get`, `resources/read`,
 //! `completion/complete`), each a component run in a fresh store under the
-//! tool-call caps. On `/v1/mcp` prompt and resource names are
+//! tool-call caps; prompt-template installs join the prompts ([`templates`]). On `/v1/mcp` prompt and resource names are
 //! `<install>__<name>` as tools are; URIs stay as the server gave them, and a
 //! URI (or URI template) that two installs both claim must be read on
 //! `/v1/mcp/{install}`.
@@ -13,26 +13,27 @@ use serde_json::{Value, json};
 use tollgate_components::{CallError, Catalog, Invocation, Reference, Role, ToolServer, mcp_content, mcp_resource};
 use tollgate_web::server::RequestId;
 
-use super::{INVALID_PARAMS, Scope};
+use super::{INVALID_PARAMS, Scope, templates};
 use crate::calls::SEPARATOR;
 use crate::installs::{Active, Loaded};
 
 /// MCP's code for a resource no server offers.
 const RESOURCE_NOT_FOUND: i64 = -32002;
-const INTERNAL_ERROR: i64 = -32603;
+pub(super) const INTERNAL_ERROR: i64 = -32603;
 /// Longest URI or argument value taken, in bytes.
 const MAX_INPUT: usize = 8 << 10;
 
-type Outcome = Result<Value, (i64, String)>;
+pub(super) type Outcome = Result<Value, (i64, String)>;
+
+/// The installs in scope: the workspace's, or the one `/v1/mcp/{install}` names.
+pub(super) fn in_scope(scope: &Scope) -> impl Iterator<Item = Arc<Active>> + '_ {
+    (scope.components.installs.in_workspace(scope.workspace_id()).into_iter())
+        .filter(move |active| scope.only.as_deref().is_none_or(|only| only == active.record.name))
+}
 
 /// The 0.2.0 tool servers in scope, with their install.
 fn servers(scope: &Scope) -> Vec<(Arc<Active>, Arc<ToolServer>)> {
-    scope
-        .components
-        .installs
-        .in_workspace(scope.workspace_id())
-        .into_iter()
-        .filter(|active| scope.only.as_deref().is_none_or(|only| only == active.record.name))
+    in_scope(scope)
         .filter_map(|active| match &active.component {
             Loaded::Tool(server) if !server.catalog().is_empty() => {
                 let server = server.clone();
@@ -43,23 +44,25 @@ fn servers(scope: &Scope) -> Vec<(Arc<Active>, Arc<ToolServer>)> {
         .collect()
 }
 
-/// The capabilities the scope's servers serve, for `initialize`: each only
-/// when some server offers it.
+/// The capabilities the scope's installs serve, for `initialize`: each only
+/// when some server (or, for prompts, a prompt template) offers it.
 pub(super) fn capabilities(scope: &Scope, capabilities: &mut Value) {
     let servers = servers(scope);
     let any = |has: fn(&Catalog) -> bool| servers.iter().any(|(_, server)| has(server.catalog()));
-    if any(|c| !c.prompts.is_empty()) {
+    let template_prompts = templates::any(scope);
+    if template_prompts || any(|c| !c.prompts.is_empty()) {
         capabilities["prompts"] = json!({"listChanged": false});
     }
     if any(|c| !c.resources.is_empty() || !c.templates.is_empty()) {
         capabilities["resources"] = json!({"subscribe": false, "listChanged": false});
     }
-    if any(|c| !c.prompts.is_empty() || !c.templates.is_empty()) {
+    if template_prompts || any(|c| !c.prompts.is_empty() || !c.templates.is_empty()) {
         capabilities["completions"] = json!({});
     }
 }
 
-fn named(scope: &Scope, install: &str, name: &str) -> String {
+/// `<install>__<name>` on `/v1/mcp`, `<name>` on `/v1/mcp/{install}`.
+pub(super) fn named(scope: &Scope, install: &str, name: &str) -> String {
     match scope.only {
         Some(_) => name.to_string(),
         None => format!("{install}{SEPARATOR}{name}"),
@@ -88,6 +91,7 @@ pub(super) fn list_prompts(scope: &Scope) -> Value {
             }));
         }
     }
+    prompts.extend(templates::list(scope));
     json!({ "prompts": prompts })
 }
 
@@ -172,10 +176,8 @@ fn string_param<'a>(params: &'a Value, pointer: &str, what: &str) -> Result<&'a 
         })
 }
 
-pub(super) async fn get_prompt(scope: &Scope, params: &Value) -> Outcome {
-    let name = string_param(params, "/name", "params.name")?;
-    let (active, server, prompt) =
-        find_prompt(scope, name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
+/// `prompts/get`'s arguments: an object of short strings.
+fn prompt_arguments(params: &Value) -> Result<Vec<(String, String)>, (i64, String)> {
     let mut arguments = Vec::new();
     match params.get("arguments") {
         None | Some(Value::Null) => {}
@@ -190,17 +192,33 @@ pub(super) async fn get_prompt(scope: &Scope, params: &Value) -> Outcome {
         }
         Some(_) => return Err((INVALID_PARAMS, "params.arguments must be an object".into())),
     }
-    let spec = server.catalog().prompt(&prompt).cloned().expect("found above");
-    if let Some(missing) = spec
-        .arguments
-        .iter()
-        .find(|argument| argument.required && !arguments.iter().any(|(key, _)| *key == argument.name))
-    {
-        return Err((
-            INVALID_PARAMS,
-            format!("prompt '{name}' needs argument '{}'", missing.name),
-        ));
+    Ok(arguments)
+}
+
+/// -32602 naming the first of `required` that `given` lacks.
+fn require<'a>(
+    name: &str,
+    mut required: impl Iterator<Item = &'a str>,
+    given: &[(String, String)],
+) -> Result<(), (i64, String)> {
+    match required.find(|argument| !given.iter().any(|(key, _)| key == argument)) {
+        Some(missing) => Err((INVALID_PARAMS, format!("prompt '{name}' needs argument '{missing}'"))),
+        None => Ok(()),
     }
+}
+
+pub(super) async fn get_prompt(scope: &Scope, params: &Value) -> Outcome {
+    let name = string_param(params, "/name", "params.name")?;
+    let arguments = prompt_arguments(params)?;
+    if let Some((_, template)) = templates::find(scope, name) {
+        require(name, template.arguments.iter().map(String::as_str), &arguments)?;
+        return templates::get(scope, name, &template, arguments).await;
+    }
+    let (active, server, prompt) =
+        find_prompt(scope, name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
+    let spec = server.catalog().prompt(&prompt).cloned().expect("found above");
+    let required = spec.arguments.iter().filter(|argument| argument.required);
+    require(name, required.map(|argument| argument.name.as_str()), &arguments)?;
     let answer = server
         .get_prompt(invocation(scope, &active), active.grants.clone(), &prompt, arguments)
         .await
@@ -264,6 +282,13 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
     let (active, server, reference) = match params.pointer("/ref/type").and_then(Value::as_str) {
         Some("ref/prompt") => {
             let name = string_param(params, "/ref/name", "params.ref.name")?;
+            // A template's arguments are free text: nothing to suggest.
+            if let Some((_, template)) = templates::find(scope, name) {
+                if !template.arguments.iter().any(|known| known == argument) {
+                    return Err((INVALID_PARAMS, format!("prompt '{name}' has no argument '{argument}'")));
+                }
+                return Ok(json!({"completion": {"values": [], "total": 0, "hasMore": false}}));
+            }
             let (active, server, prompt) =
                 find_prompt(scope, name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
             (active, server, Reference::Prompt(prompt))

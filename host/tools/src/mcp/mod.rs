@@ -1,6 +1,7 @@
 //! An MCP server over Streamable HTTP (`POST /v1/mcp`, `/v1/mcp/{install}`):
-//! the tools of the caller's workspace, and the prompts and resources its
-//! 0.2.0 tool servers offer ([`catalog`]), for any MCP client.
+//! the tools of the caller's workspace, the prompts and resources its 0.2.0
+//! tool servers offer ([`catalog`]) and its prompt-template installs as
+//! prompts ([`templates`]), for any MCP client.
 //!
 //! Every POST carries one JSON-RPC message (or a batch, which the 2025-03-26
 //! revision allows) and gets a JSON answer, which the transport permits in
@@ -30,6 +31,7 @@ use tollgate_identity::auth::{AuthState, Principal};
 mod catalog;
 pub mod sessions;
 mod stream;
+mod templates;
 
 use sessions::{LOG_LEVELS, Session};
 

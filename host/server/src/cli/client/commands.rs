@@ -118,8 +118,10 @@ pub enum ClientCommand {
         connection: Connection,
         request_id: String,
     },
-    /// Install a tool server or skill into the workspace: PACKAGE is
-    /// `namespace/name`, optionally `@RANGE` (a semver requirement; default: newest).
+    /// Install a tool server, skill, guardrail or prompt template into the
+    /// workspace: PACKAGE is `namespace/name`, optionally `@RANGE` (a semver
+    /// requirement; default: newest). A prompt template is served as an MCP
+    /// prompt and takes no origins, settings or credentials.
     Install {
         #[command(flatten)]
         connection: Connection,
@@ -149,13 +151,13 @@ pub enum ClientCommand {
         #[arg(long)]
         version: Option<String>,
     },
-    /// Remove an install; its tools disappear from MCP at once.
+    /// Remove an install; its tools and prompts disappear from MCP at once.
     Uninstall {
         #[command(flatten)]
         connection: Connection,
         name: String,
     },
-    /// The workspace's tool-server and skill installs.
+    /// The workspace's tool-server, skill, guardrail and prompt-template installs.
     Installs {
         #[command(flatten)]
         connection: Connection,

@@ -1,0 +1,231 @@
+//! Prompt-template packages as MCP prompts, against the real binary: a
+//! published template installed without any component is listed with the
+//! `input.<name>`s it reads as required arguments, renders with them, and
+//! refuses a missing one (-32602); a hostile template stops at the actors'
+//! template limits within bounded time while the gateway keeps serving;
+//! another workspace sees none of it.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::common::{Gateway, admin, standard_config, start_mock};
+use crate::components::install;
+use crate::control_plane::helpers::method;
+
+const GREETING: &str = "Write a {{ input.tone }} note about {{ input.topic }}.";
+/// Ten billion iterations: only fuel stops it.
+const SPIN: &str = "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}";
+/// Formats a lazily repeated list of 100 GB at once, before fuel is charged
+/// for it: the render child's memory cap stops it.
+const HOG: &str = "{{ '' ~ (['A' * 1000000] * 100000) }}";
+
+async fn publish_template(gateway: &Gateway, name: &str, description: &str, text: &str) {
+    let content = text.as_bytes();
+    let manifest = json!({
+        "schema_version": 1, "kind": "prompt-template", "name": format!("tpl/{name}"), "version": "1.0.0",
+        "description": description, "license": "Apache-2.0",
+        "content": {"digest": tollgate_registry::Digest::of(content).to_string(), "size": content.len(), "media_type": "text/plain"},
+    });
+    let encoded = base64::engine::general_purpose::STANDARD.encode(content);
+    method(
+        gateway,
+        Some(&gateway.api_key),
+        "packages.publish",
+        json!({"manifest": manifest, "content_base64": encoded}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("publish failed: {e:?}"));
+}
+
+/// One JSON-RPC request on `path` with `key`, answered as JSON.
+async fn rpc_as(gateway: &Gateway, key: &str, path: &str, method: &str, params: Value) -> Value {
+    let response = gateway
+        .http
+        .post(format!("{}{path}", gateway.url))
+        .bearer_auth(key)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{method} on {path}");
+    response.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_template_installs_are_mcp_prompts_rendered_within_the_template_limits() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "")).await;
+    let key = gateway.api_key.clone();
+    let rpc = |path: &'static str, method: &'static str, params: Value| rpc_as(&gateway, &key, path, method, params);
+    method(&gateway, Some(&key), "namespaces.create", json!({"name": "tpl"}))
+        .await
+        .unwrap();
+    publish_template(&gateway, "greeting", "A short note in a given tone", GREETING).await;
+    publish_template(&gateway, "spin", "", SPIN).await;
+    publish_template(&gateway, "hog", "Asks for 100 GB", HOG).await;
+
+    // Before any install: nothing to serve, no prompts capability.
+    let initialize =
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
+    let bare = rpc("/v1/mcp", "initialize", initialize.clone()).await;
+    assert!(bare["result"]["capabilities"].get("prompts").is_none(), "{bare}");
+
+    // A template installs without a component; settings would go unread.
+    let refused = method(
+        &gateway,
+        Some(&key),
+        "installs.create",
+        json!({"package": "tpl/greeting", "name": "greet", "config": {"a": "b"}}),
+    )
+    .await;
+    assert!(refused.is_err(), "{refused:?}");
+    let installed = install(&gateway, json!({"package": "tpl/greeting", "name": "greet"})).await;
+    assert!(installed.to_string().contains("prompt-template"), "{installed}");
+    install(&gateway, json!({"package": "tpl/spin", "name": "spin"})).await;
+    install(&gateway, json!({"package": "tpl/hog", "name": "hog"})).await;
+
+    let all = rpc("/v1/mcp", "initialize", initialize.clone()).await;
+    assert_eq!(
+        all["result"]["capabilities"]["prompts"],
+        json!({"listChanged": false}),
+        "{all}"
+    );
+    let one = rpc("/v1/mcp/greet", "initialize", initialize).await;
+    assert!(one["result"]["capabilities"].get("prompts").is_some(), "{one}");
+
+    // Listed with their arguments: namespaced on /v1/mcp, plain on the install's endpoint.
+    let listed = rpc("/v1/mcp", "prompts/list", json!({})).await;
+    let prompts = listed["result"]["prompts"].as_array().unwrap();
+    let greet = prompts
+        .iter()
+        .find(|p| p["name"] == "greet__greet")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(greet["description"], "A short note in a given tone");
+    assert_eq!(
+        greet["arguments"],
+        json!([{"name": "tone", "required": true}, {"name": "topic", "required": true}])
+    );
+    let spin = prompts
+        .iter()
+        .find(|p| p["name"] == "spin__spin")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(spin["description"], "Prompt template tpl/spin@1.0.0");
+    assert_eq!(spin["arguments"], json!([]));
+    let plain = rpc("/v1/mcp/greet", "prompts/list", json!({})).await;
+    assert_eq!(plain["result"]["prompts"].as_array().unwrap().len(), 1, "{plain}");
+    assert_eq!(plain["result"]["prompts"][0]["name"], "greet", "{plain}");
+    // A template offers no tools.
+    let tools = rpc("/v1/mcp/greet", "tools/list", json!({})).await;
+    assert_eq!(tools["result"]["tools"], json!([]), "{tools}");
+
+    // Rendered with its arguments, on both endpoints.
+    let arguments = json!({"tone": "cheerful", "topic": "tolls"});
+    let got = rpc(
+        "/v1/mcp",
+        "prompts/get",
+        json!({"name": "greet__greet", "arguments": arguments}),
+    )
+    .await;
+    assert_eq!(
+        got["result"],
+        json!({
+            "description": "A short note in a given tone",
+            "messages": [{"role": "user", "content": {"type": "text", "text": "Write a cheerful note about tolls."}}]
+        }),
+        "{got}"
+    );
+    let plain = rpc(
+        "/v1/mcp/greet",
+        "prompts/get",
+        json!({"name": "greet", "arguments": {"tone": "dry", "topic": "gates"}}),
+    )
+    .await;
+    assert_eq!(
+        plain["result"]["messages"][0]["content"]["text"], "Write a dry note about gates.",
+        "{plain}"
+    );
+
+    // A missing argument is invalid params, naming it.
+    let missing = rpc(
+        "/v1/mcp",
+        "prompts/get",
+        json!({"name": "greet__greet", "arguments": {"tone": "dry"}}),
+    )
+    .await;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert!(
+        missing["error"]["message"].as_str().unwrap().contains("topic"),
+        "{missing}"
+    );
+
+    // Completion has nothing to suggest for free text, but knows the arguments.
+    let complete = rpc(
+        "/v1/mcp",
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "greet__greet"}, "argument": {"name": "tone", "value": "ch"}}),
+    )
+    .await;
+    assert_eq!(complete["result"]["completion"]["values"], json!([]), "{complete}");
+    let unknown = rpc(
+        "/v1/mcp",
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "greet__greet"}, "argument": {"name": "nope", "value": ""}}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    // Hostile templates stop at the actors' limits (fuel; the render
+    // child's memory cap, or fuel charged first), as errors, in bounded time; the next request is served.
+    for (name, limit) in [("spin__spin", "fuel"), ("hog__hog", "limit")] {
+        let started = Instant::now();
+        let failed = rpc("/v1/mcp", "prompts/get", json!({"name": name})).await;
+        let elapsed = started.elapsed();
+        assert_eq!(failed["error"]["code"], -32603, "{name}: {failed}");
+        let message = failed["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("limit") && message.contains(limit),
+            "{name}: {message}"
+        );
+        assert!(elapsed < Duration::from_secs(20), "{name} took {elapsed:?}");
+        let next = rpc(
+            "/v1/mcp",
+            "prompts/get",
+            json!({"name": "greet__greet", "arguments": arguments}),
+        )
+        .await;
+        assert_eq!(
+            next["result"]["messages"][0]["content"]["text"], "Write a cheerful note about tolls.",
+            "after {name}: {next}"
+        );
+    }
+
+    // Another workspace sees none of them.
+    let stranger = admin(
+        &gateway.config_path,
+        &["create-account", "--name", "stranger", "--credit-usd", "5", "--json"],
+    );
+    let stranger: Value = serde_json::from_str(&stranger).unwrap();
+    let stranger = stranger["api_key"].as_str().unwrap();
+    let theirs = rpc_as(&gateway, stranger, "/v1/mcp", "prompts/list", json!({})).await;
+    assert_eq!(theirs["result"]["prompts"], json!([]), "{theirs}");
+    let theirs = rpc_as(
+        &gateway,
+        stranger,
+        "/v1/mcp",
+        "prompts/get",
+        json!({"name": "greet__greet", "arguments": arguments}),
+    )
+    .await;
+    assert_eq!(theirs["error"]["code"], -32602, "{theirs}");
+    let response = gateway
+        .http
+        .post(format!("{}/v1/mcp/greet", gateway.url))
+        .bearer_auth(stranger)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+}

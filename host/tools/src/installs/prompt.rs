@@ -1,0 +1,42 @@
+//! What a `prompt-template` install holds: the package's minijinja text (no
+//! component: nothing is compiled), the arguments it reads and the
+//! description an MCP client shows. The text was checked when it was
+//! published (`tollgate_registry::document`); it is rendered only through
+//! the actors' template engine, never here.
+
+use std::sync::Arc;
+
+use tollgate_registry::VersionRecord;
+
+use super::InstallError;
+
+/// A prompt-template package's text, ready to serve as an MCP prompt.
+pub struct PromptTemplate {
+    pub source: Arc<str>,
+    /// The `input.<name>`s the text reads, sorted: every one is a required
+    /// argument, since a strict template fails on a name it was not given.
+    pub arguments: Vec<String>,
+    /// The package's description, or one naming the package when it has none
+    /// (MCP clients show it to choose a prompt).
+    pub description: String,
+}
+
+impl PromptTemplate {
+    /// Reads `content`, the verified document of `version`.
+    pub(super) fn read(version: &VersionRecord, content: &[u8]) -> Result<Self, InstallError> {
+        let label = format!("{}@{}", version.name, version.version);
+        let source =
+            std::str::from_utf8(content).map_err(|_| InstallError::Load(format!("{label} is not UTF-8 text")))?;
+        let arguments = tollgate_actors::compile::prompt_template_inputs(source)
+            .map_err(|e| InstallError::Load(format!("{label} is not a valid template: {e}")))?;
+        let description = match version.manifest.description.trim() {
+            "" => format!("Prompt template {label}"),
+            given => given.to_string(),
+        };
+        Ok(Self {
+            source: source.into(),
+            arguments,
+            description,
+        })
+    }
+}
