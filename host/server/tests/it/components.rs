@@ -16,6 +16,19 @@ pub(crate) async fn install(gateway: &Gateway, params: Value) -> Value {
         .unwrap_or_else(|e| panic!("install failed: {e:?}"))
 }
 
+/// Publishes `content` under `manifest` with the gateway's key.
+pub(crate) async fn publish(gateway: &Gateway, manifest: Value, content: &[u8]) {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(content);
+    method(
+        gateway,
+        Some(&gateway.api_key),
+        "packages.publish",
+        json!({"manifest": manifest, "content_base64": encoded}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("publish failed: {e:?}"));
+}
+
 /// Publishes the tool-caller test skill as `<namespace>/caller@1.0.0`.
 pub(crate) async fn publish_tool_caller(gateway: &Gateway, namespace: &str) {
     let content = std::fs::read(tollgate_plugin_host::TOOL_CALLER_TEST_COMPONENT).unwrap();
@@ -40,15 +53,7 @@ pub(crate) async fn publish_tool_caller(gateway: &Gateway, namespace: &str) {
         },
         "metadata": {"world": "tollgate:skill/skill@0.1.0", "capabilities": ["tools"]},
     });
-    let encoded = base64::engine::general_purpose::STANDARD.encode(&content);
-    method(
-        gateway,
-        Some(&gateway.api_key),
-        "packages.publish",
-        json!({"manifest": manifest, "content_base64": encoded}),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("publish failed: {e:?}"));
+    publish(gateway, manifest, &content).await;
 }
 
 pub(crate) async fn run(gateway: &Gateway, input: Value) -> (u16, Value) {
@@ -216,15 +221,7 @@ async fn install_credentials_are_sealed_at_rest_shown_by_name_and_placed_by_the_
         "content": {"digest": tollgate_registry::Digest::of(&content).to_string(), "size": content.len(), "media_type": "application/wasm"},
         "metadata": {"world": "tollgate:tool/tool-server@0.1.0", "capabilities": ["http"], "allowed_hosts": [host]},
     });
-    let encoded = base64::engine::general_purpose::STANDARD.encode(&content);
-    method(
-        &gateway,
-        Some(&gateway.api_key),
-        "packages.publish",
-        json!({"manifest": manifest, "content_base64": encoded}),
-    )
-    .await
-    .unwrap();
+    publish(&gateway, manifest, &content).await;
 
     // A credential for an origin the install was not given is refused.
     let refused = method(

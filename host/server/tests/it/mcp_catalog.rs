@@ -10,7 +10,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::common::{Gateway, standard_config, start_mock};
-use crate::components::install;
+use crate::components::{install, publish};
 use crate::control_plane::helpers::method;
 
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
@@ -31,29 +31,35 @@ async fn publish_fixture(gateway: &Gateway) {
         "content": {"digest": tollgate_registry::Digest::of(&content).to_string(), "size": content.len(), "media_type": "application/wasm"},
         "metadata": {"world": "tollgate:tool/tool-server@0.2.0"},
     });
-    let encoded = base64::engine::general_purpose::STANDARD.encode(&content);
-    method(
-        gateway,
-        Some(&gateway.api_key),
-        "packages.publish",
-        json!({"manifest": manifest, "content_base64": encoded}),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("publish failed: {e:?}"));
+    publish(gateway, manifest, &content).await;
     install(gateway, json!({"package": "fx/conformance", "name": "fx"})).await;
     install(gateway, json!({"package": "tollgate/calculator", "name": "calc"})).await;
 }
 
-/// One JSON-RPC request on `path`, answered as JSON.
+/// One JSON-RPC request on `path` with the gateway's key, answered as JSON.
 async fn rpc(gateway: &Gateway, path: &str, method: &str, params: Value) -> Value {
+    rpc_as(gateway, &gateway.api_key, path, method, params).await
+}
+
+/// One JSON-RPC request on `path` with `key`, answered as JSON.
+pub(crate) async fn rpc_as(gateway: &Gateway, key: &str, path: &str, method: &str, params: Value) -> Value {
     let response = gateway
-        .post(path)
+        .http
+        .post(format!("{}{path}", gateway.url))
+        .bearer_auth(key)
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), 200, "{method} on {path}");
     response.json().await.unwrap()
+}
+
+/// A `prompts/get` refused as invalid params for lacking `argument`.
+pub(crate) fn assert_needs(answer: &Value, argument: &str) {
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains(argument), "{answer}");
 }
 
 fn decoded(data: &Value) -> Vec<u8> {
@@ -181,11 +187,7 @@ async fn a_0_2_0_tool_server_answers_rich_content_and_serves_prompts_resources_a
         json!({"name": "fx__test_prompt_with_arguments", "arguments": {"arg1": "hello"}}),
     )
     .await;
-    assert_eq!(missing["error"]["code"], -32602, "{missing}");
-    assert!(
-        missing["error"]["message"].as_str().unwrap().contains("arg2"),
-        "{missing}"
-    );
+    assert_needs(&missing, "arg2");
     let image = rpc(
         &gateway,
         "/v1/mcp/fx",

@@ -7,12 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::common::{Gateway, admin, standard_config, start_mock};
-use crate::components::install;
+use crate::components::{install, publish};
 use crate::control_plane::helpers::method;
+use crate::mcp_catalog::{assert_needs, rpc_as};
 
 const GREETING: &str = "Write a {{ input.tone }} note about {{ input.topic }}.";
 /// Ten billion iterations: only fuel stops it.
@@ -28,29 +28,7 @@ async fn publish_template(gateway: &Gateway, name: &str, description: &str, text
         "description": description, "license": "Apache-2.0",
         "content": {"digest": tollgate_registry::Digest::of(content).to_string(), "size": content.len(), "media_type": "text/plain"},
     });
-    let encoded = base64::engine::general_purpose::STANDARD.encode(content);
-    method(
-        gateway,
-        Some(&gateway.api_key),
-        "packages.publish",
-        json!({"manifest": manifest, "content_base64": encoded}),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("publish failed: {e:?}"));
-}
-
-/// One JSON-RPC request on `path` with `key`, answered as JSON.
-async fn rpc_as(gateway: &Gateway, key: &str, path: &str, method: &str, params: Value) -> Value {
-    let response = gateway
-        .http
-        .post(format!("{}{path}", gateway.url))
-        .bearer_auth(key)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{method} on {path}");
-    response.json().await.unwrap()
+    publish(gateway, manifest, content).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,12 +100,14 @@ async fn prompt_template_installs_are_mcp_prompts_rendered_within_the_template_l
 
     // Rendered with its arguments, on both endpoints.
     let arguments = json!({"tone": "cheerful", "topic": "tolls"});
-    let got = rpc(
-        "/v1/mcp",
-        "prompts/get",
-        json!({"name": "greet__greet", "arguments": arguments}),
-    )
-    .await;
+    let render = || {
+        rpc(
+            "/v1/mcp",
+            "prompts/get",
+            json!({"name": "greet__greet", "arguments": arguments}),
+        )
+    };
+    let got = render().await;
     assert_eq!(
         got["result"],
         json!({
@@ -154,11 +134,7 @@ async fn prompt_template_installs_are_mcp_prompts_rendered_within_the_template_l
         json!({"name": "greet__greet", "arguments": {"tone": "dry"}}),
     )
     .await;
-    assert_eq!(missing["error"]["code"], -32602, "{missing}");
-    assert!(
-        missing["error"]["message"].as_str().unwrap().contains("topic"),
-        "{missing}"
-    );
+    assert_needs(&missing, "topic");
 
     // Completion has nothing to suggest for free text, but knows the arguments.
     let complete = rpc(
@@ -177,24 +153,20 @@ async fn prompt_template_installs_are_mcp_prompts_rendered_within_the_template_l
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 
     // Hostile templates stop at the actors' limits (fuel; the render
-    // child's memory cap, or fuel charged first), as errors, in bounded time; the next request is served.
-    for (name, limit) in [("spin__spin", "fuel"), ("hog__hog", "limit")] {
+    // child's memory cap), as errors, in bounded time; the next request is served.
+    for (name, limit) in [("spin__spin", "fuel"), ("hog__hog", "memory")] {
         let started = Instant::now();
         let failed = rpc("/v1/mcp", "prompts/get", json!({"name": name})).await;
         let elapsed = started.elapsed();
         assert_eq!(failed["error"]["code"], -32603, "{name}: {failed}");
         let message = failed["error"]["message"].as_str().unwrap();
+        eprintln!("{name}: {elapsed:?}: {message}");
         assert!(
             message.contains("limit") && message.contains(limit),
             "{name}: {message}"
         );
         assert!(elapsed < Duration::from_secs(20), "{name} took {elapsed:?}");
-        let next = rpc(
-            "/v1/mcp",
-            "prompts/get",
-            json!({"name": "greet__greet", "arguments": arguments}),
-        )
-        .await;
+        let next = render().await;
         assert_eq!(
             next["result"]["messages"][0]["content"]["text"], "Write a cheerful note about tolls.",
             "after {name}: {next}"
