@@ -2,8 +2,9 @@
 //! registry never holds an actor, prompt template or graph that the gateway
 //! would refuse to run: an `actor` must be a compiled IR in its RFC 8785
 //! canonical form (so its digest and its actor id name the same bytes), a
-//! `prompt-template` a valid minijinja template, and a `graph` actor YAML that
-//! parses and passes the compiler's local checks.
+//! `prompt-template` a valid minijinja template (reading every argument its
+//! manifest describes), and a `graph` actor YAML that parses and passes the
+//! compiler's local checks.
 
 use crate::PackageKind;
 
@@ -38,6 +39,25 @@ pub fn check_document(kind: PackageKind, bytes: &[u8]) -> Result<(), DocumentErr
             .map(|_| ())
             .map_err(|errors| fail(errors.to_string())),
         PackageKind::ProviderAdapter | PackageKind::ToolServer | PackageKind::Skill | PackageKind::Guardrail => Ok(()),
+    }
+}
+
+/// Checks that every argument a prompt template's manifest describes
+/// (`metadata.arguments`) is one its text reads (`input.<name>`): a
+/// description of an argument nobody fills in would only mislead.
+pub fn check_prompt_arguments(manifest: &crate::Manifest, bytes: &[u8]) -> Result<(), DocumentError> {
+    let kind = manifest.kind;
+    let fail = |message: String| DocumentError { kind, message };
+    if kind != PackageKind::PromptTemplate || manifest.metadata.arguments.is_empty() {
+        return Ok(());
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| fail("it is not UTF-8 text".into()))?;
+    let read = tollgate_actors::compile::prompt_template_inputs(text).map_err(fail)?;
+    match manifest.metadata.arguments.keys().find(|name| !read.contains(name)) {
+        Some(name) => Err(fail(format!(
+            "metadata.arguments describes '{name}', but the template never reads input.{name}"
+        ))),
+        None => Ok(()),
     }
 }
 

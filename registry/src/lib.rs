@@ -27,7 +27,7 @@ pub use blobs::{BlobStore, OpenedStore, StorageConfig};
 pub use capabilities::Capabilities;
 pub use index::{Index, PackageSummary, VersionRecord};
 pub use keys::NamespaceKey;
-pub use manifest::{Content, Manifest, ManifestError, Metadata};
+pub use manifest::{Argument, Content, Manifest, ManifestError, Metadata};
 pub use policy::PackagePolicy;
 pub use registry::{Published, Registry, RegistryError};
 pub use signing::PackageSignature;

@@ -50,7 +50,8 @@ pub struct Content {
 }
 
 /// Kind-specific metadata. Components name their WIT world and the
-/// capabilities they need; tool servers list the hosts they may call.
+/// capabilities they need; tool servers list the hosts they may call; a
+/// prompt template may describe its arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {
@@ -60,7 +61,27 @@ pub struct Metadata {
     pub capabilities: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_hosts: Vec<String>,
+    /// A prompt template's arguments (the `input.<name>`s it reads), by
+    /// name; one not listed is required and undescribed. Left out when
+    /// empty, so manifests without it keep their digest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub arguments: BTreeMap<String, Argument>,
 }
+
+/// What a prompt template says of one argument.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Argument {
+    /// Shown to whoever fills it in (an MCP client).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// It may be left out: the template tests for it (`input.x is defined`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// Most arguments a prompt template may describe.
+const MAX_ARGUMENTS: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid manifest: {0}")]
@@ -156,6 +177,12 @@ impl Manifest {
                 )));
             }
         }
+        if !self.metadata.arguments.is_empty() {
+            return Err(invalid(format!(
+                "metadata.arguments applies only to prompt templates, not to a {}",
+                self.kind
+            )));
+        }
         if matches!(self.kind, PackageKind::ToolServer | PackageKind::Guardrail) {
             let wants_http = self.metadata.capabilities.iter().any(|c| c == CAPABILITY_HTTP);
             if wants_http && self.metadata.allowed_hosts.is_empty() {
@@ -191,11 +218,50 @@ impl Manifest {
                 DOCUMENT_MEDIA_TYPES.join(", ")
             )));
         }
-        if self.metadata != Metadata::default() {
+        let Metadata {
+            world,
+            capabilities,
+            allowed_hosts,
+            arguments,
+        } = &self.metadata;
+        if world.is_some() || !capabilities.is_empty() || !allowed_hosts.is_empty() {
             return Err(invalid(format!(
                 "metadata (world, capabilities, allowed_hosts) applies only to components, not to a {}",
                 self.kind
             )));
+        }
+        if !arguments.is_empty() && self.kind != PackageKind::PromptTemplate {
+            return Err(invalid(format!(
+                "metadata.arguments applies only to prompt templates, not to a {}",
+                self.kind
+            )));
+        }
+        self.validate_arguments()
+    }
+
+    /// Argument names as a template reads them (`input.<name>`), and short
+    /// descriptions: both reach MCP clients.
+    fn validate_arguments(&self) -> Result<(), ManifestError> {
+        let arguments = &self.metadata.arguments;
+        if arguments.len() > MAX_ARGUMENTS {
+            return Err(invalid(format!(
+                "metadata.arguments may describe at most {MAX_ARGUMENTS} arguments"
+            )));
+        }
+        for (name, argument) in arguments {
+            let identifier = (1..=64).contains(&name.len())
+                && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !identifier {
+                return Err(invalid(format!(
+                    "metadata.arguments: '{name}' must be 1-64 letters, digits and '_', not starting with a digit"
+                )));
+            }
+            if argument.description.len() > 1024 {
+                return Err(invalid(format!(
+                    "metadata.arguments.{name}.description is longer than 1024 bytes"
+                )));
+            }
         }
         Ok(())
     }
@@ -324,6 +390,20 @@ mod tests {
         doc["metadata"] = serde_json::json!({});
         check(doc.clone()).unwrap();
         doc["metadata"]["world"] = "x".into();
-        assert!(check(doc).is_err());
+        assert!(check(doc.clone()).is_err());
+        doc["metadata"] =
+            serde_json::json!({"arguments": {"tone": {"description": "How it sounds", "optional": true}}});
+        let manifest = check(doc.clone()).unwrap();
+        assert!(manifest.metadata.arguments["tone"].optional);
+        doc["metadata"]["arguments"]["bad name"] = serde_json::json!({});
+        assert!(check(doc.clone()).is_err(), "argument names are identifiers");
+        doc["metadata"] = serde_json::json!({"arguments": {"tone": {"required": false}}});
+        assert!(check(doc.clone()).is_err(), "unknown argument field");
+        doc["kind"] = "graph".into();
+        doc["metadata"] = serde_json::json!({"arguments": {"tone": {}}});
+        assert!(check(doc).is_err(), "arguments on a graph");
+        let mut tool = adapter();
+        tool["metadata"]["arguments"] = serde_json::json!({"tone": {}});
+        assert!(check(tool).is_err(), "arguments on a component");
     }
 }

@@ -126,6 +126,8 @@ impl Registry {
         }
         check_world(manifest.kind, &content).map_err(|e| RegistryError::WrongWorld(e.to_string()))?;
         crate::document::check_document(manifest.kind, &content).map_err(|e| RegistryError::Invalid(e.to_string()))?;
+        crate::document::check_prompt_arguments(manifest, &content)
+            .map_err(|e| RegistryError::Invalid(e.to_string()))?;
         if let Some(signature) = signature {
             self.check_new_signature(manifest, signature).await?;
         }

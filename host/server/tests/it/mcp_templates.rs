@@ -1,12 +1,14 @@
 //! Prompt-template packages as MCP prompts, against the real binary: a
 //! published template installed without any component is listed with the
-//! `input.<name>`s it reads as required arguments, renders with them, and
-//! refuses a missing one (-32602); a hostile template stops at the actors'
+//! `input.<name>`s it reads as arguments (required unless its manifest says
+//! `optional`, described where it says so), renders with them, and refuses
+//! a missing required one (-32602); a hostile template stops at the actors'
 //! template limits within bounded time while the gateway keeps serving;
 //! another workspace sees none of it.
 
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::common::{Gateway, admin, standard_config, start_mock};
@@ -14,21 +16,26 @@ use crate::components::{install, publish};
 use crate::control_plane::helpers::method;
 use crate::mcp_catalog::{assert_needs, rpc_as};
 
-const GREETING: &str = "Write a {{ input.tone }} note about {{ input.topic }}.";
+const GREETING: &str = "Write a {{ input.tone }} note about {{ input.topic }}.\
+{% if input.words is defined %} At most {{ input.words }} words.{% endif %}";
 /// Ten billion iterations: only fuel stops it.
 const SPIN: &str = "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}";
 /// Formats a lazily repeated list of 100 GB at once, before fuel is charged
 /// for it: the render child's memory cap stops it.
 const HOG: &str = "{{ '' ~ (['A' * 1000000] * 100000) }}";
 
-async fn publish_template(gateway: &Gateway, name: &str, description: &str, text: &str) {
-    let content = text.as_bytes();
-    let manifest = json!({
+fn template_manifest(name: &str, description: &str, text: &str, arguments: Value) -> Value {
+    json!({
         "schema_version": 1, "kind": "prompt-template", "name": format!("tpl/{name}"), "version": "1.0.0",
         "description": description, "license": "Apache-2.0",
-        "content": {"digest": tollgate_registry::Digest::of(content).to_string(), "size": content.len(), "media_type": "text/plain"},
-    });
-    publish(gateway, manifest, content).await;
+        "content": {"digest": tollgate_registry::Digest::of(text.as_bytes()).to_string(), "size": text.len(), "media_type": "text/plain"},
+        "metadata": {"arguments": arguments},
+    })
+}
+
+async fn publish_template(gateway: &Gateway, name: &str, description: &str, text: &str, arguments: Value) {
+    let manifest = template_manifest(name, description, text, arguments);
+    publish(gateway, manifest, text.as_bytes()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,9 +47,28 @@ async fn prompt_template_installs_are_mcp_prompts_rendered_within_the_template_l
     method(&gateway, Some(&key), "namespaces.create", json!({"name": "tpl"}))
         .await
         .unwrap();
-    publish_template(&gateway, "greeting", "A short note in a given tone", GREETING).await;
-    publish_template(&gateway, "spin", "", SPIN).await;
-    publish_template(&gateway, "hog", "Asks for 100 GB", HOG).await;
+    // Describing an argument the template never reads is refused.
+    let stray = template_manifest("stray", "", GREETING, json!({"length": {"optional": true}}));
+    let encoded = base64::engine::general_purpose::STANDARD.encode(GREETING);
+    let refused = method(
+        &gateway,
+        Some(&key),
+        "packages.publish",
+        json!({"manifest": stray, "content_base64": encoded}),
+    )
+    .await;
+    assert!(format!("{refused:?}").contains("input.length"), "{refused:?}");
+    let described = json!({"tone": {"description": "How it sounds"}, "words": {"optional": true}});
+    publish_template(
+        &gateway,
+        "greeting",
+        "A short note in a given tone",
+        GREETING,
+        described,
+    )
+    .await;
+    publish_template(&gateway, "spin", "", SPIN, json!({})).await;
+    publish_template(&gateway, "hog", "Asks for 100 GB", HOG, json!({})).await;
 
     // Before any install: nothing to serve, no prompts capability.
     let initialize =
@@ -83,7 +109,11 @@ async fn prompt_template_installs_are_mcp_prompts_rendered_within_the_template_l
     assert_eq!(greet["description"], "A short note in a given tone");
     assert_eq!(
         greet["arguments"],
-        json!([{"name": "tone", "required": true}, {"name": "topic", "required": true}])
+        json!([
+            {"name": "tone", "required": true, "description": "How it sounds"},
+            {"name": "topic", "required": true},
+            {"name": "words", "required": false},
+        ])
     );
     let spin = prompts
         .iter()
@@ -119,11 +149,11 @@ async fn prompt_template_installs_are_mcp_prompts_rendered_within_the_template_l
     let plain = rpc(
         "/v1/mcp/greet",
         "prompts/get",
-        json!({"name": "greet", "arguments": {"tone": "dry", "topic": "gates"}}),
+        json!({"name": "greet", "arguments": {"tone": "dry", "topic": "gates", "words": "50"}}),
     )
     .await;
     assert_eq!(
-        plain["result"]["messages"][0]["content"]["text"], "Write a dry note about gates.",
+        plain["result"]["messages"][0]["content"]["text"], "Write a dry note about gates. At most 50 words.",
         "{plain}"
     );
 

@@ -69,20 +69,21 @@ pub(super) fn named(scope: &Scope, install: &str, name: &str) -> String {
     }
 }
 
+/// A prompt argument as `prompts/list` shows it.
+pub(super) fn argument_entry(name: &str, required: bool, description: Option<&str>) -> Value {
+    let mut entry = json!({"name": name, "required": required});
+    if let Some(description) = description {
+        entry["description"] = json!(description);
+    }
+    entry
+}
+
 pub(super) fn list_prompts(scope: &Scope) -> Value {
     let mut prompts = Vec::new();
     for (active, server) in servers(scope) {
         for prompt in &server.catalog().prompts {
-            let arguments: Vec<Value> = prompt
-                .arguments
-                .iter()
-                .map(|argument| {
-                    let mut entry = json!({"name": argument.name, "required": argument.required});
-                    if let Some(description) = &argument.description {
-                        entry["description"] = json!(description);
-                    }
-                    entry
-                })
+            let arguments: Vec<Value> = (prompt.arguments.iter())
+                .map(|argument| argument_entry(&argument.name, argument.required, argument.description.as_deref()))
                 .collect();
             prompts.push(json!({
                 "name": named(scope, &active.record.name, &prompt.name),
@@ -211,7 +212,8 @@ pub(super) async fn get_prompt(scope: &Scope, params: &Value) -> Outcome {
     let name = string_param(params, "/name", "params.name")?;
     let arguments = prompt_arguments(params)?;
     if let Some((_, template)) = templates::find(scope, name) {
-        require(name, template.arguments.iter().map(String::as_str), &arguments)?;
+        let required = template.arguments.iter().filter(|argument| argument.required);
+        require(name, required.map(|argument| argument.name.as_str()), &arguments)?;
         return templates::get(scope, name, &template, arguments).await;
     }
     let (active, server, prompt) =
@@ -284,7 +286,7 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
             let name = string_param(params, "/ref/name", "params.ref.name")?;
             // A template's arguments are free text: nothing to suggest.
             if let Some((_, template)) = templates::find(scope, name) {
-                if !template.arguments.iter().any(|known| known == argument) {
+                if !template.arguments.iter().any(|known| known.name == argument) {
                     return Err((INVALID_PARAMS, format!("prompt '{name}' has no argument '{argument}'")));
                 }
                 return Ok(json!({"completion": {"values": [], "total": 0, "hasMore": false}}));

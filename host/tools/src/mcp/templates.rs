@@ -1,7 +1,8 @@
 //! Prompt-template installs as MCP prompts. Such a prompt's name is its
 //! install's (`<install>__<install>` on `/v1/mcp`, as every prompt there is
 //! `<install>__<name>`); its arguments are the `input.<name>`s the text
-//! reads, all required. `prompts/get` renders the text with the actors'
+//! reads, required unless the package's metadata says `optional`.
+//! `prompts/get` renders the text with the actors'
 //! template engine (`tollgate_actors::runtime::render_document`): the fuel,
 //! byte caps and memory-capped render child an actor's templates have, and
 //! a tool call's wall time (`components.wall_ms`), so a tenant's template
@@ -14,7 +15,7 @@ use serde_json::{Value, json};
 use tollgate_actors::runtime::templates::Problem;
 
 use super::Scope;
-use super::catalog::{INTERNAL_ERROR, Outcome, in_scope, named};
+use super::catalog::{INTERNAL_ERROR, Outcome, argument_entry, in_scope, named};
 use crate::calls::SEPARATOR;
 use crate::installs::{Active, Loaded, PromptTemplate};
 
@@ -42,7 +43,7 @@ pub(super) fn list(scope: &Scope) -> Vec<Value> {
         .map(|(active, template)| {
             let install = &active.record.name;
             let arguments: Vec<Value> = (template.arguments.iter())
-                .map(|name| json!({"name": name, "required": true}))
+                .map(|argument| argument_entry(&argument.name, argument.required, argument.description.as_deref()))
                 .collect();
             json!({
                 "name": named(scope, install, install),
