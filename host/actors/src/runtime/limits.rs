@@ -187,6 +187,7 @@ impl Engine {
             Err(_) => unreachable!("a render thread always answers, panics included"),
         }
     }
+
     /// A template's full-limits attempt: `work` on a render thread, in the
     /// isolated child, until `deadline`. Running out of memory or a child
     /// that gave no answer is the template's [`Problem::Limit`], as fuel is;
