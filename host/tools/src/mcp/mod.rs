@@ -236,7 +236,7 @@ async fn initialize(scope: &Scope, message: Value) -> Response {
         "protocolVersion": version,
         "capabilities": capabilities,
         "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "The tools and skills installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run."
+        "instructions": "The tools, skills and prompt templates installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run; a prompt template is the prompt <install>__<install>."
     });
     let mut response = answer(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": result}));
     if let Ok(value) = axum::http::HeaderValue::from_str(&session.id) {
