@@ -185,7 +185,9 @@ impl ComponentHost {
         self.inner.ready.fetch_sub(count, Ordering::SeqCst);
     }
 
-    pub(crate) fn warmer(&self) -> &tollgate_plugin_host::Warmer {
+    /// The thread that makes ready stores and drops used ones; serving wakes
+    /// it after each response ([`tollgate_plugin_host::Warmer::flush`]).
+    pub fn warmer(&self) -> &tollgate_plugin_host::Warmer {
         &self.inner.warmer
     }
 

@@ -51,7 +51,7 @@ async fn chat(
         if !caching {
             return super::chat::run(data, call, caller, site).await;
         }
-        return cached_chat(data, call, caller, site, None).await;
+        return cached_chat(data, call, caller, site, None, None).await;
     };
     // Unparseable bodies are the chat operation's to refuse, in its words.
     let Ok(value) = serde_json::from_slice::<Value>(&call.body) else {
@@ -70,7 +70,7 @@ async fn chat(
         if !caching {
             return super::chat::run(data, call, caller, site).await;
         }
-        return cached_chat(data, call, caller, site, None).await;
+        return cached_chat(data, call, caller, site, None, Some(value)).await;
     }
     let mut checks = Checks::new(guards, guard_call(caller, site, route, &model, &call.body));
     let mut value = value;
@@ -91,7 +91,7 @@ async fn chat(
     }
     let caching = caching && call.native.is_none();
     match caching {
-        true => cached_chat(data, call, caller, site, Some(checks)).await,
+        true => cached_chat(data, call, caller, site, Some(checks), Some(value)).await,
         false => guarded_chat(data, call, caller, site, checks).await,
     }
 }
@@ -216,15 +216,17 @@ fn annotate_guardrails(object: &mut Map<String, Value>, checks: &Checks) {
 }
 
 /// The chat operation behind the response cache (and the answer guardrails,
-/// when `checks` is given).
+/// when `checks` is given). `parsed` is the body as a value when an earlier
+/// stage has read it already.
 async fn cached_chat(
     data: &Arc<DataPlane>,
     call: ChatCall,
     caller: &Caller,
     site: &CallSite<'_>,
     checks: Option<Checks>,
+    parsed: Option<Value>,
 ) -> Result<Answer, ApiError> {
-    let Ok(value) = serde_json::from_slice::<Value>(&call.body) else {
+    let Some(value) = parsed.or_else(|| serde_json::from_slice::<Value>(&call.body).ok()) else {
         return super::chat::run(data, call, caller, site).await;
     };
     let workspace = &caller.0.workspace_id;

@@ -167,6 +167,12 @@ impl Gateway {
         tollgate_web::server::Lifecycle {
             admission: self.admission.clone(),
             readiness: self.readiness.clone(),
+            // The warmer's jobs queued while answering (a replacement
+            // instance, a used store to drop) are done once the answer is out.
+            after_response: Some({
+                let warmer = self.state.components.installs().host().warmer().clone();
+                Arc::new(move || warmer.run_queued())
+            }),
         }
     }
 

@@ -36,6 +36,18 @@ pub struct Placement {
     /// `enforce` (default): a denial or a fault refuses. `monitor`: both are recorded only.
     #[schemars(with = "String")]
     pub mode: GuardMode,
+    /// The hooks it runs here: `requests`, `responses`. Empty (default): every
+    /// hook its package has. Each hook left out is a sandbox call a request
+    /// does not make.
+    pub checks: Vec<Hook>,
+}
+
+/// A guardrail's hook, as a placement names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Hook {
+    Requests,
+    Responses,
 }
 
 impl Default for Placement {
@@ -46,6 +58,7 @@ impl Default for Placement {
             models: Vec::new(),
             order: 0,
             mode: GuardMode::Enforce,
+            checks: Vec::new(),
         }
     }
 }
@@ -65,6 +78,10 @@ impl Placement {
         self.routes.contains(&route)
             && (self.keys.is_empty() || self.keys.iter().any(|key| *key == caller.key_id))
             && (self.models.is_empty() || self.models.iter().any(|model| matches_model(model, target)))
+    }
+
+    fn runs(&self, hook: Hook) -> bool {
+        self.checks.is_empty() || self.checks.contains(&hook)
     }
 }
 
@@ -208,6 +225,8 @@ fn component_guard(
         active: active.clone(),
         name: name.to_string(),
         mode: placement.mode,
+        requests: placement.runs(Hook::Requests),
+        responses: placement.runs(Hook::Responses),
     })
 }
 
@@ -217,6 +236,9 @@ struct ComponentGuard {
     active: Arc<Active>,
     name: String,
     mode: GuardMode,
+    /// The placement runs its request hook, its answer hook.
+    requests: bool,
+    responses: bool,
 }
 
 impl ComponentGuard {
@@ -269,11 +291,11 @@ impl Guard for ComponentGuard {
     }
 
     fn checks_requests(&self) -> bool {
-        self.guardrail().spec().checks_requests
+        self.requests && self.guardrail().spec().checks_requests
     }
 
     fn checks_responses(&self) -> bool {
-        self.guardrail().spec().checks_responses
+        self.responses && self.guardrail().spec().checks_responses
     }
 
     fn check_request(

@@ -31,7 +31,7 @@ use futures_util::FutureExt;
 pub use admission::Admission;
 pub use config::ServerConfig;
 pub use health::{Readiness, UnloadedAdapters};
-pub use listener::Lifecycle;
+pub use listener::{AfterResponse, Lifecycle};
 pub use origins::Origins;
 
 use crate::error::ApiError;

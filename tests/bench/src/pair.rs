@@ -114,7 +114,7 @@ impl Pair {
 fn guard(package: &str) -> Vec<(String, String)> {
     vec![(
         "TOLLGATE_GUARDRAILS__OPERATOR".into(),
-        format!(r#"[{{name="bench",package="{package}",models=["mock/small"],config={{apply_to="requests"}}}}]"#),
+        format!(r#"[{{name="bench",package="{package}",models=["mock/small"],checks=["requests"]}}]"#),
     )]
 }
 

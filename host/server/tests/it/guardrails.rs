@@ -282,6 +282,58 @@ async fn tool_calls_are_checked_on_their_arguments_and_results() {
     assert_eq!(status, 200, "{body}");
 }
 
+/// A placement that names its hooks runs only those: the denylist's word
+/// is in every answer of the mock ("You said: …"), so only a placement that
+/// runs the answer hook refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placement_runs_only_the_hooks_it_names() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, "")).await;
+    let placed = |checks: Value| {
+        json!({"package": "tollgate/denylist", "name": "words", "config": {"words": "said"},
+               "guardrail": {"checks": checks}})
+    };
+    op(&gateway, "guardrails.create", placed(json!(["requests"]))).await;
+    let (status, _, body) = gateway.chat(ask("hello")).await;
+    assert_eq!(status, 200, "{body}");
+    let stages: Vec<&Value> = body["service"]["guardrails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|decision| &decision["stage"])
+        .collect();
+    assert_eq!(stages, [&json!("request")], "{body}");
+    let (status, _, body) = gateway.chat(ask("I said so")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("guardrail_denied")),
+        "{body}"
+    );
+
+    op(&gateway, "guardrails.delete", json!({"name": "words"})).await;
+    op(&gateway, "guardrails.create", placed(json!(["responses"]))).await;
+    let (status, _, body) = gateway.chat(ask("hello")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("guardrail_denied")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("the answer"),
+        "{body}"
+    );
+
+    let bad = op_error(&gateway, "guardrails.create", placed(json!(["both"]))).await;
+    assert!(bad.contains("both"), "{bad}");
+}
+
+async fn op_error(gateway: &Gateway, name: &str, params: Value) -> String {
+    match method(gateway, Some(&gateway.api_key), name, params).await {
+        Ok(value) => panic!("{name} succeeded: {value}"),
+        Err(error) => format!("{error:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_judge_guardrail_calls_models_through_the_metered_pipeline() {
     let mock = start_mock(Default::default()).await;

@@ -18,7 +18,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -52,6 +52,8 @@ pub(super) struct Activity {
     /// served (no deadline then) and not again until it is woken, so the
     /// keep-alive wait must wake it to set its deadline.
     reader: AtomicWaker,
+    /// A request finished since [`Activity::take_finished`] last looked.
+    finished: AtomicBool,
 }
 
 impl Activity {
@@ -61,6 +63,7 @@ impl Activity {
             state: AtomicU8::new(AWAITING),
             since: AtomicU64::new(0),
             reader: AtomicWaker::new(),
+            finished: AtomicBool::new(false),
         }
     }
 
@@ -78,7 +81,13 @@ impl Activity {
     pub(super) fn request_finished(&self) {
         self.since.store(self.elapsed(), Ordering::Relaxed);
         self.state.store(IDLE, Ordering::Relaxed);
+        self.finished.store(true, Ordering::Relaxed);
         self.reader.wake();
+    }
+
+    /// Whether a request finished since the last call.
+    pub(super) fn take_finished(&self) -> bool {
+        self.finished.swap(false, Ordering::Relaxed)
     }
 
     fn received(&self) {

@@ -57,7 +57,14 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 pub struct Lifecycle {
     pub admission: Arc<Admission>,
     pub readiness: Arc<Readiness>,
+    /// Work deferred until a response has been written to its socket, run on
+    /// the connection's task: what would delay an answer if done before it
+    /// (waking a helper thread, say).
+    pub after_response: Option<AfterResponse>,
 }
+
+/// See [`Lifecycle::after_response`].
+pub type AfterResponse = Arc<dyn Fn() + Send + Sync>;
 
 pub(super) async fn run(
     listener: TcpListener,
@@ -67,7 +74,7 @@ pub(super) async fn run(
     lifecycle: Lifecycle,
     shutdown: impl Future<Output = ()>,
 ) {
-    let connections = Connections::new(router, config, trusted_proxies);
+    let connections = Connections::new(router, config, trusted_proxies, lifecycle.after_response.clone());
     tollgate_telemetry::watch_serving(connections.open.clone(), lifecycle.admission.in_flight());
 
     // Every connection holds a receiver of `stage` until it ends; those from
@@ -134,10 +141,16 @@ struct Connections {
     retry_after: u32,
     refusals: Arc<Semaphore>,
     open: Arc<AtomicUsize>,
+    after_response: Option<AfterResponse>,
 }
 
 impl Connections {
-    fn new(router: Router, config: &ServerConfig, trusted_proxies: Vec<TrustedProxy>) -> Self {
+    fn new(
+        router: Router,
+        config: &ServerConfig,
+        trusted_proxies: Vec<TrustedProxy>,
+        after_response: Option<AfterResponse>,
+    ) -> Self {
         let mut http = hyper::server::conn::http1::Builder::new();
         // `connection.rs` times headers out, and tells them from the
         // keep-alive wait, which hyper's timeout does not.
@@ -155,6 +168,7 @@ impl Connections {
             retry_after: config.shed_retry_after_secs,
             refusals: Arc::new(Semaphore::new(MAX_REFUSALS_ANSWERING)),
             open: Arc::new(AtomicUsize::new(0)),
+            after_response,
         }
     }
 
@@ -209,12 +223,13 @@ impl Connections {
         });
         let connection = self.http.serve_connection(io, service);
         let held = (slot, per_ip, Open::new(&self.open), before_drain);
+        let after_response = self.after_response.clone();
         tokio::spawn(async move {
             tokio::pin!(connection);
             let mut closing = false;
             let ended = loop {
                 tokio::select! {
-                    ended = connection.as_mut() => break ended,
+                    ended = then_after_response(connection.as_mut(), &activity, after_response.as_ref()) => break ended,
                     changed = stage.changed(), if !closing => {
                         let now = match changed {
                             Ok(()) => *stage.borrow_and_update(),
@@ -257,6 +272,26 @@ impl Connections {
             .await;
         });
     }
+}
+
+/// Polls `connection`, then runs `after_response` if a request finished in
+/// that poll. hyper writes a finished response to the socket within the
+/// same poll, before it returns to wait for the next request, so the work
+/// runs after the answer has left.
+fn then_after_response<'a, F: Future + ?Sized>(
+    mut connection: std::pin::Pin<&'a mut F>,
+    activity: &'a Activity,
+    after_response: Option<&'a AfterResponse>,
+) -> impl Future<Output = F::Output> + 'a {
+    std::future::poll_fn(move |cx| {
+        let polled = connection.as_mut().poll(cx);
+        if activity.take_finished()
+            && let Some(after_response) = after_response
+        {
+            after_response();
+        }
+        polled
+    })
 }
 
 /// Marks the connection's request done when the response body is.
