@@ -78,7 +78,7 @@ impl Egress {
 
     /// The client for a request to `url` (of `origin`), or `None` when its
     /// host is an internal address the operator did not allow.
-    pub(crate) fn client_for(&self, origin: &Origin, url: &url::Url) -> Option<&reqwest::Client> {
+    pub fn client_for(&self, origin: &Origin, url: &url::Url) -> Option<&reqwest::Client> {
         if self.allows_internal(origin) {
             return Some(&self.internal);
         }

@@ -29,6 +29,7 @@ use super::calls::{self, CallSite};
 use tollgate_identity::auth::{AuthState, Principal};
 
 mod catalog;
+mod remote;
 pub mod sessions;
 mod stream;
 mod templates;
@@ -98,6 +99,7 @@ impl Scope {
 pub async fn serve(mut scope: Scope, headers: &HeaderMap, body: &[u8]) -> Response {
     if let Some(only) = scope.only.as_deref()
         && scope.components.installs.get(scope.workspace_id(), only).is_none()
+        && remote::in_scope(&scope).await.is_empty()
     {
         let message = format!("no install named '{only}' in this workspace");
         return answer(StatusCode::NOT_FOUND, error(Value::Null, INVALID_REQUEST, &message));
@@ -353,7 +355,7 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
         )),
         "ping" => Ok(json!({})),
         "logging/setLevel" => set_log_level(scope, &params).await,
-        "tools/list" => Ok(list_tools(scope)),
+        "tools/list" => Ok(list_tools(scope).await),
         "tools/call" => match counter.admit(scope).await {
             Ok(()) => call_tool(scope, &params).await,
             Err(refused) => Err(refused),
@@ -378,8 +380,8 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
     })
 }
 
-fn list_tools(scope: &Scope) -> Value {
-    let tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only.as_deref())
+async fn list_tools(scope: &Scope) -> Value {
+    let mut tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only.as_deref())
         .into_iter()
         .map(|tool| {
             let mut entry = json!({
@@ -396,6 +398,7 @@ fn list_tools(scope: &Scope) -> Value {
             entry
         })
         .collect();
+    tools.extend(remote::list_tools(scope).await);
     json!({ "tools": tools })
 }
 
@@ -409,13 +412,17 @@ async fn call_tool(scope: &Scope, params: &Value) -> Result<Value, (i64, String)
         Some(object @ Value::Object(_)) => object.clone(),
         Some(_) => return Err((INVALID_PARAMS, "params.arguments must be an object".into())),
     };
-    let target = calls::resolve(
+    let Some(target) = calls::resolve(
         &scope.components.installs,
         scope.workspace_id(),
         scope.only.as_deref(),
         name,
-    )
-    .ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {name}")))?;
+    ) else {
+        return match remote::resolve(scope, name).await {
+            Some((server, tool)) => remote::call_tool(scope, &server, &tool, arguments).await,
+            None => Err((INVALID_PARAMS, format!("Unknown tool: {name}"))),
+        };
+    };
     let site = CallSite {
         caller: scope.caller.clone(),
         parent_request_id: None,

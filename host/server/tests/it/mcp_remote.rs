@@ -1,0 +1,228 @@
+//! Remote MCP servers as workspace installs, against two real gateways: B
+//! serves the calculator on `/v1/mcp/calc` behind its own key, and A adds it
+//! with `mcp_servers.create` (a static `Authorization` header, sealed and
+//! never listed). A's `/v1/mcp` lists B's tools as `remote__<tool>` and
+//! calls them, logged as A's tool calls; when B ends A's session, A
+//! initializes again without the caller noticing. Egress policy refuses an
+//! internal URL the operator did not allow, another workspace sees nothing,
+//! and a remote that never answers fails the call within the timeout while
+//! A keeps serving.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Gateway, admin, standard_config, start_mock};
+use crate::components::install;
+use crate::control_plane::helpers::method;
+use crate::mcp_catalog::rpc_as;
+
+/// A's timeout for one remote request (`components.http_timeout_ms`).
+const TIMEOUT_MS: u64 = 1500;
+
+/// The tool names `tools/list` answers on `path`.
+async fn tool_names(gateway: &Gateway, key: &str, path: &str) -> Vec<String> {
+    let listed = rpc_as(gateway, key, path, "tools/list", json!({})).await;
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn evaluate(gateway: &Gateway, name: &str, expression: &str) -> Value {
+    let params = json!({"name": name, "arguments": {"expression": expression}});
+    rpc_as(gateway, &gateway.api_key, "/v1/mcp", "tools/call", params).await
+}
+
+/// Ends every MCP session B holds, as an expiry would.
+async fn end_sessions(gateway: &Gateway) -> u64 {
+    let url = format!(
+        "sqlite://{}",
+        gateway.dir.path().join("data").join("tollgate.db").display()
+    );
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    let ended = sqlx::query("UPDATE mcp_sessions SET ended_at_ms = 1 WHERE ended_at_ms IS NULL")
+        .execute(&pool)
+        .await
+        .unwrap()
+        .rows_affected();
+    pool.close().await;
+    ended
+}
+
+/// A TCP listener that accepts and never answers.
+async fn silent_listener() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    format!("http://{address}")
+}
+
+/// The request log's tool calls named `name`, once the background commit lands.
+async fn logged_calls(gateway: &Gateway, name: &str, at_least: usize) -> Vec<Value> {
+    let mut calls = Vec::new();
+    for _ in 0..100 {
+        let usage = method(gateway, Some(&gateway.api_key), "usage.list", json!({}))
+            .await
+            .unwrap();
+        calls = usage["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|entry| entry["kind"] == "tool_call" && entry["model"] == name)
+            .cloned()
+            .collect();
+        if calls.len() >= at_least {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    calls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
+    let mock = start_mock(Default::default()).await;
+    let remote = Gateway::start(&standard_config(mock, "")).await;
+    install(&remote, json!({"package": "tollgate/calculator", "name": "calc"})).await;
+    let silent = silent_listener().await;
+    let extra = format!(
+        "[components]\nallow_internal_origins = [\"{}\", \"{silent}\"]\nhttp_timeout_ms = {TIMEOUT_MS}\n",
+        remote.url
+    );
+    let gateway = Gateway::start(&standard_config(mock, &extra)).await;
+    let key = gateway.api_key.clone();
+    let create = |params: Value| method(&gateway, Some(&key), "mcp_servers.create", params);
+
+    // Egress policy: an internal address the operator did not allow is
+    // refused at create, and so is a transport not served yet.
+    for url in [
+        "http://127.0.0.1:9/mcp",
+        "http://10.1.2.3/mcp",
+        "http://169.254.169.254/mcp",
+    ] {
+        let refused = create(json!({"name": "blocked", "url": url, "auth": "none"})).await;
+        assert!(
+            format!("{refused:?}").contains("allow_internal_origins"),
+            "{url}: {refused:?}"
+        );
+    }
+    let sse = create(json!({"name": "old", "url": format!("{}/v1/mcp/calc", remote.url),
+                            "transport": "sse", "auth": "none"}))
+    .await;
+    assert!(format!("{sse:?}").contains("sse"), "{sse:?}");
+
+    // Added with B's key as a static header: shown by header, never by value.
+    let bearer = format!("Bearer {}", remote.api_key);
+    let created = create(json!({"name": "remote", "url": format!("{}/v1/mcp/calc", remote.url),
+                                "auth": {"header": "Authorization", "value": bearer}}))
+    .await
+    .unwrap();
+    assert_eq!(created["auth_header"], "authorization", "{created}");
+    let listed = method(&gateway, Some(&key), "mcp_servers.list", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(listed["servers"][0]["name"], "remote", "{listed}");
+    for shown in [&created, &listed] {
+        assert!(!shown.to_string().contains(&remote.api_key), "{shown}");
+    }
+    let audit = method(&gateway, Some(&key), "audit.list", json!({})).await.unwrap();
+    assert!(
+        !audit.to_string().contains(&remote.api_key),
+        "the audit log holds the credential"
+    );
+    // Its name is taken for component installs too.
+    let clash = method(
+        &gateway,
+        Some(&key),
+        "installs.create",
+        json!({"package": "tollgate/calculator", "name": "remote"}),
+    )
+    .await;
+    assert!(clash.is_err(), "{clash:?}");
+
+    // B's tools on A, namespaced on /v1/mcp and plain on /v1/mcp/remote.
+    let names = tool_names(&gateway, &key, "/v1/mcp").await;
+    assert!(names.contains(&"remote__evaluate".to_string()), "{names:?}");
+    let names = tool_names(&gateway, &key, "/v1/mcp/remote").await;
+    assert_eq!(names, ["evaluate"], "{names:?}");
+    let sum = evaluate(&gateway, "remote__evaluate", "2+3").await;
+    assert_eq!(
+        sum["result"]["content"][0],
+        json!({"type": "text", "text": "5"}),
+        "{sum}"
+    );
+    assert_eq!(sum["result"]["isError"], false, "{sum}");
+    // B's own tool error comes back as B answered it.
+    let failed = evaluate(&gateway, "remote__evaluate", "1/0").await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+
+    // B ends A's session: A initializes again and the call still works.
+    assert!(end_sessions(&remote).await >= 1);
+    let sum = evaluate(&gateway, "remote__evaluate", "4*5").await;
+    assert_eq!(sum["result"]["content"][0]["text"], "20", "{sum}");
+
+    // Each call is one of A's tool calls in the request log.
+    let calls = logged_calls(&gateway, "remote__evaluate", 3).await;
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(
+        calls.iter().filter(|call| call["status"] == 200).count() == 2,
+        "{calls:?}"
+    );
+
+    // Another workspace sees none of it.
+    let stranger = admin(
+        &gateway.config_path,
+        &["create-account", "--name", "stranger", "--credit-usd", "5", "--json"],
+    );
+    let stranger: Value = serde_json::from_str(&stranger).unwrap();
+    let stranger = stranger["api_key"].as_str().unwrap();
+    let names = tool_names(&gateway, stranger, "/v1/mcp").await;
+    assert!(!names.iter().any(|name| name.starts_with("remote__")), "{names:?}");
+    let params = json!({"name": "remote__evaluate", "arguments": {"expression": "1+1"}});
+    let refused = rpc_as(&gateway, stranger, "/v1/mcp", "tools/call", params).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let scoped = gateway
+        .http
+        .post(format!("{}/v1/mcp/remote", gateway.url))
+        .bearer_auth(stranger)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scoped.status(), 404);
+
+    // A remote that never answers fails the call within the timeout, and A
+    // keeps serving (the other remote's tools included).
+    create(json!({"name": "stuck", "url": format!("{silent}/mcp"), "auth": "none"}))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let stuck = evaluate(&gateway, "stuck__evaluate", "1+1").await;
+    assert!(
+        started.elapsed() < Duration::from_millis(TIMEOUT_MS * 3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(stuck["result"]["isError"], true, "{stuck}");
+    let text = stuck["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("stuck") && text.contains("did not answer"), "{text}");
+    let names = tool_names(&gateway, &key, "/v1/mcp").await;
+    assert!(names.contains(&"remote__evaluate".to_string()), "{names:?}");
+    gateway.assert_still_serving().await;
+
+    // Deleted: its tools leave A's MCP at once.
+    method(&gateway, Some(&key), "mcp_servers.delete", json!({"name": "remote"}))
+        .await
+        .unwrap();
+    let names = tool_names(&gateway, &key, "/v1/mcp").await;
+    assert!(!names.iter().any(|name| name.starts_with("remote__")), "{names:?}");
+}

@@ -1,0 +1,158 @@
+//! Remote MCP servers' tools on `/v1/mcp` and `/v1/mcp/{name}`: listed under
+//! the remote's name as a component's are under its install's
+//! (`<name>__<tool>`, plain inside its own scope), and called through the
+//! gateway's MCP client (`crate::remote`). A call is admitted by the caller
+//! as a component's is (the key's rate, the plan), passes the same tool
+//! guardrails on its arguments, and gets a request id and a `tool_call`
+//! log row of its own; the remote's result is relayed as it answered it.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tollgate_components::{CallError, ComponentFault, ToolError};
+use tollgate_core::db::now_ms;
+use tollgate_ledger::RequestKind;
+use tollgate_web::server::RequestId;
+
+use super::Scope;
+use crate::calls::{self, CallSite, Logged, SEPARATOR};
+use crate::remote::ServerRecord;
+use crate::remote::client::RemoteError;
+
+/// The remotes in scope: the workspace's, or the one `/v1/mcp/{name}` names.
+pub(super) async fn in_scope(scope: &Scope) -> Vec<ServerRecord> {
+    match scope.components.installs.remotes().list(scope.workspace_id()).await {
+        Ok(servers) => servers
+            .into_iter()
+            .filter(|server| scope.only.as_deref().is_none_or(|only| only == server.name))
+            .collect(),
+        Err(error) => {
+            tracing::error!(%error, "reading the workspace's remote MCP servers");
+            Vec::new()
+        }
+    }
+}
+
+/// Every remote's tools, asked of all at once. A remote that fails to
+/// answer is left out of the list (and logged), so one bad server does not
+/// hide the others' tools.
+pub(super) async fn list_tools(scope: &Scope) -> Vec<Value> {
+    let servers = in_scope(scope).await;
+    let remotes = scope.components.installs.remotes();
+    let lists = futures_util::future::join_all(servers.iter().map(|server| remotes.tools(server))).await;
+    let mut tools = Vec::new();
+    for (server, listed) in servers.iter().zip(lists) {
+        match listed {
+            Ok(listed) => tools.extend(listed.into_iter().map(|mut tool| {
+                if scope.only.is_none() {
+                    let name = tool["name"].as_str().unwrap_or_default();
+                    tool["name"] = json!(format!("{}{SEPARATOR}{name}", server.name));
+                }
+                tool
+            })),
+            Err(error) => tracing::warn!(server = %server.name, %error, "a remote MCP server's tools are left out"),
+        }
+    }
+    tools
+}
+
+/// The remote and its tool that `name` means, if it names one in scope.
+pub(super) async fn resolve(scope: &Scope, name: &str) -> Option<(ServerRecord, String)> {
+    let (server, tool) = match scope.only.as_deref() {
+        Some(only) => (only, name),
+        None => name.split_once(SEPARATOR)?,
+    };
+    let found = scope
+        .components
+        .installs
+        .remotes()
+        .get(scope.workspace_id(), server)
+        .await;
+    match found {
+        Ok(found) => found.map(|record| (record, tool.to_string())),
+        Err(error) => {
+            tracing::error!(%error, "reading a remote MCP server");
+            None
+        }
+    }
+}
+
+/// `tools/call` on a remote (already admitted): the remote's result, or a
+/// tool result with `isError` saying why it could not be had. A JSON-RPC
+/// error the remote answered goes back as the caller's error.
+pub(super) async fn call_tool(
+    scope: &Scope,
+    server: &ServerRecord,
+    tool: &str,
+    arguments: Value,
+) -> Result<Value, (i64, String)> {
+    let request_id = RequestId::new();
+    let name = format!("{}{SEPARATOR}{tool}", server.name);
+    let site = CallSite {
+        caller: scope.caller.clone(),
+        parent_request_id: None,
+        depth: 0,
+        ceiling: None,
+    };
+    let started = (now_ms(), Instant::now());
+    let mut arguments = arguments.to_string();
+    let components = &scope.components;
+    let outcome = match calls::guarded_arguments(components, &site, &name, &request_id.0, &mut arguments).await {
+        Err(refused) => Err(Refusal::Guard(refused)),
+        Ok(_checks) => {
+            let arguments: Value = serde_json::from_str(&arguments).unwrap_or_else(|_| json!({}));
+            let params = json!({"name": tool, "arguments": arguments});
+            let remotes = components.installs.remotes();
+            remotes
+                .request(server, "tools/call", params)
+                .await
+                .map_err(Refusal::Remote)
+        }
+    };
+    // What the log records: a tool error when the remote's tool failed or
+    // it refused the call, a fault when it could not be had at all.
+    let failure = match &outcome {
+        Ok(result) if result.get("isError") == Some(&json!(true)) => {
+            Some(tool_error("the remote tool answered an error"))
+        }
+        Ok(_) => None,
+        Err(Refusal::Guard(refused)) => Some(tool_error(&refused.to_string())),
+        Err(Refusal::Remote(RemoteError::Rpc { message, .. })) => Some(tool_error(message)),
+        Err(Refusal::Remote(error)) => Some(CallError::Fault(ComponentFault {
+            component: name.as_str().into(),
+            reason: error.to_string(),
+        })),
+    };
+    let logged = Logged {
+        kind: RequestKind::ToolCall,
+        request_id: &request_id.0,
+        site: &site,
+        name,
+        provider: &server.url,
+        version: crate::remote::client::CLIENT_VERSION,
+        streamed: false,
+    };
+    logged.record_in_background(components, failure.as_ref(), started);
+    match outcome {
+        Ok(result) => Ok(result),
+        Err(Refusal::Guard(refused)) => Ok(super::tool_result(Err(refused))),
+        Err(Refusal::Remote(RemoteError::Rpc { code, message })) => Err((code, message)),
+        Err(Refusal::Remote(error)) => {
+            let text = format!("remote MCP server '{}': {error}", server.name);
+            Ok(json!({"content": [{"type": "text", "text": text}], "isError": true}))
+        }
+    }
+}
+
+/// Why a remote call has no result.
+enum Refusal {
+    /// A tool guardrail refused the arguments.
+    Guard(CallError),
+    Remote(RemoteError),
+}
+
+fn tool_error(message: &str) -> CallError {
+    CallError::Tool(ToolError {
+        message: message.to_string(),
+    })
+}
