@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{Gateway, admin, standard_config, start_mock};
-use crate::components::install;
 use crate::control_plane::helpers::method;
-use crate::mcp_catalog::rpc_as;
+use crate::mcp_catalog::{publish_fixture, rpc_as};
 
 /// A's timeout for one remote request (`components.http_timeout_ms`).
 const TIMEOUT_MS: u64 = 1500;
@@ -92,7 +91,8 @@ async fn logged_calls(gateway: &Gateway, name: &str, at_least: usize) -> Vec<Val
 async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     let mock = start_mock(Default::default()).await;
     let remote = Gateway::start(&standard_config(mock, "")).await;
-    install(&remote, json!({"package": "tollgate/calculator", "name": "calc"})).await;
+    // B's installs: the calculator (`calc`) and the conformance fixture (`fx`).
+    publish_fixture(&remote).await;
     let silent = silent_listener().await;
     let extra = format!(
         "[components]\nallow_internal_origins = [\"{}\", \"{silent}\"]\nhttp_timeout_ms = {TIMEOUT_MS}\n",
@@ -165,6 +165,80 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     let failed = evaluate(&gateway, "remote__evaluate", "1/0").await;
     assert_eq!(failed["result"]["isError"], true, "{failed}");
 
+    // B's prompts and resources, through a second remote on B's fixture.
+    create(json!({"name": "fixture", "url": format!("{}/v1/mcp/fx", remote.url),
+                  "auth": {"header": "authorization", "value": bearer}}))
+    .await
+    .unwrap();
+    let initialized = rpc_as(
+        &gateway,
+        &key,
+        "/v1/mcp",
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    )
+    .await;
+    assert!(
+        initialized["result"]["capabilities"].get("prompts").is_some(),
+        "{initialized}"
+    );
+    let prompts = rpc_as(&gateway, &key, "/v1/mcp", "prompts/list", json!({})).await;
+    let prompts = prompts["result"]["prompts"].as_array().unwrap().clone();
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p["name"] == "fixture__test_prompt_with_arguments"),
+        "{prompts:?}"
+    );
+    let got = rpc_as(
+        &gateway,
+        &key,
+        "/v1/mcp",
+        "prompts/get",
+        json!({"name": "fixture__test_prompt_with_arguments", "arguments": {"arg1": "hello", "arg2": "world"}}),
+    )
+    .await;
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"], "Prompt with arguments: arg1='hello', arg2='world'",
+        "{got}"
+    );
+    // B's refusal of a missing argument reaches the caller as B gave it.
+    let missing = rpc_as(
+        &gateway,
+        &key,
+        "/v1/mcp/fixture",
+        "prompts/get",
+        json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "hello"}}),
+    )
+    .await;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    let resources = rpc_as(&gateway, &key, "/v1/mcp", "resources/list", json!({})).await;
+    let uris: Vec<&str> = resources["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert!(uris.contains(&"test://static-text"), "{resources}");
+    let read = rpc_as(
+        &gateway,
+        &key,
+        "/v1/mcp",
+        "resources/read",
+        json!({"uri": "test://static-text"}),
+    )
+    .await;
+    assert_eq!(read["result"]["contents"][0]["uri"], "test://static-text", "{read}");
+    let nowhere = rpc_as(
+        &gateway,
+        &key,
+        "/v1/mcp",
+        "resources/read",
+        json!({"uri": "test://nowhere"}),
+    )
+    .await;
+    assert_eq!(nowhere["error"]["code"], -32002, "{nowhere}");
+
     // B ends A's session: A initializes again and the call still works.
     assert!(end_sessions(&remote).await >= 1);
     let sum = evaluate(&gateway, "remote__evaluate", "4*5").await;
@@ -186,7 +260,9 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     let stranger: Value = serde_json::from_str(&stranger).unwrap();
     let stranger = stranger["api_key"].as_str().unwrap();
     let names = tool_names(&gateway, stranger, "/v1/mcp").await;
-    assert!(!names.iter().any(|name| name.starts_with("remote__")), "{names:?}");
+    assert!(!names.iter().any(|name| name.contains("__")), "{names:?}");
+    let prompts = rpc_as(&gateway, stranger, "/v1/mcp", "prompts/list", json!({})).await;
+    assert_eq!(prompts["result"]["prompts"], json!([]), "{prompts}");
     let params = json!({"name": "remote__evaluate", "arguments": {"expression": "1+1"}});
     let refused = rpc_as(&gateway, stranger, "/v1/mcp", "tools/call", params).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");

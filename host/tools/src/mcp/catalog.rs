@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tollgate_components::{CallError, Catalog, Invocation, Reference, Role, ToolServer, mcp_content, mcp_resource};
 use tollgate_web::server::RequestId;
 
-use super::{INVALID_PARAMS, Scope, templates};
+use super::{INVALID_PARAMS, Scope, remote, templates};
 use crate::calls::SEPARATOR;
 use crate::installs::{Active, Loaded};
 
@@ -78,7 +78,7 @@ pub(super) fn argument_entry(name: &str, required: bool, description: Option<&st
     entry
 }
 
-pub(super) fn list_prompts(scope: &Scope) -> Value {
+pub(super) async fn list_prompts(scope: &Scope) -> Value {
     let mut prompts = Vec::new();
     for (active, server) in servers(scope) {
         for prompt in &server.catalog().prompts {
@@ -93,10 +93,11 @@ pub(super) fn list_prompts(scope: &Scope) -> Value {
         }
     }
     prompts.extend(templates::list(scope));
+    prompts.extend(remote::gather(scope, "prompts/list", "prompts").await);
     json!({ "prompts": prompts })
 }
 
-pub(super) fn list_resources(scope: &Scope) -> Value {
+pub(super) async fn list_resources(scope: &Scope) -> Value {
     let mut resources = Vec::new();
     for (active, server) in servers(scope) {
         for resource in &server.catalog().resources {
@@ -110,6 +111,7 @@ pub(super) fn list_resources(scope: &Scope) -> Value {
             resources.push(entry);
         }
     }
+    resources.extend(remote::gather(scope, "resources/list", "resources").await);
     json!({ "resources": resources })
 }
 
@@ -216,8 +218,16 @@ pub(super) async fn get_prompt(scope: &Scope, params: &Value) -> Outcome {
         require(name, required.map(|argument| argument.name.as_str()), &arguments)?;
         return templates::get(scope, name, &template, arguments).await;
     }
-    let (active, server, prompt) =
-        find_prompt(scope, name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
+    let Some((active, server, prompt)) = find_prompt(scope, name) else {
+        return match remote::resolve(scope, name).await {
+            Some((remote, prompt)) => {
+                let params =
+                    json!({"name": prompt, "arguments": params.get("arguments").cloned().unwrap_or(json!({}))});
+                remote::forward(scope, &remote, "prompts/get", params).await
+            }
+            None => Err((INVALID_PARAMS, format!("Unknown prompt: {name}"))),
+        };
+    };
     let spec = server.catalog().prompt(&prompt).cloned().expect("found above");
     let required = spec.arguments.iter().filter(|argument| argument.required);
     require(name, required.map(|argument| argument.name.as_str()), &arguments)?;
@@ -269,7 +279,15 @@ fn find_resource(scope: &Scope, uri: &str) -> Result<(Arc<Active>, Arc<ToolServe
 
 pub(super) async fn read_resource(scope: &Scope, params: &Value) -> Outcome {
     let uri = string_param(params, "/uri", "params.uri")?;
-    let (active, server) = find_resource(scope, uri)?;
+    let (active, server) = match find_resource(scope, uri) {
+        Err((RESOURCE_NOT_FOUND, text)) => {
+            return match remote::resource_owner(scope, uri).await {
+                Some(remote) => remote::forward(scope, &remote, "resources/read", json!({"uri": uri})).await,
+                None => Err((RESOURCE_NOT_FOUND, text)),
+            };
+        }
+        found => found?,
+    };
     let contents = server
         .read_resource(invocation(scope, &active), active.grants.clone(), uri)
         .await

@@ -234,11 +234,18 @@ async fn initialize(scope: &Scope, message: Value) -> Response {
     };
     let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
     catalog::capabilities(scope, &mut capabilities);
+    // What a remote offers is known only by asking it, which initialize
+    // does not wait for: with a remote in scope, prompts and resources are
+    // declared, and listed empty when no remote has any.
+    if !remote::in_scope(scope).await.is_empty() {
+        capabilities["prompts"] = json!({"listChanged": false});
+        capabilities["resources"] = json!({"subscribe": false, "listChanged": false});
+    }
     let result = json!({
         "protocolVersion": version,
         "capabilities": capabilities,
         "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "The tools, skills and prompt templates installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run; a prompt template is the prompt <install>__<install>."
+        "instructions": "The tools, skills, prompt templates and remote MCP servers installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run; a prompt template is the prompt <install>__<install>; a remote server's tools and prompts are <name>__<tool>."
     });
     let mut response = answer(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": result}));
     if let Ok(value) = axum::http::HeaderValue::from_str(&session.id) {
@@ -360,8 +367,8 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
             Ok(()) => call_tool(scope, &params).await,
             Err(refused) => Err(refused),
         },
-        "prompts/list" => Ok(catalog::list_prompts(scope)),
-        "resources/list" => Ok(catalog::list_resources(scope)),
+        "prompts/list" => Ok(catalog::list_prompts(scope).await),
+        "resources/list" => Ok(catalog::list_resources(scope).await),
         "resources/templates/list" => Ok(catalog::list_templates(scope)),
         // Each of these runs a component, so it is admitted as a tool call is.
         "prompts/get" | "resources/read" | "completion/complete" => match counter.admit(scope).await {
@@ -398,7 +405,7 @@ async fn list_tools(scope: &Scope) -> Value {
             entry
         })
         .collect();
-    tools.extend(remote::list_tools(scope).await);
+    tools.extend(remote::gather(scope, "tools/list", "tools").await);
     json!({ "tools": tools })
 }
 

@@ -15,6 +15,7 @@ use tollgate_ledger::RequestKind;
 use tollgate_web::server::RequestId;
 
 use super::Scope;
+use super::catalog::{INTERNAL_ERROR, Outcome};
 use crate::calls::{self, CallSite, Logged, SEPARATOR};
 use crate::remote::ServerRecord;
 use crate::remote::client::RemoteError;
@@ -33,27 +34,68 @@ pub(super) async fn in_scope(scope: &Scope) -> Vec<ServerRecord> {
     }
 }
 
-/// Every remote's tools, asked of all at once. A remote that fails to
-/// answer is left out of the list (and logged), so one bad server does not
-/// hide the others' tools.
-pub(super) async fn list_tools(scope: &Scope) -> Vec<Value> {
+/// Every remote's list from `method` (items under `field`), asked of all
+/// at once, each item's `name` prefixed with the remote's on `/v1/mcp`. A
+/// remote that fails to answer is left out (and logged), so one bad server
+/// does not hide the others'.
+pub(super) async fn gather(scope: &Scope, method: &str, field: &str) -> Vec<Value> {
     let servers = in_scope(scope).await;
     let remotes = scope.components.installs.remotes();
-    let lists = futures_util::future::join_all(servers.iter().map(|server| remotes.tools(server))).await;
-    let mut tools = Vec::new();
+    let lists =
+        futures_util::future::join_all(servers.iter().map(|server| remotes.listed(server, method, field))).await;
+    let mut items = Vec::new();
     for (server, listed) in servers.iter().zip(lists) {
         match listed {
-            Ok(listed) => tools.extend(listed.into_iter().map(|mut tool| {
-                if scope.only.is_none() {
-                    let name = tool["name"].as_str().unwrap_or_default();
-                    tool["name"] = json!(format!("{}{SEPARATOR}{name}", server.name));
-                }
-                tool
+            Ok(listed) => items.extend(listed.into_iter().map(|mut item| {
+                let name = item["name"].as_str().unwrap_or_default();
+                item["name"] = json!(super::catalog::named(scope, &server.name, name));
+                item
             })),
-            Err(error) => tracing::warn!(server = %server.name, %error, "a remote MCP server's tools are left out"),
+            Err(error) => tracing::warn!(server = %server.name, %error, "a remote MCP server's {field} are left out"),
         }
     }
-    tools
+    items
+}
+
+/// `prompts/get` or `resources/read` on one remote (already admitted): its
+/// result as it answered it, its JSON-RPC error as the caller's, or -32603
+/// saying why it could not be had.
+pub(super) async fn forward(scope: &Scope, server: &ServerRecord, method: &str, params: Value) -> Outcome {
+    let remotes = scope.components.installs.remotes();
+    remotes
+        .request(server, method, params)
+        .await
+        .map_err(|error| match error {
+            RemoteError::Rpc { code, message } => (code, message),
+            other => (INTERNAL_ERROR, format!("remote MCP server '{}': {other}", server.name)),
+        })
+}
+
+/// The one remote in scope that lists resource `uri` (on `/v1/mcp/{name}`,
+/// that remote).
+pub(super) async fn resource_owner(scope: &Scope, uri: &str) -> Option<ServerRecord> {
+    let servers = in_scope(scope).await;
+    if scope.only.is_some() {
+        return servers.into_iter().next();
+    }
+    let remotes = scope.components.installs.remotes();
+    let lists = futures_util::future::join_all(
+        servers
+            .iter()
+            .map(|server| remotes.listed(server, "resources/list", "resources")),
+    )
+    .await;
+    let mut owners = servers.into_iter().zip(lists).filter(|(_, listed)| {
+        listed.as_ref().is_ok_and(|listed| {
+            listed
+                .iter()
+                .any(|resource| resource.get("uri").and_then(Value::as_str) == Some(uri))
+        })
+    });
+    match (owners.next(), owners.next()) {
+        (Some((owner, _)), None) => Some(owner),
+        _ => None,
+    }
 }
 
 /// The remote and its tool that `name` means, if it names one in scope.

@@ -32,7 +32,9 @@ use store::ServerStore;
 pub const STREAMABLE_HTTP: &str = "streamable-http";
 /// Most remote servers one workspace may have.
 pub const MAX_SERVERS_PER_WORKSPACE: usize = 32;
-/// Most pages of `tools/list` read from one remote.
+/// JSON-RPC's code for a method the remote does not serve.
+const METHOD_NOT_FOUND: i64 = -32601;
+/// Most pages of one list read from one remote.
 const MAX_PAGES: usize = 8;
 
 /// How the gateway authenticates to a remote: `"none"`, or a static header.
@@ -174,21 +176,29 @@ impl Remotes {
         Ok(deleted)
     }
 
-    /// The remote's tools (`tools/list`, every page up to [`MAX_PAGES`]).
-    pub async fn tools(&self, server: &ServerRecord) -> Result<Vec<Value>, RemoteError> {
-        let mut tools = Vec::new();
+    /// What the remote lists under `field` in the answers to `method`
+    /// (`tools/list` → `tools`, …), every page up to [`MAX_PAGES`]; only
+    /// objects with a string `name` are kept. A remote that does not serve
+    /// the method (-32601) lists nothing.
+    pub async fn listed(&self, server: &ServerRecord, method: &str, field: &str) -> Result<Vec<Value>, RemoteError> {
+        let mut items = Vec::new();
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_PAGES {
             let params = match &cursor {
                 Some(cursor) => serde_json::json!({"cursor": cursor}),
                 None => serde_json::json!({}),
             };
-            let mut page = self.request(server, "tools/list", params).await?;
-            if let Some(Value::Array(listed)) = page.get_mut("tools").map(Value::take) {
-                tools.extend(
+            let mut page = match self.request(server, method, params).await {
+                Err(RemoteError::Rpc {
+                    code: METHOD_NOT_FOUND, ..
+                }) => break,
+                outcome => outcome?,
+            };
+            if let Some(Value::Array(listed)) = page.get_mut(field).map(Value::take) {
+                items.extend(
                     listed
                         .into_iter()
-                        .filter(|tool| tool.get("name").is_some_and(Value::is_string)),
+                        .filter(|item| item.get("name").is_some_and(Value::is_string)),
                 );
             }
             cursor = page.get("nextCursor").filter(|c| !c.is_null()).cloned();
@@ -196,7 +206,7 @@ impl Remotes {
                 break;
             }
         }
-        Ok(tools)
+        Ok(items)
     }
 
     /// One request to `server` in its session, opening one first when there
