@@ -65,6 +65,28 @@ async fn silent_listener() -> String {
     format!("http://{address}")
 }
 
+/// An HTTP server that answers every request with 10 MB of JSON, past
+/// `components.http_max_body_bytes` (4 MiB).
+async fn flooding_listener() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const SIZE: usize = 10 << 20;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 8192];
+                let _ = socket.read(&mut request).await;
+                let head =
+                    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {SIZE}\r\n\r\n");
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&vec![b' '; SIZE]).await;
+            });
+        }
+    });
+    format!("http://{address}")
+}
+
 /// The request log's tool calls named `name`, once the background commit lands.
 async fn logged_calls(gateway: &Gateway, name: &str, at_least: usize) -> Vec<Value> {
     let mut calls = Vec::new();
@@ -94,8 +116,9 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     // B's installs: the calculator (`calc`) and the conformance fixture (`fx`).
     publish_fixture(&remote).await;
     let silent = silent_listener().await;
+    let flood = flooding_listener().await;
     let extra = format!(
-        "[components]\nallow_internal_origins = [\"{}\", \"{silent}\"]\nhttp_timeout_ms = {TIMEOUT_MS}\n",
+        "[components]\nallow_internal_origins = [\"{}\", \"{silent}\", \"{flood}\"]\nhttp_timeout_ms = {TIMEOUT_MS}\n",
         remote.url
     );
     let gateway = Gateway::start(&standard_config(mock, &extra)).await;
@@ -239,6 +262,20 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     .await;
     assert_eq!(nowhere["error"]["code"], -32002, "{nowhere}");
 
+    // A tool that logs makes B answer as an SSE stream; A reads the result from it.
+    let logged = rpc_as(
+        &gateway,
+        &key,
+        "/v1/mcp",
+        "tools/call",
+        json!({"name": "fixture__test_tool_with_logging", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(
+        logged["result"]["content"][0]["text"], "Tool with logging executed successfully",
+        "{logged}"
+    );
+
     // B ends A's session: A initializes again and the call still works.
     assert!(end_sessions(&remote).await >= 1);
     let sum = evaluate(&gateway, "remote__evaluate", "4*5").await;
@@ -291,6 +328,13 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     assert_eq!(stuck["result"]["isError"], true, "{stuck}");
     let text = stuck["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("stuck") && text.contains("did not answer"), "{text}");
+    // One whose answer is past the size cap fails the call the same way.
+    create(json!({"name": "huge", "url": format!("{flood}/mcp"), "auth": "none"}))
+        .await
+        .unwrap();
+    let huge = evaluate(&gateway, "huge__evaluate", "1+1").await;
+    let text = huge["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("huge") && text.contains("larger than"), "{huge}");
     let names = tool_names(&gateway, &key, "/v1/mcp").await;
     assert!(names.contains(&"remote__evaluate".to_string()), "{names:?}");
     gateway.assert_still_serving().await;
