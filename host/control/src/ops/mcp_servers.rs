@@ -8,6 +8,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::components::{ListParams, NameParams, Uninstalled};
 use crate::error::OpError;
 use crate::registry::Ctx;
 use tollgate_tools::Installs;
@@ -30,30 +31,9 @@ pub struct CreateParams {
     pub auth: NewAuth,
 }
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NameParams {
-    #[serde(default)]
-    pub workspace_id: Option<String>,
-    pub name: String,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListParams {
-    #[serde(default)]
-    pub workspace_id: Option<String>,
-}
-
 #[derive(Serialize, JsonSchema)]
 pub struct ServerList {
     pub servers: Vec<ServerShown>,
-}
-
-#[derive(Serialize, JsonSchema)]
-pub struct Removed {
-    pub name: String,
-    pub deleted: bool,
 }
 
 pub async fn create(installs: &Installs, ctx: &Ctx, params: CreateParams) -> Result<ServerShown, OpError> {
@@ -76,12 +56,12 @@ pub async fn list(installs: &Installs, ctx: &Ctx, _params: ListParams) -> Result
     })
 }
 
-pub async fn delete(installs: &Installs, ctx: &Ctx, params: NameParams) -> Result<Removed, OpError> {
+pub async fn delete(installs: &Installs, ctx: &Ctx, params: NameParams) -> Result<Uninstalled, OpError> {
     let workspace = &ctx.scope().workspace_id;
     if !installs.remotes().delete(workspace, &params.name).await? {
         return Err(OpError::NotFound(format!("remote MCP server '{}'", params.name)));
     }
-    Ok(Removed {
+    Ok(Uninstalled {
         name: params.name,
         deleted: true,
     })

@@ -19,15 +19,23 @@ use crate::mcp_catalog::{publish_fixture, rpc_as};
 /// A's timeout for one remote request (`components.http_timeout_ms`).
 const TIMEOUT_MS: u64 = 1500;
 
+/// Each item's `field` in the list `list` of a JSON-RPC answer.
+fn strings(answer: &Value, list: &str, field: &str) -> Vec<String> {
+    let items = answer["result"][list].as_array();
+    let items = items.unwrap_or_else(|| panic!("no {list}: {answer}"));
+    items
+        .iter()
+        .map(|item| item[field].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// The tool names `tools/list` answers on `path`.
 async fn tool_names(gateway: &Gateway, key: &str, path: &str) -> Vec<String> {
-    let listed = rpc_as(gateway, key, path, "tools/list", json!({})).await;
-    listed["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{listed}"))
-        .iter()
-        .map(|tool| tool["name"].as_str().unwrap().to_string())
-        .collect()
+    strings(
+        &rpc_as(gateway, key, path, "tools/list", json!({})).await,
+        "tools",
+        "name",
+    )
 }
 
 async fn evaluate(gateway: &Gateway, name: &str, expression: &str) -> Value {
@@ -124,6 +132,7 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     let gateway = Gateway::start(&standard_config(mock, &extra)).await;
     let key = gateway.api_key.clone();
     let create = |params: Value| method(&gateway, Some(&key), "mcp_servers.create", params);
+    let rpc = |path: &'static str, method: &'static str, params: Value| rpc_as(&gateway, &key, path, method, params);
 
     // Egress policy: an internal address the operator did not allow is
     // refused at create, and so is a transport not served yet.
@@ -193,9 +202,7 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
                   "auth": {"header": "authorization", "value": bearer}}))
     .await
     .unwrap();
-    let initialized = rpc_as(
-        &gateway,
-        &key,
+    let initialized = rpc(
         "/v1/mcp",
         "initialize",
         json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
@@ -205,17 +212,13 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
         initialized["result"]["capabilities"].get("prompts").is_some(),
         "{initialized}"
     );
-    let prompts = rpc_as(&gateway, &key, "/v1/mcp", "prompts/list", json!({})).await;
-    let prompts = prompts["result"]["prompts"].as_array().unwrap().clone();
+    let prompts = rpc("/v1/mcp", "prompts/list", json!({})).await;
+    let names = strings(&prompts, "prompts", "name");
     assert!(
-        prompts
-            .iter()
-            .any(|p| p["name"] == "fixture__test_prompt_with_arguments"),
-        "{prompts:?}"
+        names.contains(&"fixture__test_prompt_with_arguments".to_string()),
+        "{prompts}"
     );
-    let got = rpc_as(
-        &gateway,
-        &key,
+    let got = rpc(
         "/v1/mcp",
         "prompts/get",
         json!({"name": "fixture__test_prompt_with_arguments", "arguments": {"arg1": "hello", "arg2": "world"}}),
@@ -226,46 +229,23 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
         "{got}"
     );
     // B's refusal of a missing argument reaches the caller as B gave it.
-    let missing = rpc_as(
-        &gateway,
-        &key,
+    let missing = rpc(
         "/v1/mcp/fixture",
         "prompts/get",
         json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "hello"}}),
     )
     .await;
     assert_eq!(missing["error"]["code"], -32602, "{missing}");
-    let resources = rpc_as(&gateway, &key, "/v1/mcp", "resources/list", json!({})).await;
-    let uris: Vec<&str> = resources["result"]["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["uri"].as_str().unwrap())
-        .collect();
-    assert!(uris.contains(&"test://static-text"), "{resources}");
-    let read = rpc_as(
-        &gateway,
-        &key,
-        "/v1/mcp",
-        "resources/read",
-        json!({"uri": "test://static-text"}),
-    )
-    .await;
+    let resources = rpc("/v1/mcp", "resources/list", json!({})).await;
+    let uris = strings(&resources, "resources", "uri");
+    assert!(uris.contains(&"test://static-text".to_string()), "{resources}");
+    let read = rpc("/v1/mcp", "resources/read", json!({"uri": "test://static-text"})).await;
     assert_eq!(read["result"]["contents"][0]["uri"], "test://static-text", "{read}");
-    let nowhere = rpc_as(
-        &gateway,
-        &key,
-        "/v1/mcp",
-        "resources/read",
-        json!({"uri": "test://nowhere"}),
-    )
-    .await;
+    let nowhere = rpc("/v1/mcp", "resources/read", json!({"uri": "test://nowhere"})).await;
     assert_eq!(nowhere["error"]["code"], -32002, "{nowhere}");
 
     // A tool that logs makes B answer as an SSE stream; A reads the result from it.
-    let logged = rpc_as(
-        &gateway,
-        &key,
+    let logged = rpc(
         "/v1/mcp",
         "tools/call",
         json!({"name": "fixture__test_tool_with_logging", "arguments": {}}),
