@@ -241,6 +241,12 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     assert!(uris.contains(&"test://static-text".to_string()), "{resources}");
     let read = rpc("/v1/mcp", "resources/read", json!({"uri": "test://static-text"})).await;
     assert_eq!(read["result"]["contents"][0]["uri"], "test://static-text", "{read}");
+    let templates = rpc("/v1/mcp", "resources/templates/list", json!({})).await;
+    let names = strings(&templates, "resourceTemplates", "uriTemplate");
+    assert!(names.contains(&"test://template/{id}/data".to_string()), "{templates}");
+    let templated = rpc("/v1/mcp", "resources/read", json!({"uri": "test://template/123/data"})).await;
+    let text = templated["result"]["contents"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("\"id\":\"123\""), "{templated}");
     let nowhere = rpc("/v1/mcp", "resources/read", json!({"uri": "test://nowhere"})).await;
     assert_eq!(nowhere["error"]["code"], -32002, "{nowhere}");
 

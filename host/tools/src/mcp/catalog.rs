@@ -115,7 +115,7 @@ pub(super) async fn list_resources(scope: &Scope) -> Value {
     json!({ "resources": resources })
 }
 
-pub(super) fn list_templates(scope: &Scope) -> Value {
+pub(super) async fn list_templates(scope: &Scope) -> Value {
     let mut templates = Vec::new();
     for (active, server) in servers(scope) {
         for template in &server.catalog().templates {
@@ -132,6 +132,7 @@ pub(super) fn list_templates(scope: &Scope) -> Value {
             templates.push(entry);
         }
     }
+    templates.extend(remote::gather(scope, "resources/templates/list", "resourceTemplates").await);
     json!({ "resourceTemplates": templates })
 }
 
@@ -352,7 +353,7 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
 
 /// Whether `uri` fits an RFC 6570 template's simple form: literal text and
 /// `{name}` expressions, each matching one or more characters other than `/`.
-fn template_matches(template: &str, uri: &str) -> bool {
+pub(super) fn template_matches(template: &str, uri: &str) -> bool {
     match template.find('{') {
         None => template == uri,
         Some(open) => {

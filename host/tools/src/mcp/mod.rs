@@ -369,7 +369,7 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
         },
         "prompts/list" => Ok(catalog::list_prompts(scope).await),
         "resources/list" => Ok(catalog::list_resources(scope).await),
-        "resources/templates/list" => Ok(catalog::list_templates(scope)),
+        "resources/templates/list" => Ok(catalog::list_templates(scope).await),
         // Each of these runs a component, so it is admitted as a tool call is.
         "prompts/get" | "resources/read" | "completion/complete" => match counter.admit(scope).await {
             Ok(()) => match method {

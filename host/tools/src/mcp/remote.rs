@@ -71,31 +71,56 @@ pub(super) async fn forward(scope: &Scope, server: &ServerRecord, method: &str, 
         })
 }
 
-/// The one remote in scope that lists resource `uri` (on `/v1/mcp/{name}`,
+/// The one remote in scope that lists resource `uri`, else the one whose
+/// URI template matches it, as for component installs (on `/v1/mcp/{name}`,
 /// that remote).
 pub(super) async fn resource_owner(scope: &Scope, uri: &str) -> Option<ServerRecord> {
     let servers = in_scope(scope).await;
     if scope.only.is_some() {
         return servers.into_iter().next();
     }
-    let remotes = scope.components.installs.remotes();
-    let lists = futures_util::future::join_all(
-        servers
-            .iter()
-            .map(|server| remotes.listed(server, "resources/list", "resources")),
-    )
-    .await;
-    let mut owners = servers.into_iter().zip(lists).filter(|(_, listed)| {
-        listed.as_ref().is_ok_and(|listed| {
-            listed
-                .iter()
-                .any(|resource| resource.get("uri").and_then(Value::as_str) == Some(uri))
-        })
-    });
-    match (owners.next(), owners.next()) {
-        (Some((owner, _)), None) => Some(owner),
-        _ => None,
+    let listing = |item: &Value| item.get("uri").and_then(Value::as_str) == Some(uri);
+    let matching = |item: &Value| {
+        let template = item.get("uriTemplate").and_then(Value::as_str);
+        template.is_some_and(|template| super::catalog::template_matches(template, uri))
+    };
+    let listed = claimants(scope, &servers, "resources/list", "resources", listing).await;
+    let claimed = match listed.is_empty() {
+        false => listed,
+        true => {
+            claimants(
+                scope,
+                &servers,
+                "resources/templates/list",
+                "resourceTemplates",
+                matching,
+            )
+            .await
+        }
+    };
+    match <[_; 1]>::try_from(claimed) {
+        Ok([owner]) => Some(owner.clone()),
+        Err(_) => None,
     }
+}
+
+/// The servers whose list from `method` has an item that `claims`.
+async fn claimants<'a>(
+    scope: &Scope,
+    servers: &'a [ServerRecord],
+    method: &str,
+    field: &str,
+    claims: impl Fn(&Value) -> bool,
+) -> Vec<&'a ServerRecord> {
+    let remotes = scope.components.installs.remotes();
+    let lists =
+        futures_util::future::join_all(servers.iter().map(|server| remotes.listed(server, method, field))).await;
+    servers
+        .iter()
+        .zip(lists)
+        .filter(|(_, listed)| listed.as_ref().is_ok_and(|listed| listed.iter().any(&claims)))
+        .map(|(server, _)| server)
+        .collect()
 }
 
 /// The remote and its tool that `name` means, if it names one in scope.
