@@ -247,6 +247,17 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     let templated = rpc("/v1/mcp", "resources/read", json!({"uri": "test://template/123/data"})).await;
     let text = templated["result"]["contents"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("\"id\":\"123\""), "{templated}");
+    let complete = |reference: Value, argument: &str, value: &str| json!({"ref": reference, "argument": {"name": argument, "value": value}});
+    let reference = json!({"type": "ref/prompt", "name": "fixture__test_prompt_with_arguments"});
+    let cities = rpc("/v1/mcp", "completion/complete", complete(reference, "arg1", "par")).await;
+    assert_eq!(
+        cities["result"]["completion"]["values"],
+        json!(["paris", "park", "party"]),
+        "{cities}"
+    );
+    let reference = json!({"type": "ref/resource", "uri": "test://template/{id}/data"});
+    let ids = rpc("/v1/mcp", "completion/complete", complete(reference, "id", "12")).await;
+    assert_eq!(ids["result"]["completion"]["values"], json!(["123", "124"]), "{ids}");
     let nowhere = rpc("/v1/mcp", "resources/read", json!({"uri": "test://nowhere"})).await;
     assert_eq!(nowhere["error"]["code"], -32002, "{nowhere}");
 

@@ -310,8 +310,14 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
                 }
                 return Ok(json!({"completion": {"values": [], "total": 0, "hasMore": false}}));
             }
-            let (active, server, prompt) =
-                find_prompt(scope, name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
+            let Some((active, server, prompt)) = find_prompt(scope, name) else {
+                let (remote, prompt) = remote::resolve(scope, name)
+                    .await
+                    .ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
+                let mut params = params.clone();
+                params["ref"]["name"] = json!(prompt);
+                return remote::forward(scope, &remote, "completion/complete", params).await;
+            };
             (active, server, Reference::Prompt(prompt))
         }
         Some("ref/resource") => {
@@ -323,7 +329,10 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
             match <[_; 1]>::try_from(claimed) {
                 Ok([(active, server)]) => (active, server, Reference::ResourceTemplate(uri.to_string())),
                 Err(claimed) if claimed.is_empty() => {
-                    return Err((INVALID_PARAMS, format!("Unknown resource template: {uri}")));
+                    return match remote::template_owner(scope, uri).await {
+                        Some(remote) => remote::forward(scope, &remote, "completion/complete", params.clone()).await,
+                        None => Err((INVALID_PARAMS, format!("Unknown resource template: {uri}"))),
+                    };
                 }
                 Err(_) => {
                     let text = format!("more than one install offers {uri}; complete it on /v1/mcp/{{install}}");

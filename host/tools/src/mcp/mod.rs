@@ -235,11 +235,12 @@ async fn initialize(scope: &Scope, message: Value) -> Response {
     let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
     catalog::capabilities(scope, &mut capabilities);
     // What a remote offers is known only by asking it, which initialize
-    // does not wait for: with a remote in scope, prompts and resources are
-    // declared, and listed empty when no remote has any.
+    // does not wait for: with a remote in scope, prompts, resources and
+    // completions are declared, and listed empty when no remote has any.
     if !remote::in_scope(scope).await.is_empty() {
         capabilities["prompts"] = json!({"listChanged": false});
         capabilities["resources"] = json!({"subscribe": false, "listChanged": false});
+        capabilities["completions"] = json!({});
     }
     let result = json!({
         "protocolVersion": version,

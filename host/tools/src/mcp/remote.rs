@@ -104,6 +104,17 @@ pub(super) async fn resource_owner(scope: &Scope, uri: &str) -> Option<ServerRec
     }
 }
 
+/// The one remote in scope that offers URI template `template` exactly.
+pub(super) async fn template_owner(scope: &Scope, template: &str) -> Option<ServerRecord> {
+    let servers = in_scope(scope).await;
+    let offers = |item: &Value| item.get("uriTemplate").and_then(Value::as_str) == Some(template);
+    let claimed = claimants(scope, &servers, "resources/templates/list", "resourceTemplates", offers).await;
+    match <[_; 1]>::try_from(claimed) {
+        Ok([owner]) => Some(owner.clone()),
+        Err(_) => None,
+    }
+}
+
 /// The servers whose list from `method` has an item that `claims`.
 async fn claimants<'a>(
     scope: &Scope,
