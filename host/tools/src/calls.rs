@@ -262,7 +262,7 @@ pub(crate) async fn guarded_arguments(
 
 /// A guardrail's refusal of a tool call, as the tool's own error: the caller
 /// (often a model) reads why.
-fn guard_refusal(refused: tollgate_web::error::ApiError) -> CallError {
+pub(crate) fn guard_refusal(refused: tollgate_web::error::ApiError) -> CallError {
     CallError::Tool(tollgate_components::ToolError {
         message: format!("{} ({})", refused.message, refused.code),
     })

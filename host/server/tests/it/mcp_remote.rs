@@ -286,6 +286,23 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
         "{calls:?}"
     );
 
+    // The workspace's tool guardrails check a remote's arguments and results.
+    let guard = json!({"package": "tollgate/denylist", "config": {"words": "666"}, "guardrail": {"routes": ["tools"]}});
+    method(&gateway, Some(&key), "guardrails.create", guard).await.unwrap();
+    let refused = evaluate(&gateway, "remote__evaluate", "666+1").await;
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("guardrail_denied") && text.contains("the request"),
+        "{refused}"
+    );
+    let refused = evaluate(&gateway, "remote__evaluate", "600+66").await;
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("the answer") && text.contains("666"), "{refused}");
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    method(&gateway, Some(&key), "guardrails.delete", json!({"name": "denylist"}))
+        .await
+        .unwrap();
+
     // Another workspace sees none of it.
     let stranger = admin(
         &gateway.config_path,

@@ -3,7 +3,7 @@
 //! (`<name>__<tool>`, plain inside its own scope), and called through the
 //! gateway's MCP client (`crate::remote`). A call is admitted by the caller
 //! as a component's is (the key's rate, the plan), passes the same tool
-//! guardrails on its arguments, and gets a request id and a `tool_call`
+//! guardrails on its arguments and its result, and gets a request id and a `tool_call`
 //! log row of its own; the remote's result is relayed as it answered it.
 
 use std::time::Instant;
@@ -11,6 +11,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tollgate_components::{CallError, ComponentFault, ToolError};
 use tollgate_core::db::now_ms;
+use tollgate_gateway::guards::{self, AnswerOutcome, Checks};
 use tollgate_ledger::RequestKind;
 use tollgate_web::server::RequestId;
 
@@ -177,14 +178,16 @@ pub(super) async fn call_tool(
     let components = &scope.components;
     let outcome = match calls::guarded_arguments(components, &site, &name, &request_id.0, &mut arguments).await {
         Err(refused) => Err(Refusal::Guard(refused)),
-        Ok(_checks) => {
+        Ok(checks) => {
             let arguments: Value = serde_json::from_str(&arguments).unwrap_or_else(|_| json!({}));
             let params = json!({"name": tool, "arguments": arguments});
             let remotes = components.installs.remotes();
-            remotes
-                .request(server, "tools/call", params)
-                .await
-                .map_err(Refusal::Remote)
+            match (remotes.request(server, "tools/call", params).await, checks) {
+                (Ok(result), Some(mut checks)) if checks.checks_responses() => {
+                    checked(&mut checks, result).await.map_err(Refusal::Guard)
+                }
+                (outcome, _) => outcome.map_err(Refusal::Remote),
+            }
         }
     };
     // What the log records: a tool error when the remote's tool failed or
@@ -220,6 +223,47 @@ pub(super) async fn call_tool(
             Ok(json!({"content": [{"type": "text", "text": text}], "isError": true}))
         }
     }
+}
+
+/// A remote's tool result through the answer guardrails, as a component's
+/// is: each text part and embedded text resource is one text, and a rewrite
+/// replaces them in place. A rewritten result loses its
+/// `structuredContent`, which would otherwise still hold what was rewritten.
+async fn checked(checks: &mut Checks, mut result: Value) -> Result<Value, CallError> {
+    fn slots(result: &mut Value) -> Vec<&mut Value> {
+        let Some(Value::Array(parts)) = result.get_mut("content") else {
+            return Vec::new();
+        };
+        parts
+            .iter_mut()
+            .filter_map(|part| match part.get("type").and_then(Value::as_str) {
+                Some("text") => part.get_mut("text"),
+                Some("resource") => part.pointer_mut("/resource/text"),
+                _ => None,
+            })
+            .filter(|text| text.is_string())
+            .collect()
+    }
+    let texts: Vec<String> = slots(&mut result)
+        .iter()
+        .map(|text| text.as_str().unwrap_or_default().to_string())
+        .collect();
+    let passed = match checks.answer(texts.clone(), true, false).await {
+        Ok(AnswerOutcome::Pass(passed)) => passed,
+        Ok(AnswerOutcome::Retry(reason)) => {
+            return Err(calls::guard_refusal(guards::denied("guardrail", "result", &reason)));
+        }
+        Err(refused) => return Err(calls::guard_refusal(refused)),
+    };
+    if passed != texts {
+        for (slot, text) in slots(&mut result).into_iter().zip(passed) {
+            *slot = Value::String(text);
+        }
+        if let Some(object) = result.as_object_mut() {
+            object.remove("structuredContent");
+        }
+    }
+    Ok(result)
 }
 
 /// Why a remote call has no result.
