@@ -2,17 +2,18 @@
 //! serves the calculator on `/v1/mcp/calc` behind its own key, and A adds it
 //! with `mcp_servers.create` (a static `Authorization` header, sealed and
 //! never listed). A's `/v1/mcp` lists B's tools as `remote__<tool>` and
-//! calls them, logged as A's tool calls; when B ends A's session, A
-//! initializes again without the caller noticing. Egress policy refuses an
-//! internal URL the operator did not allow, another workspace sees nothing,
-//! and a remote that never answers fails the call within the timeout while
-//! A keeps serving.
+//! calls them (so does a skill on A), logged as A's tool calls; when B ends
+//! A's session, A initializes again without the caller noticing. Egress
+//! policy refuses an internal URL the operator did not allow, another
+//! workspace sees nothing, and a remote that never answers, or answers too
+//! much, fails the call within its bounds while A keeps serving.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::common::{Gateway, admin, standard_config, start_mock};
+use crate::components::{install, publish_tool_caller, run};
 use crate::control_plane::helpers::method;
 use crate::mcp_catalog::{publish_fixture, rpc_as};
 
@@ -283,6 +284,24 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     assert_eq!(calls.len(), 3, "{calls:?}");
     assert!(
         calls.iter().filter(|call| call["status"] == 200).count() == 2,
+        "{calls:?}"
+    );
+
+    // A skill calls the remote's tool as it calls a component's; the call
+    // is logged inside the skill's run.
+    publish_tool_caller(&gateway, "tests").await;
+    install(&gateway, json!({"package": "tests/caller"})).await;
+    let (status, body) = run(
+        &gateway,
+        json!({"tool": "remote__evaluate", "arguments": {"expression": "6*7"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"]["content"], json!(["42"]), "{body}");
+    let run_id = body["service"]["request_id"].clone();
+    let calls = logged_calls(&gateway, "remote__evaluate", 4).await;
+    assert!(
+        calls.iter().any(|call| call["parent_request_id"] == run_id),
         "{calls:?}"
     );
 

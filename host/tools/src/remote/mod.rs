@@ -2,13 +2,15 @@
 //! records ([`store`], with a static credential sealed like an install's),
 //! the checks a new one passes (a name no install has, an `http(s)` URL the
 //! egress policy lets components reach), and their tools, listed and called
-//! through the gateway's own MCP client ([`client`]).
+//! through the gateway's own MCP client ([`client`]), each call guarded and
+//! logged as a component's ([`calls`]).
 //!
 //! The remote's session lives in this gateway's memory, keyed by workspace,
 //! name and URL: another gateway, or this one after a restart, opens its
 //! own. A remote that forgot the session (404) is initialized again once
 //! and the request retried, so the caller never sees the expiry.
 
+pub mod calls;
 pub mod client;
 mod store;
 
