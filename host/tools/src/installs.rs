@@ -29,7 +29,7 @@ use tollgate_core::sealed::SealingKey;
 use tollgate_registry::{Capabilities, PackageKind, PackageName, Registry, RegistryError, Signer, VersionRecord};
 
 use super::store::{InstallRecord, Pinned, Store};
-use crate::remote::Remotes;
+use crate::remote::{NewServer, Remotes, ServerShown};
 use credentials::check_credential_origins;
 pub use prompt::PromptTemplate;
 pub use requests::{InstallChange, NewCredential, NewInstall};
@@ -139,6 +139,16 @@ impl Installs {
     /// The workspaces' remote MCP servers.
     pub fn remotes(&self) -> &Remotes {
         &self.remotes
+    }
+
+    /// Adds a remote MCP server (`mcp_servers.create`) under a name no
+    /// install has, checked under the lock installs' names are taken under.
+    pub async fn create_remote(&self, workspace_id: &str, request: NewServer) -> Result<ServerShown, InstallError> {
+        let _serial = self.serial.lock().await;
+        if self.get(workspace_id, &request.name).is_some() {
+            return Err(already_installed(&request.name));
+        }
+        self.remotes.create(workspace_id, request).await
     }
 
     /// A registry component a hosted actor pins by version and digest, run

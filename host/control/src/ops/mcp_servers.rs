@@ -44,8 +44,7 @@ pub async fn create(installs: &Installs, ctx: &Ctx, params: CreateParams) -> Res
         transport: params.transport.unwrap_or_else(|| STREAMABLE_HTTP.into()),
         auth: params.auth,
     };
-    let taken = installs.get(workspace, &request.name).is_some();
-    Ok(installs.remotes().create(workspace, request, taken).await?)
+    Ok(installs.create_remote(workspace, request).await?)
 }
 
 pub async fn list(installs: &Installs, ctx: &Ctx, _params: ListParams) -> Result<ServerList, OpError> {

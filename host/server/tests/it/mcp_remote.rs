@@ -291,6 +291,8 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     // is logged inside the skill's run.
     publish_tool_caller(&gateway, "tests").await;
     install(&gateway, json!({"package": "tests/caller"})).await;
+    let clash = create(json!({"name": "caller", "url": format!("{}/v1/mcp/calc", remote.url), "auth": "none"})).await;
+    assert!(format!("{clash:?}").contains("caller"), "{clash:?}");
     let (status, body) = run(
         &gateway,
         json!({"tool": "remote__evaluate", "arguments": {"expression": "6*7"}}),

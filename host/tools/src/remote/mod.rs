@@ -108,15 +108,12 @@ impl Remotes {
         }
     }
 
-    /// Checks and stores a new remote. The URL must pass the egress policy
-    /// now (an internal address needs the operator's allowance); a name
-    /// resolving to one is refused again when a call connects.
-    pub async fn create(
-        &self,
-        workspace_id: &str,
-        request: NewServer,
-        name_taken_by_install: bool,
-    ) -> Result<ServerShown, InstallError> {
+    /// Checks and stores a new remote (through `Installs::create_remote`,
+    /// which keeps its name apart from the installs'). The URL must pass the
+    /// egress policy now (an internal address needs the operator's
+    /// allowance); a name resolving to one is refused again when a call
+    /// connects.
+    pub(crate) async fn create(&self, workspace_id: &str, request: NewServer) -> Result<ServerShown, InstallError> {
         crate::installs::check_install_name(&request.name)?;
         if request.transport != STREAMABLE_HTTP {
             return Err(InstallError::Invalid(format!(
@@ -131,9 +128,6 @@ impl Remotes {
             .egress()
             .check_origin(&origin)
             .map_err(InstallError::Invalid)?;
-        if name_taken_by_install {
-            return Err(taken(&request.name));
-        }
         let existing = self.store.in_workspace(workspace_id).await?;
         if existing.len() >= MAX_SERVERS_PER_WORKSPACE {
             return Err(InstallError::QuotaExceeded(format!(
