@@ -228,3 +228,30 @@ fn result_of(mut reply: Value, id: u64) -> Result<Value, RemoteError> {
         .map(Value::take)
         .ok_or_else(|| RemoteError::Protocol("a response with neither result nor error".into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{RemoteError, reply_in_events, result_of};
+    use serde_json::json;
+
+    #[test]
+    fn the_response_is_found_among_an_event_streams_notifications() {
+        let body = "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\r\n\r\n\
+                    id: 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\ndata: \"result\":{\"ok\":true}}\n\n";
+        let reply = reply_in_events(body.as_bytes(), 7).unwrap();
+        assert_eq!(result_of(reply, 7).unwrap(), json!({"ok": true}));
+        let other = reply_in_events(body.as_bytes(), 8);
+        assert!(matches!(other, Err(RemoteError::Protocol(_))), "{other:?}");
+    }
+
+    #[test]
+    fn an_error_or_a_foreign_id_is_not_a_result() {
+        let error = json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "no"}});
+        assert!(matches!(
+            result_of(error, 3),
+            Err(RemoteError::Rpc { code: -32602, .. })
+        ));
+        let foreign = json!({"jsonrpc": "2.0", "id": 4, "result": {}});
+        assert!(matches!(result_of(foreign, 3), Err(RemoteError::Protocol(_))));
+    }
+}
