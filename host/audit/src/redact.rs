@@ -11,7 +11,8 @@ pub const REDACTED: &str = "[redacted]";
 
 /// Object keys whose values are secrets wherever they appear: a minted key
 /// (`api_key`), a credential's `value` (under `credentials`), and the usual
-/// names for passwords and tokens.
+/// names for passwords and tokens; a remote MCP server's static credential
+/// (`value` under `auth`) too.
 const SECRET_KEYS: &[&str] = &[
     "api_key",
     "secret",
@@ -41,7 +42,7 @@ fn redact(value: &mut Value, in_credentials: bool) {
                 match secret {
                     true if !value.is_null() => *value = Value::String(REDACTED.into()),
                     true => {}
-                    false => redact(value, in_credentials || key == "credentials"),
+                    false => redact(value, in_credentials || key == "credentials" || key == "auth"),
                 }
             }
         }

@@ -76,9 +76,10 @@ impl Egress {
         Ok(())
     }
 
-    /// The client for a request to `url` (of `origin`), or `None` when its
+    /// The client for a request to `url` (of `origin`): a tool server's
+    /// `http`, and the tools concern's remote MCP client. `None` when its
     /// host is an internal address the operator did not allow.
-    pub(crate) fn client_for(&self, origin: &Origin, url: &url::Url) -> Option<&reqwest::Client> {
+    pub fn client_for(&self, origin: &Origin, url: &url::Url) -> Option<&reqwest::Client> {
         if self.allows_internal(origin) {
             return Some(&self.internal);
         }

@@ -38,6 +38,7 @@ pub const READS: &[&str] = &[
     "installs.list",
     "installs.get",
     "guardrails.list",
+    "mcp_servers.list",
     "actors.compile",
     "actors.get",
     "actors.list",
@@ -85,6 +86,7 @@ fn reader(op: &str) -> Option<Reader> {
         "installs.update" | "installs.delete" | "guardrails.delete" => {
             read("installs.get", &["workspace_id", "name"], None)
         }
+        "mcp_servers.delete" => read("mcp_servers.list", &["workspace_id"], Some(("servers", "name"))),
         "deployments.create" | "deployments.delete" => {
             read("deployments.get", &["workspace_id", "namespace", "name"], None)
         }

@@ -17,6 +17,7 @@ use super::error::OpError;
 use super::ops::actors as act;
 use super::ops::audit as audit_ops;
 use super::ops::components as comp;
+use super::ops::mcp_servers as remote;
 use super::ops::packages as pkg;
 use super::ops::scim as scim_ops;
 use super::ops::{billing, budgets, members, payments, trust, workspaces};
@@ -274,6 +275,12 @@ pub fn ops() -> &'static [Op] {
                 comp::list_guardrails, comp::ListParams => comp::InstallList),
             op!("guardrails.delete", Workspace(InstallWrite), "Remove a guardrail; the next request runs without it.",
                 comp::delete_guardrail, comp::NameParams => comp::Uninstalled),
+            op!("mcp_servers.create", Workspace(InstallWrite), "Add a remote MCP server (streamable HTTP) to a workspace: its tools join /v1/mcp as <name>__<tool>; auth is none or a static header, sealed and never shown.",
+                remote::create, remote::CreateParams => tollgate_tools::remote::ServerShown),
+            op!("mcp_servers.list", Workspace(InstallRead), "List a workspace's remote MCP servers (credential headers, never their values).",
+                remote::list, comp::ListParams => remote::ServerList),
+            op!("mcp_servers.delete", Workspace(InstallWrite), "Remove a remote MCP server; its tools leave /v1/mcp at once.",
+                remote::delete, comp::NameParams => comp::Uninstalled),
             op!("actors.compile", Workspace(ActorRead), "Compile an actor's YAML (and its sub-actor files) to its IR and id; nothing is stored.",
                 act::compile, act::SourceParams => act::CompiledActor),
             op!("actors.publish", Workspace(ActorWrite), "Compile and publish an actor (sub-actors first) as an immutable registry package; answers its id.",

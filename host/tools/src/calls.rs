@@ -174,20 +174,10 @@ async fn run(
 ) -> (String, Result<Vec<Content>, CallError>) {
     let request_id = RequestId::new();
     let name = format!("{}{SEPARATOR}{}", target.install.record.name, target.tool);
-    let mut checks = components
-        .data
-        .guard_checks(&site.caller, GuardRoute::Tools, &name, &request_id.0, &arguments);
-    if let Some(checks) = checks.as_mut() {
-        let given = vec![GuardText {
-            role: "arguments".into(),
-            content: arguments.clone(),
-        }];
-        match checks.request(given).await {
-            Ok(Some(mut rewritten)) => arguments = rewritten.remove(0).content,
-            Ok(None) => {}
-            Err(refused) => return (request_id.0.to_string(), Err(guard_refusal(refused))),
-        }
-    }
+    let mut checks = match guarded_arguments(components, site, &name, &request_id.0, &mut arguments).await {
+        Ok(checks) => checks,
+        Err(refused) => return (request_id.0.to_string(), Err(refused)),
+    };
     let invocation = Invocation {
         request_id: request_id.0.to_string(),
         workspace: site.caller.workspace_id.clone(),
@@ -231,7 +221,8 @@ async fn run(
         request_id: &request_id.0,
         site,
         name,
-        install: &target.install,
+        provider: &target.install.record.package,
+        version: &target.install.record.version,
         streamed: false,
     };
     // The answer does not wait for the row's commit: the call posted
@@ -242,9 +233,36 @@ async fn run(
     (request_id.0.to_string(), outcome)
 }
 
+/// The tool guardrails that apply to a call of `name`, run on its
+/// `arguments` (which a guard may rewrite in place); the checks stay open
+/// for the result. A component's and a remote server's calls share them.
+pub(crate) async fn guarded_arguments(
+    components: &Components,
+    site: &CallSite,
+    name: &str,
+    request_id: &str,
+    arguments: &mut String,
+) -> Result<Option<Checks>, CallError> {
+    let mut checks = components
+        .data
+        .guard_checks(&site.caller, GuardRoute::Tools, name, request_id, arguments);
+    if let Some(checks) = checks.as_mut() {
+        let given = vec![GuardText {
+            role: "arguments".into(),
+            content: arguments.clone(),
+        }];
+        match checks.request(given).await {
+            Ok(Some(mut rewritten)) => *arguments = rewritten.remove(0).content,
+            Ok(None) => {}
+            Err(refused) => return Err(guard_refusal(refused)),
+        }
+    }
+    Ok(checks)
+}
+
 /// A guardrail's refusal of a tool call, as the tool's own error: the caller
 /// (often a model) reads why.
-fn guard_refusal(refused: tollgate_web::error::ApiError) -> CallError {
+pub(crate) fn guard_refusal(refused: tollgate_web::error::ApiError) -> CallError {
     CallError::Tool(tollgate_components::ToolError {
         message: format!("{} ({})", refused.message, refused.code),
     })
@@ -294,7 +312,10 @@ pub struct Logged<'a> {
     pub site: &'a CallSite,
     /// The name it was called by, `<install>__<tool>`.
     pub name: String,
-    pub install: &'a Active,
+    /// What served it: an install's package and version, or a remote MCP
+    /// server's URL and the protocol revision agreed with it.
+    pub provider: &'a str,
+    pub version: &'a str,
     pub streamed: bool,
 }
 
@@ -325,8 +346,8 @@ impl Logged<'_> {
     fn row(self, failure: Option<&CallError>, started: (i64, Instant)) -> RequestLogRow {
         let (outcome, status) = outcome_of(failure);
         RequestLogRow {
-            provider: Some(self.install.record.package.clone()),
-            upstream_model: Some(self.install.record.version.clone()),
+            provider: Some(self.provider.to_string()),
+            upstream_model: Some(self.version.to_string()),
             streamed: self.streamed,
             outcome: outcome.to_string(),
             status: Some(status),

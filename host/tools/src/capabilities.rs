@@ -158,9 +158,7 @@ impl ToolAccess for CallerTools {
         async move {
             let workspace = &site.caller.workspace_id;
             let Some(target) = calls::resolve(&components.installs, workspace, None, &tool) else {
-                return Err(ToolError {
-                    message: format!("no tool '{tool}' is installed in this workspace"),
-                });
+                return remote_call(&components, &site, &tool, arguments).await;
             };
             calls::call(&components, &target, &site, arguments)
                 .await
@@ -170,6 +168,64 @@ impl ToolAccess for CallerTools {
         }
         .boxed()
     }
+}
+
+/// A skill's call of a remote MCP server's tool (`<remote>__<tool>`): its
+/// text parts as text, any other part as its MCP JSON; a result with
+/// `isError`, or none, is the tool's error.
+async fn remote_call(
+    components: &Arc<Components>,
+    site: &CallSite,
+    name: &str,
+    arguments: String,
+) -> Result<Vec<Content>, ToolError> {
+    let unknown = || ToolError {
+        message: format!("no tool '{name}' is installed in this workspace"),
+    };
+    let (server, tool) = name.split_once(calls::SEPARATOR).ok_or_else(unknown)?;
+    let remotes = components.installs().remotes();
+    let server = match remotes.get(&site.caller.workspace_id, server).await {
+        Ok(Some(server)) => server,
+        Ok(None) => return Err(unknown()),
+        Err(error) => {
+            return Err(ToolError {
+                message: error.to_string(),
+            });
+        }
+    };
+    let arguments = serde_json::from_str(&arguments).map_err(|e| ToolError {
+        message: format!("the arguments are not JSON: {e}"),
+    })?;
+    let result = crate::remote::calls::call(components, site, &server, tool, arguments)
+        .await
+        .map_err(|refusal| ToolError {
+            message: refusal.to_string(),
+        })?;
+    let parts = result
+        .get("content")
+        .and_then(serde_json::Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let content: Vec<Content> = parts
+        .into_iter()
+        .map(|part| match part.get("type").and_then(serde_json::Value::as_str) {
+            Some("text") => Content::Text(part["text"].as_str().unwrap_or_default().to_string()),
+            _ => Content::Json(part.to_string()),
+        })
+        .collect();
+    if result.get("isError") == Some(&serde_json::Value::Bool(true)) {
+        let texts: Vec<String> = content
+            .iter()
+            .filter_map(|part| match part {
+                Content::Text(text) => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        return Err(ToolError {
+            message: texts.join("\n"),
+        });
+    }
+    Ok(content)
 }
 
 fn model_error(status: u16, code: &str, message: String) -> ModelError {

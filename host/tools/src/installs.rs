@@ -29,10 +29,12 @@ use tollgate_core::sealed::SealingKey;
 use tollgate_registry::{Capabilities, PackageKind, PackageName, Registry, RegistryError, Signer, VersionRecord};
 
 use super::store::{InstallRecord, Pinned, Store};
+use crate::remote::{NewServer, Remotes, ServerShown};
 use credentials::check_credential_origins;
 pub use prompt::PromptTemplate;
 pub use requests::{InstallChange, NewCredential, NewInstall};
-use validate::{approve_origins, check_config, check_install_name};
+pub(crate) use validate::check_install_name;
+use validate::{approve_origins, check_config};
 
 /// Most installs one workspace may have.
 pub const MAX_INSTALLS_PER_WORKSPACE: usize = 100;
@@ -92,7 +94,10 @@ pub struct Installs {
     store: Store,
     host: ComponentHost,
     /// Seals credential values in the store, and opens them to build grants.
-    sealing: SealingKey,
+    sealing: Arc<SealingKey>,
+    /// Remote MCP servers: installs of another kind, whose names share the
+    /// workspace's namespace with these.
+    remotes: Remotes,
     registry: Registry,
     compiled: Mutex<HashMap<String, Loaded>>,
     live: ArcSwap<BTreeMap<Key, Arc<Active>>>,
@@ -110,10 +115,13 @@ impl Installs {
         registry: Registry,
         sealing: SealingKey,
     ) -> anyhow::Result<Arc<Self>> {
+        let sealing = Arc::new(sealing);
+        let remotes = Remotes::new(store.database().clone(), host.clone(), sealing.clone());
         let installs = Arc::new(Self {
             store,
             host,
             sealing,
+            remotes,
             registry,
             compiled: Mutex::new(HashMap::new()),
             live: ArcSwap::from_pointee(BTreeMap::new()),
@@ -126,6 +134,21 @@ impl Installs {
 
     pub fn host(&self) -> &ComponentHost {
         &self.host
+    }
+
+    /// The workspaces' remote MCP servers.
+    pub fn remotes(&self) -> &Remotes {
+        &self.remotes
+    }
+
+    /// Adds a remote MCP server (`mcp_servers.create`) under a name no
+    /// install has, checked under the lock installs' names are taken under.
+    pub async fn create_remote(&self, workspace_id: &str, request: NewServer) -> Result<ServerShown, InstallError> {
+        let _serial = self.serial.lock().await;
+        if self.get(workspace_id, &request.name).is_some() {
+            return Err(already_installed(&request.name));
+        }
+        self.remotes.create(workspace_id, request).await
     }
 
     /// A registry component a hosted actor pins by version and digest, run
@@ -224,7 +247,7 @@ impl Installs {
                 "a workspace may have at most {MAX_INSTALLS_PER_WORKSPACE} installs"
             )));
         }
-        if self.get(workspace_id, &name).is_some() {
+        if self.get(workspace_id, &name).is_some() || self.remotes.get(workspace_id, &name).await?.is_some() {
             return Err(already_installed(&name));
         }
         let (mut record, loaded, vetting) = self

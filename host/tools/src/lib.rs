@@ -14,6 +14,7 @@ mod capabilities;
 pub mod guardrails;
 pub mod installs;
 mod mcp;
+pub mod remote;
 mod skills;
 mod store;
 

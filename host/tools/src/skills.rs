@@ -140,7 +140,8 @@ pub async fn run(
             request_id: &request_id,
             site: &site,
             name: format!("{}{SEPARATOR}{SKILL_TOOL}", install.record.name),
-            install: &install,
+            provider: &install.record.package,
+            version: &install.record.version,
             streamed: request.stream,
         };
         logged.record(&components, outcome.as_ref().err(), started).await;

@@ -72,6 +72,10 @@ impl Store {
         Self { database }
     }
 
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
     /// The newest revision any gateway has written (0 when none).
     pub async fn revision(&self) -> anyhow::Result<i64> {
         let row = sqlx::query("SELECT COALESCE(MAX(revision), 0) AS revision FROM component_install_changes")

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod billing;
 pub mod budgets;
 pub mod components;
+pub mod mcp_servers;
 pub mod members;
 pub mod packages;
 pub mod payments;

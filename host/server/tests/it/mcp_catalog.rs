@@ -15,7 +15,7 @@ use crate::control_plane::helpers::method;
 
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
-async fn publish_fixture(gateway: &Gateway) {
+pub(crate) async fn publish_fixture(gateway: &Gateway) {
     let content = std::fs::read(tollgate_plugin_host::MCP_TOOL_TEST_COMPONENT).unwrap();
     method(
         gateway,

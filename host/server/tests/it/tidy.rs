@@ -234,6 +234,7 @@ fn only_a_tables_owner_queries_it() {
             &["component_installs", "component_install_changes"],
         ),
         ("tools/src/mcp/sessions.rs", &["mcp_sessions"]),
+        ("tools/src/remote/store.rs", &["mcp_servers"]),
         ("hosted-actors/src/store.rs", &["actors", "actor_deployments"]),
         ("billing/src/quota.rs", &["plan_usage"]),
         ("billing/src/budgets/", &["budgets", "budget_usage"]),

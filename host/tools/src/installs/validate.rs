@@ -12,7 +12,7 @@ use super::InstallError;
 
 /// Install names become MCP tool-name prefixes (`<install>__<tool>`) and URL
 /// path segments: lowercase letters, digits and single `-`.
-pub(super) fn check_install_name(name: &str) -> Result<(), InstallError> {
+pub(crate) fn check_install_name(name: &str) -> Result<(), InstallError> {
     let ok = (1..=48).contains(&name.len())
         && name
             .bytes()

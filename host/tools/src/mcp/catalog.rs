@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tollgate_components::{CallError, Catalog, Invocation, Reference, Role, ToolServer, mcp_content, mcp_resource};
 use tollgate_web::server::RequestId;
 
-use super::{INVALID_PARAMS, Scope, templates};
+use super::{INVALID_PARAMS, Scope, remote, templates};
 use crate::calls::SEPARATOR;
 use crate::installs::{Active, Loaded};
 
@@ -78,7 +78,7 @@ pub(super) fn argument_entry(name: &str, required: bool, description: Option<&st
     entry
 }
 
-pub(super) fn list_prompts(scope: &Scope) -> Value {
+pub(super) async fn list_prompts(scope: &Scope) -> Value {
     let mut prompts = Vec::new();
     for (active, server) in servers(scope) {
         for prompt in &server.catalog().prompts {
@@ -93,10 +93,11 @@ pub(super) fn list_prompts(scope: &Scope) -> Value {
         }
     }
     prompts.extend(templates::list(scope));
+    prompts.extend(remote::gather(scope, "prompts/list", "prompts").await);
     json!({ "prompts": prompts })
 }
 
-pub(super) fn list_resources(scope: &Scope) -> Value {
+pub(super) async fn list_resources(scope: &Scope) -> Value {
     let mut resources = Vec::new();
     for (active, server) in servers(scope) {
         for resource in &server.catalog().resources {
@@ -110,10 +111,11 @@ pub(super) fn list_resources(scope: &Scope) -> Value {
             resources.push(entry);
         }
     }
+    resources.extend(remote::gather(scope, "resources/list", "resources").await);
     json!({ "resources": resources })
 }
 
-pub(super) fn list_templates(scope: &Scope) -> Value {
+pub(super) async fn list_templates(scope: &Scope) -> Value {
     let mut templates = Vec::new();
     for (active, server) in servers(scope) {
         for template in &server.catalog().templates {
@@ -130,6 +132,7 @@ pub(super) fn list_templates(scope: &Scope) -> Value {
             templates.push(entry);
         }
     }
+    templates.extend(remote::gather(scope, "resources/templates/list", "resourceTemplates").await);
     json!({ "resourceTemplates": templates })
 }
 
@@ -216,8 +219,16 @@ pub(super) async fn get_prompt(scope: &Scope, params: &Value) -> Outcome {
         require(name, required.map(|argument| argument.name.as_str()), &arguments)?;
         return templates::get(scope, name, &template, arguments).await;
     }
-    let (active, server, prompt) =
-        find_prompt(scope, name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
+    let Some((active, server, prompt)) = find_prompt(scope, name) else {
+        return match remote::resolve(scope, name).await {
+            Some((remote, prompt)) => {
+                let params =
+                    json!({"name": prompt, "arguments": params.get("arguments").cloned().unwrap_or(json!({}))});
+                remote::forward(scope, &remote, "prompts/get", params).await
+            }
+            None => Err((INVALID_PARAMS, format!("Unknown prompt: {name}"))),
+        };
+    };
     let spec = server.catalog().prompt(&prompt).cloned().expect("found above");
     let required = spec.arguments.iter().filter(|argument| argument.required);
     require(name, required.map(|argument| argument.name.as_str()), &arguments)?;
@@ -269,7 +280,15 @@ fn find_resource(scope: &Scope, uri: &str) -> Result<(Arc<Active>, Arc<ToolServe
 
 pub(super) async fn read_resource(scope: &Scope, params: &Value) -> Outcome {
     let uri = string_param(params, "/uri", "params.uri")?;
-    let (active, server) = find_resource(scope, uri)?;
+    let (active, server) = match find_resource(scope, uri) {
+        Err((RESOURCE_NOT_FOUND, text)) => {
+            return match remote::resource_owner(scope, uri).await {
+                Some(remote) => remote::forward(scope, &remote, "resources/read", json!({"uri": uri})).await,
+                None => Err((RESOURCE_NOT_FOUND, text)),
+            };
+        }
+        found => found?,
+    };
     let contents = server
         .read_resource(invocation(scope, &active), active.grants.clone(), uri)
         .await
@@ -291,8 +310,14 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
                 }
                 return Ok(json!({"completion": {"values": [], "total": 0, "hasMore": false}}));
             }
-            let (active, server, prompt) =
-                find_prompt(scope, name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
+            let Some((active, server, prompt)) = find_prompt(scope, name) else {
+                let (remote, prompt) = remote::resolve(scope, name)
+                    .await
+                    .ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {name}")))?;
+                let mut params = params.clone();
+                params["ref"]["name"] = json!(prompt);
+                return remote::forward(scope, &remote, "completion/complete", params).await;
+            };
             (active, server, Reference::Prompt(prompt))
         }
         Some("ref/resource") => {
@@ -304,7 +329,10 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
             match <[_; 1]>::try_from(claimed) {
                 Ok([(active, server)]) => (active, server, Reference::ResourceTemplate(uri.to_string())),
                 Err(claimed) if claimed.is_empty() => {
-                    return Err((INVALID_PARAMS, format!("Unknown resource template: {uri}")));
+                    return match remote::template_owner(scope, uri).await {
+                        Some(remote) => remote::forward(scope, &remote, "completion/complete", params.clone()).await,
+                        None => Err((INVALID_PARAMS, format!("Unknown resource template: {uri}"))),
+                    };
                 }
                 Err(_) => {
                     let text = format!("more than one install offers {uri}; complete it on /v1/mcp/{{install}}");
@@ -334,7 +362,7 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
 
 /// Whether `uri` fits an RFC 6570 template's simple form: literal text and
 /// `{name}` expressions, each matching one or more characters other than `/`.
-fn template_matches(template: &str, uri: &str) -> bool {
+pub(super) fn template_matches(template: &str, uri: &str) -> bool {
     match template.find('{') {
         None => template == uri,
         Some(open) => {

@@ -29,6 +29,7 @@ use super::calls::{self, CallSite};
 use tollgate_identity::auth::{AuthState, Principal};
 
 mod catalog;
+mod remote;
 pub mod sessions;
 mod stream;
 mod templates;
@@ -98,6 +99,7 @@ impl Scope {
 pub async fn serve(mut scope: Scope, headers: &HeaderMap, body: &[u8]) -> Response {
     if let Some(only) = scope.only.as_deref()
         && scope.components.installs.get(scope.workspace_id(), only).is_none()
+        && remote::in_scope(&scope).await.is_empty()
     {
         let message = format!("no install named '{only}' in this workspace");
         return answer(StatusCode::NOT_FOUND, error(Value::Null, INVALID_REQUEST, &message));
@@ -232,11 +234,19 @@ async fn initialize(scope: &Scope, message: Value) -> Response {
     };
     let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
     catalog::capabilities(scope, &mut capabilities);
+    // What a remote offers is known only by asking it, which initialize
+    // does not wait for: with a remote in scope, prompts, resources and
+    // completions are declared, and listed empty when no remote has any.
+    if !remote::in_scope(scope).await.is_empty() {
+        capabilities["prompts"] = json!({"listChanged": false});
+        capabilities["resources"] = json!({"subscribe": false, "listChanged": false});
+        capabilities["completions"] = json!({});
+    }
     let result = json!({
         "protocolVersion": version,
         "capabilities": capabilities,
         "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "The tools, skills and prompt templates installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run; a prompt template is the prompt <install>__<install>."
+        "instructions": "The tools, skills, prompt templates and remote MCP servers installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run; a prompt template is the prompt <install>__<install>; a remote server's tools and prompts are <name>__<tool>."
     });
     let mut response = answer(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": result}));
     if let Ok(value) = axum::http::HeaderValue::from_str(&session.id) {
@@ -353,14 +363,14 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
         )),
         "ping" => Ok(json!({})),
         "logging/setLevel" => set_log_level(scope, &params).await,
-        "tools/list" => Ok(list_tools(scope)),
+        "tools/list" => Ok(list_tools(scope).await),
         "tools/call" => match counter.admit(scope).await {
             Ok(()) => call_tool(scope, &params).await,
             Err(refused) => Err(refused),
         },
-        "prompts/list" => Ok(catalog::list_prompts(scope)),
-        "resources/list" => Ok(catalog::list_resources(scope)),
-        "resources/templates/list" => Ok(catalog::list_templates(scope)),
+        "prompts/list" => Ok(catalog::list_prompts(scope).await),
+        "resources/list" => Ok(catalog::list_resources(scope).await),
+        "resources/templates/list" => Ok(catalog::list_templates(scope).await),
         // Each of these runs a component, so it is admitted as a tool call is.
         "prompts/get" | "resources/read" | "completion/complete" => match counter.admit(scope).await {
             Ok(()) => match method {
@@ -378,8 +388,8 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
     })
 }
 
-fn list_tools(scope: &Scope) -> Value {
-    let tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only.as_deref())
+async fn list_tools(scope: &Scope) -> Value {
+    let mut tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only.as_deref())
         .into_iter()
         .map(|tool| {
             let mut entry = json!({
@@ -396,6 +406,7 @@ fn list_tools(scope: &Scope) -> Value {
             entry
         })
         .collect();
+    tools.extend(remote::gather(scope, "tools/list", "tools").await);
     json!({ "tools": tools })
 }
 
@@ -409,13 +420,17 @@ async fn call_tool(scope: &Scope, params: &Value) -> Result<Value, (i64, String)
         Some(object @ Value::Object(_)) => object.clone(),
         Some(_) => return Err((INVALID_PARAMS, "params.arguments must be an object".into())),
     };
-    let target = calls::resolve(
+    let Some(target) = calls::resolve(
         &scope.components.installs,
         scope.workspace_id(),
         scope.only.as_deref(),
         name,
-    )
-    .ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {name}")))?;
+    ) else {
+        return match remote::resolve(scope, name).await {
+            Some((server, tool)) => remote::call_tool(scope, &server, &tool, arguments).await,
+            None => Err((INVALID_PARAMS, format!("Unknown tool: {name}"))),
+        };
+    };
     let site = CallSite {
         caller: scope.caller.clone(),
         parent_request_id: None,

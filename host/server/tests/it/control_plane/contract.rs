@@ -209,6 +209,18 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         ("guardrails.list", json!({})),
         ("guardrails.delete", json!({"name": "denylist"})),
         ("guardrails.delete", json!({"name": "denylist"})),
+        (
+            "mcp_servers.create",
+            json!({"name": "remote", "url": "https://mcp.example.com/mcp",
+                   "auth": {"header": "authorization", "value": "Bearer remote-secret-0123456789"}}),
+        ),
+        (
+            "mcp_servers.create",
+            json!({"name": "inside", "url": "http://127.0.0.1:9/mcp", "auth": "none"}),
+        ),
+        ("mcp_servers.list", json!({})),
+        ("mcp_servers.delete", json!({"name": "remote"})),
+        ("mcp_servers.delete", json!({"name": "remote"})),
         ("actors.compile", json!({"source": actor})),
         ("actors.compile", json!({"source": "kind: ["})),
         ("actors.publish", json!({"source": actor})),
@@ -439,6 +451,7 @@ const READS: &[&str] = &[
     "installs.list",
     "installs.get",
     "guardrails.list",
+    "mcp_servers.list",
     "actors.compile",
     "actors.get",
     "actors.list",
@@ -488,6 +501,10 @@ async fn audited(gateway: &Gateway, database_url: &str, ops: &[Value], script: &
     let secret = regex_lite_find_key(&text);
     assert!(secret.is_none(), "an audit row holds a key: {secret:?}");
     assert!(text.contains("[redacted]"), "minted keys are recorded redacted");
+    assert!(
+        !text.contains("remote-secret"),
+        "a remote MCP server's credential is recorded redacted"
+    );
     let revoke = rows.iter().find(|r| r.0 == "keys.revoke").unwrap();
     assert!(
         revoke.3.as_deref().unwrap().contains("key_id"),
