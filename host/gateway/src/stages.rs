@@ -281,7 +281,9 @@ async fn cached_chat(
     };
     match answer {
         Answer::Whole(completion) => {
-            let kept = Kept::Whole(without_service(&completion.object));
+            let kept = Kept::Whole(Bytes::from(
+                serde_json::to_vec(&WithoutService(&completion.object)).expect("JSON values serialise"),
+            ));
             let route = completion.service.route.clone();
             let usage = completion.service.billed.usage;
             let completion = match checks {
@@ -315,7 +317,7 @@ struct Keep {
 impl Keep {
     fn put(self, kept: Kept, route: Arc<tollgate_routing::catalog::ModelRoute>, usage: Option<Usage>) {
         let bytes = match &kept {
-            Kept::Whole(object) => serde_json::to_vec(object).map_or(0, |b| b.len()),
+            Kept::Whole(json) => json.len(),
             Kept::Stream { chunks, .. } => chunks.iter().map(Bytes::len).sum(),
         };
         let entry = Entry {
@@ -330,6 +332,21 @@ impl Keep {
         {
             self.data.cache.semantic.insert(shape, vector, self.key);
         }
+    }
+}
+
+/// An answer as kept: written once without its `service` block, which a
+/// hit shows anew (cheaper than a clone of the answer to remove it from).
+struct WithoutService<'a>(&'a Map<String, Value>);
+
+impl serde::Serialize for WithoutService<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.0.iter().filter(|(key, _)| *key != "service") {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
     }
 }
 
@@ -436,8 +453,9 @@ async fn served(
     let model = value.get("model").and_then(Value::as_str).unwrap_or_default();
     let service = bill_hit(data, &entry, model, caller, site).await?;
     match &entry.kept {
-        Kept::Whole(object) => {
-            let mut object = object.clone();
+        Kept::Whole(json) => {
+            let mut object: Map<String, Value> = serde_json::from_slice(json)
+                .map_err(|e| ApiError::internal(format!("a kept answer does not read back: {e}")))?;
             service.annotate(&mut object);
             if let Some(Value::Object(service)) = object.get_mut("service") {
                 service.insert("cache".into(), shown);

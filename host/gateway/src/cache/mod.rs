@@ -3,9 +3,9 @@
 //! request whose texts mean nearly the same (`semantic`: embeddings through
 //! the gateway's own metered pipeline, cosine similarity above a threshold).
 //!
-//! A key is the SHA-256 of the workspace and the request in RFC 8785
-//! canonical form (after request guardrails rewrote it), so two workspaces
-//! never share an entry and key order or spacing never matters. What is
+//! A key is the SHA-256 of the workspace and the request as parsed, written
+//! back with its keys sorted (after request guardrails rewrote it), so two
+//! workspaces never share an entry and key order or spacing never matters. What is
 //! kept is the answer as the provider gave it, before answer guardrails: a
 //! hit goes through them again, so a redaction's originals are restored
 //! from the new request's own memo. A hit is billed as its own request kind
@@ -66,8 +66,9 @@ impl CacheConfig {
 
 /// A kept answer.
 pub enum Kept {
-    /// A whole answer object, as annotated for its first caller.
-    Whole(Map<String, Value>),
+    /// A whole answer object as JSON, without the `service` block its first
+    /// caller was shown.
+    Whole(Bytes),
     /// A stream's chunks and its closing chunk, replayed as a stream.
     Stream {
         chunks: Vec<Bytes>,
@@ -156,17 +157,33 @@ impl ResponseCache {
     }
 }
 
-/// The exact key of a request: its workspace and the request in canonical
-/// form. `None` for a request that cannot be canonicalised (a number
-/// RFC 8785 cannot represent).
+/// The exact key of a request: its workspace and the request as a parsed
+/// value writes it, streamed into the hash. A parsed object's keys are
+/// sorted already (serde_json's map is ordered), so this is a canonical form
+/// of the request without RFC 8785's per-object re-sorting, which buffered
+/// every member and cost a request about 4 µs. (Numbers keep the form they
+/// were sent in: `1` and `1.0` are different requests here.)
 pub fn exact_key(workspace: &str, request: &Value) -> Option<Key> {
-    let canonical = serde_jcs::to_vec(request).ok()?;
-    let mut hash = Sha256::new();
-    hash.update(b"tollgate.cache.v1\0");
-    hash.update(workspace.as_bytes());
-    hash.update([0]);
-    hash.update(&canonical);
-    Some(hash.finalize().into())
+    let mut hash = HashWriter(Sha256::new());
+    hash.0.update(b"tollgate.cache.v2\0");
+    hash.0.update(workspace.as_bytes());
+    hash.0.update([0]);
+    serde_json::to_writer(&mut hash, request).ok()?;
+    Some(hash.0.finalize().into())
+}
+
+/// Feeds what is written into the hash.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The request without its texts: two requests whose shapes match (model,
