@@ -171,7 +171,8 @@ impl Gateway {
             // instance, a used store to drop) are done once the answer is out.
             after_response: Some({
                 let warmer = self.state.components.installs().host().warmer().clone();
-                Arc::new(move || warmer.run_queued())
+                let in_flight = self.admission.in_flight();
+                Arc::new(move || warmer.after_response(in_flight.load(std::sync::atomic::Ordering::Relaxed) > 0))
             }),
         }
     }
