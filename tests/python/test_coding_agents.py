@@ -4,7 +4,9 @@ Claude Code (`@anthropic-ai/claude-code`, on `/v1/messages`) and OpenAI's Codex
 CLI (`@openai/codex`, on `/v1/responses`) are pinned in `tests/agents/` and
 installed there by tests/run.sh (`npm ci`). Each runs with nothing changed but
 the base URL, the key and the model: a plain prompt, a tool round trip (Claude
-Code's Read tool; Codex's shell) and structured output. The demo provider is
+Code's Read tool; Codex's shell) and structured output; Claude Code also adds
+the gateway as an MCP server (`claude mcp add --transport http`) and calls a
+tool through it. The demo provider is
 the project's mock upstream, in-process; since an agent's request body is not
 the test's, the prompt scripts the mock (`<mock>{...}</mock>`, see
 mock-upstream's crate docs): which tool to call with which arguments, or the
@@ -287,6 +289,30 @@ def test_claude_code_structured_output(demo, proxy, workdir):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result.get("structured_output") == {"city": "Lisbon"}, result
+    settled(demo, before, proxy)
+
+
+def test_claude_code_lists_and_calls_a_gateway_tool_over_mcp(demo, proxy, workdir):
+    """`claude mcp add --transport http … --header "Authorization: Bearer …"`
+    (docs/mcp.md), then Claude Code lists the gateway's MCP tools and calls
+    the calculator (`mcp__tollgate__calc__evaluate`) when the mock asks."""
+    env = {**os.environ, "TOLLGATE_URL": demo.url, "TOLLGATE_API_KEY": demo.api_key}
+    installed = subprocess.run([BIN, "install", "tollgate/calculator", "--name", "calc", "--json"],
+                               env=env, capture_output=True, text=True)
+    assert installed.returncode == 0 or "already" in installed.stdout + installed.stderr, installed.stderr
+    agent_env = claude_env(demo, proxy, workdir.parent / "claude-home")
+    added = run_agent([str(CLAUDE), "mcp", "add", "--transport", "http", "tollgate", f"{demo.url}/v1/mcp",
+                       "--header", f"Authorization: Bearer {demo.api_key}"], agent_env, workdir)
+    assert added.returncode == 0, added.stderr
+    listed = run_agent([str(CLAUDE), "mcp", "list"], agent_env, workdir)
+    assert listed.returncode == 0 and "tollgate" in listed.stdout and "Connected" in listed.stdout, listed.stdout
+    before = demo.posted()
+    tool = "mcp__tollgate__calc__evaluate"
+    script = json.dumps({"tool": tool, "arguments": {"expression": "6*7"}})
+    done = claude(f"Compute six times seven. <mock>{script}</mock>", demo, proxy, workdir, "--allowedTools", tool)
+    assert done.returncode == 0, done.stderr
+    # The mock answers the tool result with `Tool result: <what the tool returned>`.
+    assert "Tool result:" in done.stdout and "42" in done.stdout, done.stdout
     settled(demo, before, proxy)
 
 

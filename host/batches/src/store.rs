@@ -69,6 +69,11 @@ pub struct StoredPrincipal {
     role: Role,
     scope: KeyScope,
     requests_per_minute: Option<u32>,
+    /// Its tool lists (key, role); absent in batches stored before them.
+    #[serde(default)]
+    tools_key: Option<Vec<String>>,
+    #[serde(default)]
+    tools_role: Option<Vec<String>>,
 }
 
 impl StoredPrincipal {
@@ -80,6 +85,8 @@ impl StoredPrincipal {
             role: principal.role,
             scope: principal.scope,
             requests_per_minute: principal.requests_per_minute,
+            tools_key: principal.tools.key.clone(),
+            tools_role: principal.tools.role.clone(),
         })
         .expect("a principal serializes")
     }
@@ -94,6 +101,10 @@ impl StoredPrincipal {
             scope: stored.scope,
             requests_per_minute: stored.requests_per_minute,
             console_session: None,
+            tools: tollgate_identity::auth::ToolPolicy {
+                key: stored.tools_key,
+                role: stored.tools_role,
+            },
         })
     }
 }

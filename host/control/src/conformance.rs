@@ -28,6 +28,7 @@ pub fn sandbox_principal() -> Arc<Principal> {
         scope: tollgate_identity::auth::KeyScope::Workspace,
         requests_per_minute: None,
         console_session: None,
+        tools: Default::default(),
     })
 }
 

@@ -20,7 +20,7 @@ use super::ops::components as comp;
 use super::ops::mcp_servers as remote;
 use super::ops::packages as pkg;
 use super::ops::scim as scim_ops;
-use super::ops::{billing, budgets, members, payments, trust, workspaces};
+use super::ops::{billing, budgets, members, payments, tool_policy, trust, workspaces};
 use super::{ControlPlane, Limits, Signups};
 use tollgate_audit::AuditLog;
 use tollgate_billing::Billing;
@@ -207,6 +207,10 @@ pub fn ops() -> &'static [Op] {
                 trust::policy_get, trust::PolicyGetParams => trust::Policy),
             op!("workspaces.package-policy.set", Workspace(PolicyWrite), "Set the namespaces (or '*') whose packages the workspace installs only when signed by a registered, unrevoked key (owners and admins).",
                 trust::policy_set, trust::PolicySetParams => trust::Policy),
+            op!("workspaces.tool-policy.get", Workspace(WorkspaceRead), "Show the workspace's tool lists per role: the installs and tools its admins' and developers' keys may reach over MCP.",
+                tool_policy::get, workspaces::Target => tool_policy::Policies),
+            op!("workspaces.tool-policy.set", Workspace(PolicyWrite), "Limit (or stop limiting) what a role's keys may reach over MCP to listed installs and <install>__<tool> names (owners and admins).",
+                tool_policy::set, tool_policy::SetParams => tool_policy::Policies),
             op!("members.add", Workspace(MemberWrite), "Add a signed-up user (by e-mail) to a workspace with a role.",
                 members::add, members::AddParams => members::Member),
             op!("members.list", Workspace(MemberRead), "List a workspace's members and roles.",
@@ -215,7 +219,7 @@ pub fn ops() -> &'static [Op] {
                 members::set_role, members::SetRoleParams => members::Member),
             op!("members.remove", Workspace(MemberWrite), "Remove a member from a workspace.",
                 members::remove, members::UserParams => workspaces::Deleted),
-            op!("keys.create", Workspace(KeyWrite), "Create an API key for the caller in a workspace; the secret is shown once.",
+            op!("keys.create", Workspace(KeyWrite), "Create an API key for the caller in a workspace, optionally limited to listed installs and tools over MCP; the secret is shown once.",
                 members::key_create, members::KeyCreateParams => members::CreatedKey),
             op!("keys.list", Workspace(KeyRead), "List a workspace's keys (hint and metadata only).",
                 members::key_list, workspaces::Target => members::KeyList),

@@ -157,6 +157,20 @@ impl ToolAccess for CallerTools {
         let site = self.site.clone();
         async move {
             let workspace = &site.caller.workspace_id;
+            // The caller's tool policy holds inside its skill's run too, so
+            // a skill cannot be a way round it.
+            let allowed = tool
+                .split_once(calls::SEPARATOR)
+                .map_or(site.caller.tools.is_open(), |(install, name)| {
+                    site.caller.tools.allows(install, name)
+                });
+            if !allowed {
+                return Err(ToolError {
+                    message: format!(
+                        "no tool '{tool}' is installed in this workspace that this caller's tool policy lists"
+                    ),
+                });
+            }
             let Some(target) = calls::resolve(&components.installs, workspace, None, &tool) else {
                 return remote_call(&components, &site, &tool, arguments).await;
             };

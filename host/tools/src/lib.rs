@@ -91,23 +91,48 @@ async fn mcp_all(
     State(components): State<Arc<Components>>,
     State(origins): State<Arc<Origins>>,
     State(auth): State<Arc<AuthState>>,
+    request_id: RequestId,
     caller: Result<Caller, ApiError>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    mcp_call(&components, &origins, &auth, caller, None, &headers, &body).await
+    let request = McpRequest {
+        only: None,
+        request_id,
+        headers: &headers,
+        body: &body,
+    };
+    mcp_call(&components, &origins, &auth, caller, request).await
 }
 
+// An axum handler takes one argument per extractor.
+#[allow(clippy::too_many_arguments)]
 async fn mcp_one(
     State(components): State<Arc<Components>>,
     State(origins): State<Arc<Origins>>,
     State(auth): State<Arc<AuthState>>,
+    request_id: RequestId,
     caller: Result<Caller, ApiError>,
     Path(install): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    mcp_call(&components, &origins, &auth, caller, Some(&install), &headers, &body).await
+    let request = McpRequest {
+        only: Some(install.as_str()),
+        request_id,
+        headers: &headers,
+        body: &body,
+    };
+    mcp_call(&components, &origins, &auth, caller, request).await
+}
+
+/// One POST to an MCP route: its install (on `/v1/mcp/{install}`), id,
+/// headers and body.
+struct McpRequest<'a> {
+    only: Option<&'a str>,
+    request_id: RequestId,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
 }
 
 /// The checks both MCP routes share, in the order MCP 2025-11-25 implies: a
@@ -117,10 +142,14 @@ async fn mcp_call(
     origins: &Origins,
     auth: &Arc<AuthState>,
     caller: Result<Caller, ApiError>,
-    only: Option<&str>,
-    headers: &HeaderMap,
-    body: &[u8],
+    request: McpRequest<'_>,
 ) -> Response {
+    let McpRequest {
+        only,
+        request_id,
+        headers,
+        body,
+    } = request;
     if let Some(origin) = origins.foreign_origin(headers) {
         return mcp::foreign_origin(&origin);
     }
@@ -133,7 +162,8 @@ async fn mcp_call(
         caller.0.clone(),
         auth.clone(),
         only.map(str::to_string),
-    );
+    )
+    .within(request_id.0.to_string());
     mcp::serve(scope, headers, body).await
 }
 
@@ -188,9 +218,11 @@ async fn run_skill(
         let request: skills::RunRequest = serde_json::from_slice(&body).map_err(|e| {
             ApiError::invalid_request(format!("the body must be {{\"input\": {{…}}, \"stream\": false}}: {e}"))
         })?;
-        let active = components
-            .installs
-            .get(&caller.0.workspace_id, &install)
+        // A skill the caller's tool policy does not list is answered as one
+        // that is not installed (docs/mcp.md, "Tool policy").
+        let allowed = caller.0.tools.allows(&install, calls::SKILL_TOOL);
+        let active = (components.installs.get(&caller.0.workspace_id, &install))
+            .filter(|_| allowed)
             .ok_or_else(|| {
                 ApiError::new(
                     StatusCode::NOT_FOUND,

@@ -15,6 +15,7 @@ use tollgate_identity::accounts::Accounts;
 pub use tollgate_identity::accounts::{KeyInfo, Member};
 use tollgate_identity::auth::KeyScope;
 use tollgate_identity::auth::permissions::Role;
+use tollgate_identity::auth::tool_policy::{self, ToolPolicy};
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -149,6 +150,12 @@ pub struct KeyCreateParams {
     /// `auth.key_requests_per_minute`, never loosen it.
     #[serde(default)]
     pub requests_per_minute: Option<u32>,
+    /// Limits the key over MCP to these installs (all they offer) and
+    /// `<install>__<tool>` names (one tool or prompt); its role's list, if
+    /// the workspace set one, still applies. A key with a list makes only
+    /// keys with a list within it.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -167,6 +174,8 @@ pub struct CreatedKey {
     pub hint: String,
     pub scope: KeyScope,
     pub requests_per_minute: Option<u32>,
+    /// The installs and tools it may reach over MCP; `null`: what its role may.
+    pub tools: Option<Vec<String>>,
     /// The secret. Shown once; only its hash is stored.
     pub api_key: String,
 }
@@ -219,6 +228,20 @@ pub async fn key_create(
             "requests_per_minute may not exceed this gateway's limit of {default} (auth.key_requests_per_minute)"
         )));
     }
+    let tools = (params.tools.map(tool_policy::normalize).transpose()).map_err(OpError::InvalidParams)?;
+    // A key held to a list must not mint a way out of it (its role's list
+    // binds the new key as well, being the same user's).
+    if let Some(own) = &caller.tools.key {
+        let within = ToolPolicy {
+            key: Some(own.clone()),
+            role: None,
+        };
+        if !tools.as_deref().is_some_and(|tools| within.covers(tools)) {
+            return Err(OpError::PermissionDenied(
+                "a key limited to some tools may only create keys limited to tools it may use itself".into(),
+            ));
+        }
+    }
     let workspace_id = ctx.scope().workspace_id.clone();
     // Under SSO a key is made only by someone signed in through the identity
     // provider, so leaving the company's directory ends the making of keys.
@@ -232,6 +255,7 @@ pub async fn key_create(
     let options = tollgate_identity::accounts::KeyOptions {
         scope,
         requests_per_minute,
+        tools: tools.clone(),
     };
     let key = accounts
         .create_key(&workspace_id, user_id.as_deref(), &name, &options)
@@ -243,6 +267,7 @@ pub async fn key_create(
         hint: key.hint,
         scope,
         requests_per_minute,
+        tools,
         api_key: key.secret,
     })
 }

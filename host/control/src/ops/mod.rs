@@ -15,5 +15,6 @@ pub mod members;
 pub mod packages;
 pub mod payments;
 pub mod scim;
+pub mod tool_policy;
 pub mod trust;
 pub mod workspaces;

@@ -16,6 +16,8 @@ pub struct KeyInfo {
     pub user_id: Option<String>,
     pub scope: KeyScope,
     pub requests_per_minute: Option<u32>,
+    /// The installs and tools it may reach over MCP; `null`: what its role may.
+    pub tools: Option<Vec<String>>,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
 }
@@ -53,11 +55,12 @@ impl Accounts {
             Option<String>,
             String,
             Option<i64>,
+            Option<String>,
             i64,
             Option<i64>,
         );
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, name, hint, user_id, scope, requests_per_minute, created_at, revoked_at FROM api_keys \
+            "SELECT id, name, hint, user_id, scope, requests_per_minute, tools, created_at, revoked_at FROM api_keys \
              WHERE workspace_id = $1 ORDER BY id",
         )
         .bind(workspace_id)
@@ -66,13 +69,14 @@ impl Accounts {
         Ok(rows
             .into_iter()
             .map(
-                |(key_id, name, hint, user_id, scope, requests_per_minute, created_at, revoked_at)| KeyInfo {
+                |(key_id, name, hint, user_id, scope, requests_per_minute, tools, created_at, revoked_at)| KeyInfo {
                     key_id,
                     name,
                     hint,
                     user_id,
                     scope: KeyScope::parse(&scope).unwrap_or(KeyScope::Workspace),
                     requests_per_minute: requests_per_minute.and_then(|n| u32::try_from(n).ok()),
+                    tools: crate::auth::tool_policy::from_column(tools),
                     created_at,
                     revoked_at,
                 },

@@ -4,12 +4,14 @@
 //! the API here. Creating an account makes its user, the user's first
 //! workspace (owner role), the workspace's wallet (through the ledger) with an
 //! opening credit, and the first API key, all in one transaction.
-//! `workspaces.rs`, `members.rs` and `keys.rs` hold the rest of the API; every
+//! `workspaces.rs`, `members.rs`, `keys.rs` and `tool_policies.rs` (the
+//! `role_tool_policies` table) hold the rest of the API; every
 //! change that alters what a key may do commits through
 //! `KeyResolver::commit_change`, so every gateway sees it (see `auth`).
 
 mod keys;
 mod members;
+mod tool_policies;
 mod workspaces;
 
 pub use keys::{KeyInfo, MintedKey};
@@ -193,6 +195,9 @@ pub struct KeyOptions {
     pub scope: auth::KeyScope,
     /// The key's own data-plane request limit; `None`: the gateway default.
     pub requests_per_minute: Option<u32>,
+    /// The installs and tools it may reach over MCP (normalized);
+    /// `None`: what its role may.
+    pub tools: Option<Vec<String>>,
 }
 
 /// Mints a key; returns its id and the secret, which exists nowhere else.
@@ -206,8 +211,8 @@ async fn insert_key(
     let key_id = new_id("key");
     let key = auth::generate_key();
     sqlx::query(
-        "INSERT INTO api_keys (id, workspace_id, key_hash, hint, created_at, user_id, name, scope, requests_per_minute) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO api_keys (id, workspace_id, key_hash, hint, created_at, user_id, name, scope, requests_per_minute, tools) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&key_id)
     .bind(workspace_id)
@@ -218,6 +223,7 @@ async fn insert_key(
     .bind(name)
     .bind(options.scope.as_str())
     .bind(options.requests_per_minute.map(i64::from))
+    .bind(auth::tool_policy::to_column(options.tools.as_deref()))
     .execute(&mut **tx)
     .await?;
     Ok((key_id, key))

@@ -26,12 +26,14 @@ pub mod permissions;
 pub mod refusals;
 pub mod sessions;
 pub mod signin;
+pub mod tool_policy;
 
 pub use caller::{AuthState, Caller, SessionError};
 
 use permissions::Role;
 use tollgate_core::db::{Backend, Database, Db};
 use tollgate_core::outage::{self, Outage};
+pub use tool_policy::ToolPolicy;
 
 pub const KEY_PREFIX: &str = "tg_live_";
 const KEY_RANDOM_CHARS: usize = 40;
@@ -82,6 +84,9 @@ pub struct Principal {
     /// made with a key acts as that key, an OIDC session as its user (its id
     /// is then also `key_id`).
     pub console_session: Option<String>,
+    /// The installs and tools it may reach over MCP (its key's list and its
+    /// role's in the workspace; open when neither exists).
+    pub tools: ToolPolicy,
 }
 
 impl Principal {
@@ -472,17 +477,29 @@ pub fn change_channel(schema: &str) -> String {
 }
 
 async fn lookup(db: &Db, hash: &KeyHash) -> sqlx::Result<Option<Principal>> {
-    // A key whose user has left the workspace resolves to nothing.
-    type Row = (String, String, Option<String>, Option<String>, String, Option<i64>);
+    // A key whose user has left the workspace resolves to nothing. A
+    // user-less key acts as the owner, whom no role list limits.
+    type Row = (
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        String,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+    );
     let row: Option<Row> = sqlx::query_as(
-        "SELECT k.id, k.workspace_id, k.user_id, m.role, k.scope, k.requests_per_minute FROM api_keys k \
+        "SELECT k.id, k.workspace_id, k.user_id, m.role, k.scope, k.requests_per_minute, k.tools, p.tools \
+         FROM api_keys k \
          LEFT JOIN memberships m ON m.workspace_id = k.workspace_id AND m.user_id = k.user_id \
+         LEFT JOIN role_tool_policies p ON p.workspace_id = k.workspace_id AND p.role = m.role \
          WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
     )
     .bind(hash.to_vec())
     .fetch_optional(db)
     .await?;
-    let Some((key_id, workspace_id, user_id, role, scope, requests_per_minute)) = row else {
+    let Some((key_id, workspace_id, user_id, role, scope, requests_per_minute, key_tools, role_tools)) = row else {
         return Ok(None);
     };
     let role = match (&user_id, role) {
@@ -505,6 +522,10 @@ async fn lookup(db: &Db, hash: &KeyHash) -> sqlx::Result<Option<Principal>> {
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n > 0),
         console_session: None,
+        tools: ToolPolicy {
+            key: tool_policy::from_column(key_tools),
+            role: tool_policy::from_column(role_tools),
+        },
     }))
 }
 
@@ -628,6 +649,7 @@ mod tests {
             scope: KeyScope::User,
             requests_per_minute: None,
             console_session: None,
+            tools: ToolPolicy::default(),
         }
     }
 
@@ -665,18 +687,23 @@ mod tests {
         let db = sqlx::AnyPool::connect(&url).await.unwrap();
         for statement in [
             "CREATE TABLE api_keys (id TEXT, workspace_id TEXT, user_id TEXT, key_hash BLOB, scope TEXT, \
-             requests_per_minute INTEGER, revoked_at INTEGER)",
+             requests_per_minute INTEGER, revoked_at INTEGER, tools TEXT)",
             "CREATE TABLE memberships (workspace_id TEXT, user_id TEXT, role TEXT)",
             "INSERT INTO memberships VALUES ('ws_a', 'user_a', 'developer')",
+            "CREATE TABLE role_tool_policies (workspace_id TEXT, role TEXT, tools TEXT, updated_at INTEGER)",
+            "INSERT INTO role_tool_policies VALUES ('ws_a', 'developer', '[\"calc\"]', 0)",
+            "INSERT INTO role_tool_policies VALUES ('ws_a', 'admin', '[\"other\"]', 0)",
         ] {
             sqlx::query(statement).execute(&db).await.unwrap();
         }
         let key = generate_key();
-        sqlx::query("INSERT INTO api_keys VALUES ('key_a', 'ws_a', 'user_a', $1, 'user', NULL, NULL)")
-            .bind(key.hash.to_vec())
-            .execute(&db)
-            .await
-            .unwrap();
+        sqlx::query(
+            "INSERT INTO api_keys VALUES ('key_a', 'ws_a', 'user_a', $1, 'user', NULL, NULL, '[\"calc__add\"]')",
+        )
+        .bind(key.hash.to_vec())
+        .execute(&db)
+        .await
+        .unwrap();
         (KeyResolver::new(db.clone()), db, key.hash)
     }
 
@@ -695,6 +722,12 @@ mod tests {
         let (keys, db, hash) = resolver_with_a_key(&dir).await;
         let principal = keys.resolve_hash(&hash).await.unwrap().expect("a valid key");
         assert_eq!(principal.key_id, "key_a");
+        // The key's own list and its role's (not another role's) come with it.
+        let lists = (principal.tools.key.as_deref(), principal.tools.role.as_deref());
+        assert_eq!(
+            lists,
+            (Some(&["calc__add".to_string()][..]), Some(&["calc".to_string()][..]))
+        );
 
         // The feed drops (as the listener does when Postgres goes away), and
         // the database cannot answer: the key keeps working as it was.

@@ -179,6 +179,7 @@ impl Sessions {
                 let Some(role) = self.accounts.role_in(&workspace_id, &user_id).await? else {
                     return Ok(None);
                 };
+                let role_tools = self.accounts.role_tools(&workspace_id, role).await?;
                 Arc::new(Principal {
                     key_id: id.clone(),
                     workspace_id,
@@ -187,6 +188,10 @@ impl Sessions {
                     scope: KeyScope::User,
                     requests_per_minute: None,
                     console_session: Some(id.clone()),
+                    tools: super::ToolPolicy {
+                        key: None,
+                        role: role_tools,
+                    },
                 })
             }
             _ => return Ok(None),

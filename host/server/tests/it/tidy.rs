@@ -220,9 +220,16 @@ fn only_a_tables_owner_queries_it() {
     let owners: &[(&str, &[&str])] = &[
         (
             "identity/src/accounts/",
-            &["accounts", "users", "workspaces", "memberships", "api_keys"],
+            &[
+                "accounts",
+                "users",
+                "workspaces",
+                "memberships",
+                "api_keys",
+                "role_tool_policies",
+            ],
         ),
-        ("identity/src/auth/", &["api_keys", "memberships"]),
+        ("identity/src/auth/", &["api_keys", "memberships", "role_tool_policies"]),
         ("identity/src/auth/sessions.rs", &["console_sessions"]),
         ("identity/src/auth/signin.rs", &["oidc_identities", "oidc_logins"]),
         ("identity/src/auth/cluster_rates.rs", &["key_rate_cells"]),

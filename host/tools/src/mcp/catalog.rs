@@ -25,10 +25,21 @@ const MAX_INPUT: usize = 8 << 10;
 
 pub(super) type Outcome = Result<Value, (i64, String)>;
 
-/// The installs in scope: the workspace's, or the one `/v1/mcp/{install}` names.
+/// The installs in scope: the workspace's, or the one `/v1/mcp/{install}`
+/// names; only those the caller's tool policy lets it use something of.
 pub(super) fn in_scope(scope: &Scope) -> impl Iterator<Item = Arc<Active>> + '_ {
     (scope.components.installs.in_workspace(scope.workspace_id()).into_iter())
         .filter(move |active| scope.only.as_deref().is_none_or(|only| only == active.record.name))
+        .filter(move |active| scope.policy().sees(&active.record.name))
+}
+
+/// The 0.2.0 tool servers in scope whose resources and URI templates the
+/// caller may read: those its policy allows whole, since a resource is
+/// read by URI and has no name a list could give.
+fn readable(scope: &Scope) -> Vec<(Arc<Active>, Arc<ToolServer>)> {
+    let mut servers = servers(scope);
+    servers.retain(|(active, _)| scope.policy().allows_whole(&active.record.name));
+    servers
 }
 
 /// The 0.2.0 tool servers in scope, with their install.
@@ -81,7 +92,8 @@ pub(super) fn argument_entry(name: &str, required: bool, description: Option<&st
 pub(super) async fn list_prompts(scope: &Scope) -> Value {
     let mut prompts = Vec::new();
     for (active, server) in servers(scope) {
-        for prompt in &server.catalog().prompts {
+        let offered = server.catalog().prompts.iter();
+        for prompt in offered.filter(|prompt| scope.policy().allows(&active.record.name, &prompt.name)) {
             let arguments: Vec<Value> = (prompt.arguments.iter())
                 .map(|argument| argument_entry(&argument.name, argument.required, argument.description.as_deref()))
                 .collect();
@@ -99,7 +111,7 @@ pub(super) async fn list_prompts(scope: &Scope) -> Value {
 
 pub(super) async fn list_resources(scope: &Scope) -> Value {
     let mut resources = Vec::new();
-    for (active, server) in servers(scope) {
+    for (active, server) in readable(scope) {
         for resource in &server.catalog().resources {
             let mut entry = json!({"uri": resource.uri, "name": named(scope, &active.record.name, &resource.name)});
             if let Some(description) = &resource.description {
@@ -117,7 +129,7 @@ pub(super) async fn list_resources(scope: &Scope) -> Value {
 
 pub(super) async fn list_templates(scope: &Scope) -> Value {
     let mut templates = Vec::new();
-    for (active, server) in servers(scope) {
+    for (active, server) in readable(scope) {
         for template in &server.catalog().templates {
             let mut entry = json!({
                 "uriTemplate": template.uri_template,
@@ -154,6 +166,9 @@ fn find_prompt(scope: &Scope, name: &str) -> Option<(Arc<Active>, Arc<ToolServer
         Some(only) => (only, name),
         None => name.split_once(SEPARATOR)?,
     };
+    if !scope.policy().allows(install, prompt) {
+        return None;
+    }
     servers(scope)
         .into_iter()
         .find(|(active, server)| active.record.name == install && server.catalog().prompt(prompt).is_some())
@@ -256,7 +271,7 @@ pub(super) async fn get_prompt(scope: &Scope, params: &Value) -> Outcome {
 
 /// The one install that claims `uri`: listed exactly, else by a template.
 fn find_resource(scope: &Scope, uri: &str) -> Result<(Arc<Active>, Arc<ToolServer>), (i64, String)> {
-    let servers = servers(scope);
+    let servers = readable(scope);
     let listed: Vec<_> = servers
         .iter()
         .filter(|(_, server)| server.catalog().resources.iter().any(|r| r.uri == uri))
@@ -322,7 +337,7 @@ pub(super) async fn complete(scope: &Scope, params: &Value) -> Outcome {
         }
         Some("ref/resource") => {
             let uri = string_param(params, "/ref/uri", "params.ref.uri")?;
-            let claimed: Vec<_> = servers(scope)
+            let claimed: Vec<_> = readable(scope)
                 .into_iter()
                 .filter(|(_, server)| server.catalog().template(uri).is_some())
                 .collect();

@@ -25,8 +25,8 @@ use std::time::Duration;
 use tollgate_components::{CallError, Content, SkillError, mcp_content};
 
 use super::Components;
-use super::calls::{self, CallSite};
-use tollgate_identity::auth::{AuthState, Principal};
+use super::calls::{self, CallSite, SEPARATOR};
+use tollgate_identity::auth::{AuthState, Principal, ToolPolicy};
 
 mod catalog;
 mod remote;
@@ -69,6 +69,9 @@ pub struct Scope {
     pub only: Option<String>,
     /// The session the request named, once found.
     session: Option<Session>,
+    /// The HTTP request's id (`x-request-id`): each tool call it carries is
+    /// logged under a request id of its own, linked to this one.
+    request_id: Option<String>,
     /// Where a tool call's log lines and progress reports go (a single
     /// request whose client takes an SSE answer).
     sinks: calls::Sinks,
@@ -87,19 +90,45 @@ impl Scope {
             auth,
             only,
             session: None,
+            request_id: None,
             sinks: calls::Sinks::default(),
         }
+    }
+
+    /// The scope of the HTTP request `request_id`, whose tool calls are
+    /// logged as its children.
+    pub fn within(mut self, request_id: String) -> Self {
+        self.request_id = Some(request_id);
+        self
     }
 
     fn workspace_id(&self) -> &str {
         &self.caller.workspace_id
     }
+
+    /// What the caller's key and role may reach (docs/mcp.md, "Tool policy").
+    fn policy(&self) -> &ToolPolicy {
+        &self.caller.tools
+    }
+
+    /// Whether the policy lets the caller use the tool `name`, as this
+    /// scope names it (`<install>__<tool>`, or plain inside one install's).
+    fn may_call(&self, name: &str) -> bool {
+        match (self.only.as_deref(), name.split_once(SEPARATOR)) {
+            (Some(only), _) => self.policy().allows(only, name),
+            (None, Some((install, tool))) => self.policy().allows(install, tool),
+            (None, None) => self.policy().is_open(),
+        }
+    }
 }
 
 pub async fn serve(mut scope: Scope, headers: &HeaderMap, body: &[u8]) -> Response {
+    // An install the caller's tool policy keeps it from is answered as one
+    // that does not exist, so a limited key cannot probe for names.
     if let Some(only) = scope.only.as_deref()
-        && scope.components.installs.get(scope.workspace_id(), only).is_none()
-        && remote::in_scope(&scope).await.is_empty()
+        && (!scope.policy().sees(only)
+            || (scope.components.installs.get(scope.workspace_id(), only).is_none()
+                && remote::in_scope(&scope).await.is_empty()))
     {
         let message = format!("no install named '{only}' in this workspace");
         return answer(StatusCode::NOT_FOUND, error(Value::Null, INVALID_REQUEST, &message));
@@ -391,6 +420,7 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
 async fn list_tools(scope: &Scope) -> Value {
     let mut tools: Vec<Value> = calls::list(&scope.components.installs, scope.workspace_id(), scope.only.as_deref())
         .into_iter()
+        .filter(|tool| scope.may_call(&tool.name))
         .map(|tool| {
             let mut entry = json!({
                 "name": tool.name,
@@ -420,6 +450,14 @@ async fn call_tool(scope: &Scope, params: &Value) -> Result<Value, (i64, String)
         Some(object @ Value::Object(_)) => object.clone(),
         Some(_) => return Err((INVALID_PARAMS, "params.arguments must be an object".into())),
     };
+    // Decided on the name alone, so the answer is the same whether or not
+    // a tool of that name exists.
+    if !scope.may_call(name) {
+        return Err((
+            INVALID_PARAMS,
+            format!("Unknown tool: {name} (this key's tool policy does not list it)"),
+        ));
+    }
     let Some(target) = calls::resolve(
         &scope.components.installs,
         scope.workspace_id(),
@@ -433,7 +471,7 @@ async fn call_tool(scope: &Scope, params: &Value) -> Result<Value, (i64, String)
     };
     let site = CallSite {
         caller: scope.caller.clone(),
-        parent_request_id: None,
+        parent_request_id: scope.request_id.clone(),
         depth: 0,
         ceiling: None,
     };

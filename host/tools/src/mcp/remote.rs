@@ -14,12 +14,14 @@ use crate::remote::calls::Refusal;
 use crate::remote::client::RemoteError;
 use crate::remote::{self, ServerRecord};
 
-/// The remotes in scope: the workspace's, or the one `/v1/mcp/{name}` names.
+/// The remotes in scope: the workspace's, or the one `/v1/mcp/{name}` names;
+/// only those the caller's tool policy lets it use something of.
 pub(super) async fn in_scope(scope: &Scope) -> Vec<ServerRecord> {
     match scope.components.installs.remotes().list(scope.workspace_id()).await {
         Ok(servers) => servers
             .into_iter()
             .filter(|server| scope.only.as_deref().is_none_or(|only| only == server.name))
+            .filter(|server| scope.policy().sees(&server.name))
             .collect(),
         Err(error) => {
             tracing::error!(%error, "reading the workspace's remote MCP servers");
@@ -31,19 +33,26 @@ pub(super) async fn in_scope(scope: &Scope) -> Vec<ServerRecord> {
 /// Every remote's list from `method` (items under `field`), asked of all
 /// at once, each item's `name` prefixed with the remote's on `/v1/mcp`. A
 /// remote that fails to answer is left out (and logged), so one bad server
-/// does not hide the others'.
+/// does not hide the others'. Tools and prompts are kept as the caller's
+/// tool policy allows each; resources and templates only from a remote it
+/// allows whole.
 pub(super) async fn gather(scope: &Scope, method: &str, field: &str) -> Vec<Value> {
-    let servers = in_scope(scope).await;
+    let by_name = matches!(field, "tools" | "prompts");
+    let mut servers = in_scope(scope).await;
+    servers.retain(|server| by_name || scope.policy().allows_whole(&server.name));
     let remotes = scope.components.installs.remotes();
     let lists =
         futures_util::future::join_all(servers.iter().map(|server| remotes.listed(server, method, field))).await;
     let mut items = Vec::new();
     for (server, listed) in servers.iter().zip(lists) {
         match listed {
-            Ok(listed) => items.extend(listed.into_iter().map(|mut item| {
+            Ok(listed) => items.extend(listed.into_iter().filter_map(|mut item| {
                 let name = item["name"].as_str().unwrap_or_default();
+                if by_name && !scope.policy().allows(&server.name, name) {
+                    return None;
+                }
                 item["name"] = json!(super::catalog::named(scope, &server.name, name));
-                item
+                Some(item)
             })),
             Err(error) => tracing::warn!(server = %server.name, %error, "a remote MCP server's {field} are left out"),
         }
@@ -69,7 +78,7 @@ pub(super) async fn forward(scope: &Scope, server: &ServerRecord, method: &str, 
 /// URI template matches it, as for component installs (on `/v1/mcp/{name}`,
 /// that remote).
 pub(super) async fn resource_owner(scope: &Scope, uri: &str) -> Option<ServerRecord> {
-    let servers = in_scope(scope).await;
+    let servers = readable(scope).await;
     if scope.only.is_some() {
         return servers.into_iter().next();
     }
@@ -100,13 +109,21 @@ pub(super) async fn resource_owner(scope: &Scope, uri: &str) -> Option<ServerRec
 
 /// The one remote in scope that offers URI template `template` exactly.
 pub(super) async fn template_owner(scope: &Scope, template: &str) -> Option<ServerRecord> {
-    let servers = in_scope(scope).await;
+    let servers = readable(scope).await;
     let offers = |item: &Value| item.get("uriTemplate").and_then(Value::as_str) == Some(template);
     let claimed = claimants(scope, &servers, "resources/templates/list", "resourceTemplates", offers).await;
     match <[_; 1]>::try_from(claimed) {
         Ok([owner]) => Some(owner.clone()),
         Err(_) => None,
     }
+}
+
+/// The remotes in scope whose resources the caller may read: those its
+/// tool policy allows whole.
+async fn readable(scope: &Scope) -> Vec<ServerRecord> {
+    let mut servers = in_scope(scope).await;
+    servers.retain(|server| scope.policy().allows_whole(&server.name));
+    servers
 }
 
 /// The servers whose list from `method` has an item that `claims`.
@@ -128,12 +145,16 @@ async fn claimants<'a>(
         .collect()
 }
 
-/// The remote and its tool that `name` means, if it names one in scope.
+/// The remote and its tool (or prompt) that `name` means, if it names one
+/// in scope that the caller's tool policy allows.
 pub(super) async fn resolve(scope: &Scope, name: &str) -> Option<(ServerRecord, String)> {
     let (server, tool) = match scope.only.as_deref() {
         Some(only) => (only, name),
         None => name.split_once(SEPARATOR)?,
     };
+    if !scope.policy().allows(server, tool) {
+        return None;
+    }
     let found = scope
         .components
         .installs
@@ -160,7 +181,7 @@ pub(super) async fn call_tool(
 ) -> Result<Value, (i64, String)> {
     let site = CallSite {
         caller: scope.caller.clone(),
-        parent_request_id: None,
+        parent_request_id: scope.request_id.clone(),
         depth: 0,
         ceiling: None,
     };

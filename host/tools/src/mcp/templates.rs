@@ -19,11 +19,11 @@ use super::catalog::{INTERNAL_ERROR, Outcome, argument_entry, in_scope, named};
 use crate::calls::SEPARATOR;
 use crate::installs::{Active, Loaded, PromptTemplate};
 
-/// The prompt-template installs in scope.
+/// The prompt-template installs in scope whose prompt the caller may use.
 fn installed(scope: &Scope) -> Vec<(Arc<Active>, Arc<PromptTemplate>)> {
     in_scope(scope)
         .filter_map(|active| match &active.component {
-            Loaded::Prompt(template) => {
+            Loaded::Prompt(template) if scope.policy().allows(&active.record.name, &active.record.name) => {
                 let template = template.clone();
                 Some((active, template))
             }

@@ -36,6 +36,9 @@ pub enum RemoteError {
     /// The remote no longer knows the session (404): initialize again.
     #[error("the remote MCP server ended the session")]
     SessionGone,
+    /// The remote refused the credential (401).
+    #[error("the remote MCP server refused the gateway's credential (HTTP 401)")]
+    Unauthorized,
     #[error("the remote MCP server answered badly: {0}")]
     Protocol(String),
     /// A JSON-RPC error the remote answered.
@@ -148,6 +151,9 @@ impl Endpoint<'_> {
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND && upstream.is_some_and(|u| u.session.is_some()) {
             return Err(RemoteError::SessionGone);
+        }
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(RemoteError::Unauthorized);
         }
         if !status.is_success() {
             return Err(RemoteError::Protocol(format!("HTTP {status} for {method}")));

@@ -1,5 +1,6 @@
 //! Remote MCP servers installed into a workspace (`mcp_servers.*`): their
-//! records ([`store`], with a static credential sealed like an install's),
+//! records ([`store`], with a static credential or an OAuth client secret
+//! sealed like an install's; [`oauth`] fetches and holds the tokens),
 //! the checks a new one passes (a name no install has, an `http(s)` URL the
 //! egress policy lets components reach), and their tools, listed and called
 //! through the gateway's own MCP client ([`client`]), each call guarded and
@@ -12,6 +13,7 @@
 
 pub mod calls;
 pub mod client;
+pub mod oauth;
 mod store;
 
 use std::collections::HashMap;
@@ -27,6 +29,7 @@ use tollgate_core::sealed::SealingKey;
 
 use crate::installs::InstallError;
 use client::{Endpoint, RemoteError, Upstream};
+use oauth::{NewClientCredentials, OAuthClient, Tokens};
 pub use store::ServerRecord;
 use store::ServerStore;
 
@@ -39,7 +42,8 @@ const METHOD_NOT_FOUND: i64 = -32601;
 /// Most pages of one list read from one remote.
 const MAX_PAGES: usize = 8;
 
-/// How the gateway authenticates to a remote: `"none"`, or a static header.
+/// How the gateway authenticates to a remote: `"none"`, a static header, or
+/// OAuth 2.1 client credentials.
 #[derive(Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum NewAuth {
@@ -49,6 +53,11 @@ pub enum NewAuth {
     Header {
         header: String,
         value: String,
+    },
+    /// `{"client_credentials": {"token_url", "client_id", "client_secret",
+    /// "scopes"}}`: the gateway fetches, holds and refreshes the token.
+    ClientCredentials {
+        client_credentials: NewClientCredentials,
     },
 }
 
@@ -74,6 +83,9 @@ pub struct ServerShown {
     pub transport: String,
     /// The header the credential goes in; `null`: no auth.
     pub auth_header: Option<String>,
+    /// With OAuth client credentials: the token URL, client id and scopes
+    /// (never the secret or a token).
+    pub oauth: Option<OAuthClient>,
     pub created_at_ms: i64,
 }
 
@@ -84,6 +96,7 @@ impl From<&ServerRecord> for ServerShown {
             url: record.url.clone(),
             transport: record.transport.clone(),
             auth_header: record.auth_header.clone(),
+            oauth: record.oauth.clone(),
             created_at_ms: record.created_at_ms,
         }
     }
@@ -91,11 +104,16 @@ impl From<&ServerRecord> for ServerShown {
 
 type SessionKey = (String, String, String);
 
+fn key_of(server: &ServerRecord) -> SessionKey {
+    (server.workspace_id.clone(), server.name.clone(), server.url.clone())
+}
+
 pub struct Remotes {
     store: ServerStore,
     host: ComponentHost,
     sealing: Arc<SealingKey>,
     sessions: Mutex<HashMap<SessionKey, Upstream>>,
+    tokens: Tokens,
 }
 
 impl Remotes {
@@ -105,6 +123,7 @@ impl Remotes {
             host,
             sealing,
             sessions: Mutex::new(HashMap::new()),
+            tokens: Tokens::default(),
         }
     }
 
@@ -141,13 +160,30 @@ impl Remotes {
             transport: request.transport,
             auth_header: None,
             sealed_auth: String::new(),
+            oauth: None,
             created_at_ms: tollgate_core::db::now_ms(),
         };
-        if let NewAuth::Header { header, value } = request.auth {
-            let header = header.to_ascii_lowercase();
-            header_pair(&header, &value)?;
-            record.sealed_auth = self.sealing.seal(value.as_bytes(), &sealing_context(&record));
-            record.auth_header = Some(header);
+        match request.auth {
+            NewAuth::None(_) => {}
+            NewAuth::Header { header, value } => {
+                let header = header.to_ascii_lowercase();
+                header_pair(&header, &value)?;
+                record.sealed_auth = self.sealing.seal(value.as_bytes(), &sealing_context(&record));
+                record.auth_header = Some(header);
+            }
+            NewAuth::ClientCredentials { client_credentials } => {
+                let (client, token_url) = client_credentials.check().map_err(InstallError::Invalid)?;
+                let origin = Origin::of(&token_url)
+                    .ok_or_else(|| InstallError::Invalid("token_url is not an http(s) URL".into()))?;
+                self.host
+                    .egress()
+                    .check_origin(&origin)
+                    .map_err(InstallError::Invalid)?;
+                let secret = client_credentials.client_secret.as_bytes();
+                record.sealed_auth = self.sealing.seal(secret, &sealing_context(&record));
+                record.auth_header = Some("authorization".into());
+                record.oauth = Some(client);
+            }
         }
         match self.store.create(&record).await? {
             true => Ok(ServerShown::from(&record)),
@@ -169,6 +205,7 @@ impl Remotes {
         let deleted = self.store.delete(workspace_id, name).await?;
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|(workspace, server, _), _| !(workspace == workspace_id && server == name));
+        self.tokens.forget_server(workspace_id, name);
         Ok(deleted)
     }
 
@@ -206,18 +243,30 @@ impl Remotes {
     }
 
     /// One request to `server` in its session, opening one first when there
-    /// is none, and once more when the remote says it ended.
+    /// is none, and once more when the remote says it ended. A remote on
+    /// OAuth that refuses its token (401) gets a fresh one, once.
     pub async fn request(&self, server: &ServerRecord, method: &str, params: Value) -> Result<Value, RemoteError> {
+        match self.attempt(server, method, params.clone()).await {
+            Err(RemoteError::Unauthorized) if server.oauth.is_some() => {
+                tracing::info!(server = %server.name, "remote MCP server refused its access token; fetching another");
+                self.tokens.forget(&key_of(server));
+                self.attempt(server, method, params).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    async fn attempt(&self, server: &ServerRecord, method: &str, params: Value) -> Result<Value, RemoteError> {
         let url = parse_url(&server.url).map_err(|e| RemoteError::Refused(e.to_string()))?;
         let limits = self.host.limits();
         let endpoint = Endpoint {
             url: &url,
-            auth: self.auth_of(server)?,
+            auth: self.auth_of(server).await?,
             egress: self.host.egress(),
             timeout_ms: limits.http_timeout_ms,
             max_bytes: limits.http_max_body_bytes,
         };
-        let key = (server.workspace_id.clone(), server.name.clone(), server.url.clone());
+        let key = key_of(server);
         let known = self
             .sessions
             .lock()
@@ -245,8 +294,9 @@ impl Remotes {
         Ok(upstream)
     }
 
-    /// The header and value a call sends, opened from the store.
-    fn auth_of(&self, server: &ServerRecord) -> Result<Option<(HeaderName, HeaderValue)>, RemoteError> {
+    /// The header and value a call sends: the static one opened from the
+    /// store, or a bearer token got with the sealed client secret.
+    async fn auth_of(&self, server: &ServerRecord) -> Result<Option<(HeaderName, HeaderValue)>, RemoteError> {
         let Some(header) = &server.auth_header else {
             return Ok(None);
         };
@@ -261,6 +311,16 @@ impl Remotes {
             .open(&server.sealed_auth, &sealing_context(server))
             .map_err(|e| broken(e.to_string()))?;
         let value = String::from_utf8(opened).map_err(|e| broken(e.to_string()))?;
+        if let Some(client) = &server.oauth {
+            let fetch = oauth::Fetch {
+                client,
+                secret: &value,
+                egress: self.host.egress(),
+                timeout_ms: self.host.limits().http_timeout_ms,
+            };
+            let bearer = self.tokens.bearer(&key_of(server), fetch).await?;
+            return Ok(Some((reqwest::header::AUTHORIZATION, bearer)));
+        }
         header_pair(header, &value).map(Some).map_err(|e| broken(e.to_string()))
     }
 }

@@ -15,8 +15,12 @@ pub struct ServerRecord {
     pub transport: String,
     /// The header a static credential goes in; `None`: no auth.
     pub auth_header: Option<String>,
-    /// The credential's value, sealed for this workspace and name; empty when none.
+    /// The credential's value (or OAuth client secret), sealed for this
+    /// workspace and name; empty when none.
     pub sealed_auth: String,
+    /// OAuth client credentials' public half (a JSON column); `None`: the
+    /// credential is a static header's value.
+    pub oauth: Option<super::OAuthClient>,
     pub created_at_ms: i64,
 }
 
@@ -41,8 +45,8 @@ impl ServerStore {
             return Ok(false);
         }
         sqlx::query(
-            "INSERT INTO mcp_servers (workspace_id, name, url, transport, auth_header, sealed_auth, created_at_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO mcp_servers (workspace_id, name, url, transport, auth_header, sealed_auth, oauth, created_at_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&record.workspace_id)
         .bind(&record.name)
@@ -50,6 +54,7 @@ impl ServerStore {
         .bind(&record.transport)
         .bind(&record.auth_header)
         .bind(&record.sealed_auth)
+        .bind(record.oauth.as_ref().map(|client| serde_json::to_string(client).expect("serializes")))
         .bind(now_ms())
         .execute(&mut *tx)
         .await?;
@@ -60,7 +65,7 @@ impl ServerStore {
     /// The workspace's servers, by name.
     pub async fn in_workspace(&self, workspace_id: &str) -> anyhow::Result<Vec<ServerRecord>> {
         let rows = sqlx::query(
-            "SELECT workspace_id, name, url, transport, auth_header, sealed_auth, created_at_ms \
+            "SELECT workspace_id, name, url, transport, auth_header, sealed_auth, oauth, created_at_ms \
              FROM mcp_servers WHERE workspace_id = $1 ORDER BY name",
         )
         .bind(workspace_id)
@@ -75,6 +80,10 @@ impl ServerStore {
                     transport: row.try_get("transport")?,
                     auth_header: row.try_get("auth_header")?,
                     sealed_auth: row.try_get("sealed_auth")?,
+                    oauth: match row.try_get::<Option<String>, _>("oauth")? {
+                        Some(text) => Some(serde_json::from_str(&text)?),
+                        None => None,
+                    },
                     created_at_ms: row.try_get("created_at_ms")?,
                 })
             })

@@ -162,6 +162,19 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         ),
         ("namespaces.keys.list", json!({"namespace": "tollgate"})),
         ("workspaces.package-policy.get", json!({})),
+        ("workspaces.tool-policy.get", json!({})),
+        (
+            "workspaces.tool-policy.set",
+            json!({"role": "developer", "tools": ["calc", "fx__echo"]}),
+        ),
+        (
+            "workspaces.tool-policy.set",
+            json!({"role": "owner", "tools": ["calc"]}),
+        ),
+        (
+            "workspaces.tool-policy.set",
+            json!({"role": "developer", "tools": null}),
+        ),
         ("workspaces.package-policy.set", json!({"require_signed": ["tollgate"]})),
         (
             "workspaces.package-policy.set",
@@ -420,6 +433,12 @@ async fn contract(gateway: Gateway, database_url: &str) {
         json!([])
     );
     assert_eq!(outcome("workspaces.package-policy.set", 1)["error"], "INVALID_PARAMS");
+    assert_eq!(
+        outcome("workspaces.tool-policy.set", 0)["ok"]["roles"]["developer"],
+        json!(["calc", "fx__echo"])
+    );
+    assert_eq!(outcome("workspaces.tool-policy.set", 1)["error"], "INVALID_PARAMS");
+    assert_eq!(outcome("workspaces.tool-policy.set", 2)["ok"]["roles"], json!({}));
     // Under a policy requiring the built-ins to be signed, they install.
     let installed = &outcome("installs.create", 0)["ok"];
     assert_eq!(installed["signature"]["verified"], true, "{installed}");
@@ -435,6 +454,7 @@ const READS: &[&str] = &[
     "namespaces.list",
     "namespaces.keys.list",
     "workspaces.package-policy.get",
+    "workspaces.tool-policy.get",
     "members.list",
     "keys.list",
     "wallet.get",

@@ -24,6 +24,9 @@ const MATRIX: &[(&str, [bool; 4])] = &[
     ("workspaces.package-policy.get", [true, true, true, true]),
     // Owners and admins decide what installs must be signed (policy.write).
     ("workspaces.package-policy.set", [true, true, false, false]),
+    ("workspaces.tool-policy.get", [true, true, true, true]),
+    // Owners and admins decide what a role's keys may reach over MCP.
+    ("workspaces.tool-policy.set", [true, true, false, false]),
     ("members.add", [true, true, false, false]),
     ("members.list", [true, true, true, true]),
     ("members.set-role", [true, true, false, false]),
@@ -59,6 +62,7 @@ fn matrix_params(op: &str, role: &str, workspace_id: &str) -> Value {
         "namespaces.keys.list" => json!({"namespace": "missing"}),
         "namespaces.keys.revoke" => json!({"namespace": "missing", "key_id": "0123456789abcdef"}),
         "workspaces.package-policy.set" => json!({"require_signed": []}),
+        "workspaces.tool-policy.set" => json!({"role": "developer", "tools": null}),
         "members.add" => json!({"email": "nobody@example.com", "role": "viewer"}),
         "members.set-role" => json!({"user_id": "user_missing", "role": "viewer"}),
         "members.remove" => json!({"user_id": "user_missing"}),
