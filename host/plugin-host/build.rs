@@ -53,7 +53,7 @@ const TEST_ONLY: &[(&str, &str, &str, &str)] = &[
         "tollgate-test-mcp-tool",
         "tollgate_test_mcp_tool",
         "tool-server",
-        "0.2.0",
+        "0.3.0",
     ),
     (
         "tollgate-test-tool-caller",
