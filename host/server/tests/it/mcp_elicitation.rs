@@ -5,8 +5,9 @@
 //! another workspace's key, from another session, without a session, too
 //! large or malformed is refused with a JSON-RPC error while the question
 //! keeps waiting; an unanswered question ends the call at
-//! `components.elicitation_timeout_ms` with the gateway still serving; a
-//! client that did not declare the capability is never asked.
+//! `components.elicitation_timeout_ms` with the gateway still serving, and
+//! one whose client went away is dropped at once; a client that did not
+//! declare the capability is never asked.
 
 use std::time::{Duration, Instant};
 
@@ -204,6 +205,16 @@ async fn a_tools_question_goes_to_its_session_and_the_call_resumes_with_the_repl
         post(&gateway, &key, Some(&session), &ping).await.status(),
         StatusCode::OK
     );
+
+    // A client that goes away while asked: the question is dropped at
+    // once (a reply finds nothing waiting), not at the timeout.
+    let mut events = Events::of(post(&gateway, &key, Some(&session), &call(11, "Gone?")).await);
+    let question = events.next().await.unwrap();
+    drop(events);
+    tokio::time::sleep(Duration::from_millis(TIMEOUT_MS / 3)).await;
+    let late = reply(&question["id"], json!({"action": "decline"}));
+    let response = post(&gateway, &key, Some(&session), &late).await;
+    assert_refused(response, StatusCode::BAD_REQUEST, -32600, "no question with this id").await;
 
     // A client that did not declare the capability is never asked: the
     // tool learns why at once, and the call answers plain JSON.

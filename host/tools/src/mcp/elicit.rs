@@ -106,10 +106,7 @@ impl Elicitations {
     /// The answer to question `id`, once stored, or `None` at `timeout`.
     async fn wait(&self, id: &str, timeout: Duration) -> Option<String> {
         let woken = Arc::new(Notify::new());
-        self.waiting
-            .lock()
-            .expect("elicitation waiters")
-            .insert(id.to_string(), woken.clone());
+        let _waiting = Waiting::register(self, id, woken.clone());
         let deadline = tokio::time::Instant::now() + timeout;
         let answer = loop {
             match self.stored(id).await {
@@ -123,7 +120,6 @@ impl Elicitations {
             let next = (tokio::time::Instant::now() + POLL).min(deadline);
             let _ = tokio::time::timeout_at(next, woken.notified()).await;
         };
-        self.waiting.lock().expect("elicitation waiters").remove(id);
         answer
     }
 
@@ -136,6 +132,31 @@ impl Elicitations {
         if let Err(e) = closed {
             tracing::warn!(error = %e, "dropping an MCP elicitation");
         }
+    }
+}
+
+/// A call waiting on this gateway, listed while it waits (also when its
+/// wait is dropped part way: the client went away).
+struct Waiting<'a> {
+    elicitations: &'a Elicitations,
+    id: String,
+}
+
+impl<'a> Waiting<'a> {
+    fn register(elicitations: &'a Elicitations, id: &str, woken: Arc<Notify>) -> Self {
+        let mut waiting = elicitations.waiting.lock().expect("elicitation waiters");
+        waiting.insert(id.to_string(), woken);
+        Self {
+            elicitations,
+            id: id.to_string(),
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.elicitations.waiting.lock().expect("elicitation waiters");
+        waiting.remove(&self.id);
     }
 }
 
@@ -180,13 +201,16 @@ impl Elicitor for Asker {
                 "method": "elicitation/create",
                 "params": {"message": message, "requestedSchema": requested_schema},
             });
+            let gone = || ElicitError::Unavailable("the client stopped listening to the call's answer".into());
             let outcome = match this.requests.send(request) {
-                Err(_) => Err(ElicitError::Unavailable(
-                    "the client stopped listening to the call's answer".into(),
-                )),
-                Ok(()) => match this.elicitations.wait(&id, this.timeout).await {
-                    Some(answer) => stored_outcome(&answer),
-                    None => Err(ElicitError::TimedOut),
+                Err(_) => Err(gone()),
+                Ok(()) => tokio::select! {
+                    answer = this.elicitations.wait(&id, this.timeout) => match answer {
+                        Some(answer) => stored_outcome(&answer),
+                        None => Err(ElicitError::TimedOut),
+                    },
+                    // The SSE answer closed: no reply can matter any more.
+                    () = this.requests.closed() => Err(gone()),
                 },
             };
             this.elicitations.close(&id).await;

@@ -115,6 +115,9 @@ pub(super) async fn tool_call(mut scope: Scope, message: Value) -> Response {
                     }
                 }
                 done = &mut work => break done,
+                // The client went away: dropping the notices tells a
+                // question waiting for its answer at once.
+                () = events.closed() => return,
             }
         };
         for notice in notices.pending() {
