@@ -56,6 +56,12 @@ const TEST_ONLY: &[(&str, &str, &str, &str)] = &[
         "0.3.0",
     ),
     (
+        "tollgate-test-mcp-tool-v2",
+        "tollgate_test_mcp_tool_v2",
+        "tool-server",
+        "0.2.0",
+    ),
+    (
         "tollgate-test-tool-caller",
         "tollgate_test_tool_caller",
         "skill",

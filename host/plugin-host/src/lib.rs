@@ -212,6 +212,11 @@ pub const HOSTILE_GUARDRAIL_TEST_COMPONENT: &str = env!("TG_TEST_HOSTILE_GUARDRA
 #[doc(hidden)]
 pub const MCP_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_MCP_TOOL_WASM");
 
+/// The test-only tool server on tool WIT 0.2.0 (`tests/plugins/mcp-tool-v2`):
+/// one tool, prompt and resource, so 0.2.0's path stays under test.
+#[doc(hidden)]
+pub const MCP_TOOL_V2_TEST_COMPONENT: &str = env!("TG_TEST_MCP_TOOL_V2_WASM");
+
 /// The test-only skill that calls the tool its input names
 /// (`tests/plugins/tool-caller`), for the `tools` capability tests.
 #[doc(hidden)]

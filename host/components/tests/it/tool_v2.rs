@@ -196,3 +196,28 @@ async fn questions_go_to_the_calls_elicitor_and_the_wait_is_not_wall_time() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_2_0_server_still_loads_and_runs_beside_0_3_0() {
+    let (host, _cache) = host(ComponentLimits::default());
+    let bytes = std::fs::read(tollgate_plugin_host::MCP_TOOL_V2_TEST_COMPONENT).unwrap();
+    let loading = host.clone();
+    let server = tokio::task::spawn_blocking(move || loading.load_tool_server("dot", &bytes))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(server.wit_version(), "0.2.0");
+    assert_eq!(server.catalog().prompts[0].name, "describe");
+    assert_eq!(server.catalog().resources[0].uri, "dot://png");
+    let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let mut with_sink = invocation("dot");
+    with_sink.progress = Some(sink);
+    let answer = server.call(with_sink, grants(), "dot", "{}".into()).await.unwrap();
+    assert!(matches!(answer.as_slice(), [Content::Image(image)] if image.mime_type == "image/png"));
+    assert_eq!(reports.try_recv().unwrap().progress, 1.0);
+    let prompt = server
+        .get_prompt(invocation("dot"), grants(), "describe", Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(prompt.messages.len(), 1);
+}
