@@ -108,7 +108,7 @@ impl Elicitations {
         let woken = Arc::new(Notify::new());
         let _waiting = Waiting::register(self, id, woken.clone());
         let deadline = tokio::time::Instant::now() + timeout;
-        let answer = loop {
+        loop {
             match self.stored(id).await {
                 Ok(Some(answer)) => break Some(answer),
                 Ok(None) => {}
@@ -119,8 +119,7 @@ impl Elicitations {
             }
             let next = (tokio::time::Instant::now() + POLL).min(deadline);
             let _ = tokio::time::timeout_at(next, woken.notified()).await;
-        };
-        answer
+        }
     }
 
     /// Drops question `id`: answered or given up, it is no longer pending.

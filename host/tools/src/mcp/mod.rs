@@ -13,8 +13,9 @@
 //! elicitation). A `tools/call` may answer as an SSE stream ([`stream`]),
 //! which also carries a tool's questions to the client ([`elicit`]); the
 //! client's answers are POSTed JSON-RPC responses. There is no
-//! server-initiated stream, so `GET` answers 405 as the transport says. A tool that fails answers a result with `isError`, never
-//! a transport error: the model reading it can react. The JSON-RPC layer is
+//! server-initiated stream, so `GET` answers 405 as the transport says. A
+//! tool that fails answers a result with `isError`, never a transport
+//! error: the model reading it can react. The JSON-RPC layer is
 //! a handful of methods and small, so it lives here rather than behind a
 //! full MCP SDK, which would also own the HTTP layer and its authentication.
 
