@@ -53,6 +53,12 @@ const TEST_ONLY: &[(&str, &str, &str, &str)] = &[
         "tollgate-test-mcp-tool",
         "tollgate_test_mcp_tool",
         "tool-server",
+        "0.3.0",
+    ),
+    (
+        "tollgate-test-mcp-tool-v2",
+        "tollgate_test_mcp_tool_v2",
+        "tool-server",
         "0.2.0",
     ),
     (

@@ -38,7 +38,9 @@
 //! `tollgate:tool/tool-server@0.2.0`: [`Content`] also holds images, audio
 //! and embedded resources, [`progress::report`] tells the MCP client how far
 //! a call has got, and [`ToolServer`] gains prompts, resources and completion
-//! (each with a default that offers none; see [`v2`]).
+//! (each with a default that offers none; see [`v2`]). With `tool-v3` it
+//! exports `tollgate:tool/tool-server@0.3.0`, which adds
+//! [`elicitation::elicit`]: a call asks the MCP client's user for input.
 
 use serde::de::DeserializeOwned;
 
@@ -59,7 +61,7 @@ pub mod bindings {
 }
 
 /// Raw bindings generated from `wit/tool/0.2.0` (feature `tool-v2`).
-#[cfg(feature = "tool-v2")]
+#[cfg(all(feature = "tool-v2", not(feature = "tool-v3")))]
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -73,8 +75,25 @@ pub mod bindings {
     });
 }
 
+/// Raw bindings generated from `wit/tool/0.3.0` (feature `tool-v3`).
+#[cfg(feature = "tool-v3")]
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: ["../wit/host/0.1.0", "../wit/tool/0.3.0"],
+        world: "tollgate:tool/tool-server@0.3.0",
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "tollgate_plugin_sdk::tool::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
 #[cfg(feature = "tool-v2")]
 pub mod v2;
+#[cfg(feature = "tool-v3")]
+pub mod v3;
 
 pub use bindings::exports::tollgate::tool::tools::{Annotations, Tool};
 #[cfg(not(feature = "tool-v2"))]
@@ -85,6 +104,8 @@ pub use v2::{
     Argument, Content, Media, Message, Prompt, PromptMessages, Reference, Resource, ResourceBody, ResourceContents,
     ResourceTemplate, Role, progress,
 };
+#[cfg(feature = "tool-v3")]
+pub use v3::elicitation;
 
 /// The host's per-install settings (`tollgate:host/config`).
 pub mod config {

@@ -2,7 +2,8 @@
 pinned in tests/agents with the Node.js 22 it needs), unmodified, runs every
 server scenario against `/v1/mcp/{install}`, where the install is a tool
 server built in the test from `fixtures/mcp_conformance_tools.rs` (tool WIT
-0.2.0) with the tools, prompts and resources the scenarios use.
+0.3.0) with the tools, prompts and resources the scenarios use, and the
+questions (elicitation) its tools ask.
 
 The suite sends no credentials, so it talks to the gateway through a small
 local proxy that adds the workspace's API key (the same one the A2A TCK test
@@ -10,7 +11,7 @@ uses). The scenarios that do not pass yet are listed in
 `tests/python/mcp_conformance_baseline.yml`, the suite's own baseline format:
 the suite fails on any scenario that fails and is not listed, and on any
 listed scenario that now passes, so the list can only shrink and stays true.
-docs/mcp.md says why each listed scenario fails today."""
+docs/mcp.md says why each listed scenario is unsupported."""
 
 import http.server
 import json

@@ -1,4 +1,4 @@
-//! Host bindings for the component worlds: tool servers at 0.1.0 and 0.2.0,
+//! Host bindings for the component worlds: tool servers at 0.1.0, 0.2.0 and 0.3.0,
 //! skills and guardrails. The other worlds reuse the 0.1.0 tool-server
 //! world's (and the skill's `models`) generated host interfaces (`with`), so
 //! each host capability is implemented once for [`CallState`](crate::state::CallState).
@@ -25,6 +25,26 @@ pub mod tool_server_v2 {
             "tollgate:host/config@0.1.0": crate::bindings::tool_server::tollgate::host::config,
             "tollgate:host/log@0.1.0": crate::bindings::tool_server::tollgate::host::log,
             "tollgate:host/http@0.1.0": crate::bindings::tool_server::tollgate::host::http,
+        },
+    });
+}
+
+/// `tollgate:tool@0.3.0`: 0.2.0 plus the `elicitation` import. Its `types`
+/// are 0.2.0's Rust types; its `progress` is linked under its own name (the
+/// linker matches imports by name and version) to the same host code; its
+/// exports' records have 0.2.0's shapes and convert into them
+/// (`tool_server/v3.rs`).
+pub mod tool_server_v3 {
+    wasmtime::component::bindgen!({
+        path: ["../../wit/host/0.1.0", "../../wit/tool/0.3.0"],
+        world: "tollgate:tool/tool-server@0.3.0",
+        additional_derives: [PartialEq],
+        with: {
+            "tollgate:host/types@0.1.0": crate::bindings::tool_server::tollgate::host::types,
+            "tollgate:host/config@0.1.0": crate::bindings::tool_server::tollgate::host::config,
+            "tollgate:host/log@0.1.0": crate::bindings::tool_server::tollgate::host::log,
+            "tollgate:host/http@0.1.0": crate::bindings::tool_server::tollgate::host::http,
+            "tollgate:tool/types@0.3.0": crate::bindings::tool_server_v2::tollgate::tool::types,
         },
     });
 }
@@ -65,3 +85,4 @@ pub use tool_server_v2::exports::tollgate::tool::prompts::{
 };
 pub use tool_server_v2::exports::tollgate::tool::resources::{Resource, ResourceTemplate};
 pub use tool_server_v2::tollgate::tool::types::{Content, Media, ResourceBody, ResourceContents};
+pub use tool_server_v3::tollgate::tool::elicitation::{Action as ElicitAction, Answer as Elicited, ElicitError};

@@ -90,6 +90,7 @@ impl Guardrail {
             depth: 0,
             logs: None,
             progress: None,
+            elicit: None,
         };
         let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime.clone());
         let mut store = new_store(host.engine(), state);
@@ -295,6 +296,7 @@ impl Guardrail {
             depth: 0,
             logs: None,
             progress: None,
+            elicit: None,
         };
         let state = self.host.call_state(
             invocation,

@@ -9,11 +9,13 @@
 //! - `config`: the install's settings;
 //! - `log`: lines into the request's trace, capped;
 //! - `progress`: a 0.2.0 tool server's progress reports, to the MCP client that asked, capped;
+//! - `elicitation`: a 0.3.0 tool server's questions to the MCP client's user ([`Elicitor`]),
+//!   checked, counted, and waited for outside the call's wall time, up to their own timeout;
 //! - `models`: chat completions through the server's metered pipeline ([`ModelAccess`]);
 //! - `tools`: tools of other installs in the caller's workspace ([`ToolAccess`]), depth-limited.
 //!
-//! A tool server imports `http`, `config` and `log` (and `progress` at 0.2.0,
-//! whose world [`ToolServer`] detects when loading); a skill imports
+//! A tool server imports `http`, `config` and `log` (and `progress` from
+//! 0.2.0, `elicitation` at 0.3.0; [`ToolServer`] detects its world when loading); a skill imports
 //! `models`, `tools`, `config` and `log`, and has no network. A component
 //! that traps, loops, eats memory or answers too much fails only its own call.
 #![forbid(unsafe_code)]
@@ -22,6 +24,7 @@ mod bindings;
 mod config;
 mod content;
 mod egress;
+mod elicitation;
 mod grants;
 mod guardrail;
 mod http;
@@ -41,18 +44,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use bindings::skill::exports::tollgate::skill::runner::SkillError;
 pub use bindings::{
-    CallContext, Content, Media, ModelError, Prompt, PromptArgument, PromptMessage, PromptMessages, Reference,
-    Resource, ResourceBody, ResourceContents, ResourceTemplate, Role, ToolError,
+    CallContext, Content, ElicitAction, ElicitError, Elicited, Media, ModelError, Prompt, PromptArgument,
+    PromptMessage, PromptMessages, Reference, Resource, ResourceBody, ResourceContents, ResourceTemplate, Role,
+    ToolError,
 };
 pub use content::{mcp_content, mcp_resource};
 pub use egress::{Egress, is_internal};
+pub use elicitation::MAX_PER_CALL as MAX_ELICITATIONS;
 pub use grants::{Credential, Grants, Origin, Placement};
 pub use guardrail::{
     Check, Guardrail, GuardrailSpec, RequestVerdict, ResponseVerdict, Rewrite, Route as GuardRoute, Subject, Text,
 };
 pub use limits::ComponentLimits;
 pub use skill::{Skill, SkillSpec};
-pub use state::{Capabilities, Invocation, LogLine, LogSink, ModelAccess, Progress, ProgressSink, ToolAccess};
+pub use state::{
+    Capabilities, ElicitOutcome, Elicitor, Invocation, LogLine, LogSink, ModelAccess, Progress, ProgressSink,
+    ToolAccess,
+};
 pub use tool_server::{Annotations, Catalog, MAX_COMPLETIONS, ToolServer, ToolSpec};
 
 use state::CallState;

@@ -17,6 +17,10 @@ pub struct ComponentLimits {
     pub wall_ms: u64,
     /// Largest answer one call may return, in bytes.
     pub max_output_bytes: usize,
+    /// How long a tool's question to the MCP client's user (tool WIT 0.3.0's
+    /// `elicitation`) waits for the answer, in ms. The wait is not counted in
+    /// `wall_ms`; past this the question fails as `timed-out`.
+    pub elicitation_timeout_ms: u64,
     /// Timeout of one outbound HTTP request, in ms (never past the wall time).
     pub http_timeout_ms: u64,
     /// Largest outbound request or response body, in bytes.
@@ -38,6 +42,7 @@ impl Default for ComponentLimits {
             cpu_ms: 1_000,
             wall_ms: 30_000,
             max_output_bytes: 1 << 20,
+            elicitation_timeout_ms: 120_000,
             http_timeout_ms: 10_000,
             http_max_body_bytes: 4 << 20,
             max_log_lines: 100,
@@ -58,6 +63,10 @@ impl ComponentLimits {
         anyhow::ensure!(
             self.max_output_bytes >= 1,
             "components.max_output_bytes must be at least 1"
+        );
+        anyhow::ensure!(
+            self.elicitation_timeout_ms >= 1,
+            "components.elicitation_timeout_ms must be at least 1"
         );
         anyhow::ensure!(
             self.http_timeout_ms >= 1,

@@ -1,4 +1,4 @@
-//! The `progress` capability (tool WIT 0.2.0): a tool server reports how far
+//! The `progress` capability (tool WIT 0.2.0 and 0.3.0): a tool server reports how far
 //! its call has got, and the report goes to the call's
 //! [`ProgressSink`](crate::ProgressSink) when it has one (an MCP client that
 //! sent a `progressToken`); otherwise it is dropped. A report must be finite
@@ -6,6 +6,7 @@
 //! a call may make at most `max_log_lines` of them.
 
 use crate::bindings::tool_server_v2::tollgate::tool::progress::Host;
+use crate::bindings::tool_server_v3::tollgate::tool::progress::Host as HostV3;
 use crate::state::CallState;
 
 /// Longest message kept, in bytes; the rest is cut.
@@ -36,6 +37,12 @@ impl Host for CallState {
             total: total.filter(|total| total.is_finite()),
             message,
         });
+    }
+}
+
+impl HostV3 for CallState {
+    fn report(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        Host::report(self, progress, total, message)
     }
 }
 

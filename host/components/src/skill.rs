@@ -51,6 +51,7 @@ impl Skill {
             depth: 0,
             logs: None,
             progress: None,
+            elicit: None,
         };
         let state = host.call_state(invocation, Arc::default(), Capabilities::default(), runtime);
         let mut store = new_store(host.engine(), state);

@@ -30,7 +30,22 @@ pub struct Invocation {
     /// Where the component's progress reports go (an MCP client that sent a
     /// `progressToken`); `None`: they are dropped.
     pub progress: Option<ProgressSink>,
+    /// Who answers the component's questions (tool WIT 0.3.0's
+    /// `elicitation`: the MCP client whose request the call serves);
+    /// `None`: no one, and asking fails as `unavailable`.
+    pub elicit: Option<Arc<dyn Elicitor>>,
 }
+
+/// Asks the user of the MCP client a call serves, and waits for the answer
+/// (MCP's `elicitation/create`). The MCP endpoint implements it per call,
+/// bound to the client's session and SSE answer; it bounds its own wait and
+/// answers `timed-out` past it.
+pub trait Elicitor: Send + Sync + std::fmt::Debug {
+    fn elicit(&self, message: String, requested_schema: serde_json::Value) -> BoxFuture<'static, ElicitOutcome>;
+}
+
+/// What asking came to: the user's answer, or why there is none.
+pub type ElicitOutcome = Result<crate::bindings::Elicited, crate::bindings::ElicitError>;
 
 /// Receives a call's progress reports while it runs.
 pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<Progress>;
@@ -91,6 +106,8 @@ pub struct CallState {
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) log_lines: u32,
     pub(crate) progress_reports: u32,
+    /// Questions asked so far (`elicitation`).
+    pub(crate) elicitations: u32,
     /// The last progress reported; a report must pass it.
     pub(crate) last_progress: Option<f64>,
     memory_cap: usize,
@@ -128,6 +145,7 @@ impl CallState {
             runtime,
             log_lines: 0,
             progress_reports: 0,
+            elicitations: 0,
             last_progress: None,
             memory_cap_hit: false,
             stopped: None,
@@ -153,6 +171,7 @@ impl CallState {
         self.awake = Some(awake);
         self.log_lines = 0;
         self.progress_reports = 0;
+        self.elicitations = 0;
         self.last_progress = None;
         self.deadline = Instant::now() + Duration::from_millis(self.limits.wall_ms);
         self.clock.restart();
@@ -166,6 +185,14 @@ impl CallState {
     /// Wall time left for this call; host calls are bounded by it.
     pub(crate) fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Takes `waited` out of the call's wall time: time spent waiting for a
+    /// person (an elicitation's answer) is not the component's, and has a
+    /// bound of its own.
+    pub(crate) fn exclude_wait(&mut self, waited: Duration) {
+        self.deadline += waited;
+        self.clock.exclude(waited);
     }
 
     /// Runs an async capability to completion on this call's blocking thread,

@@ -1,8 +1,9 @@
 //! A loaded tool server: its pre-linked component, by the tool WIT version
-//! it exports (0.2.0 or 0.1.0, told apart by its exports, like provider
-//! adapters are), the tools it listed when loaded (checked once, served from
+//! it exports (0.3.0, 0.2.0 or 0.1.0, told apart by its exports, like
+//! provider adapters are), the tools it listed when loaded (checked once, served from
 //! memory), and calls, each in a fresh store. A 0.1.0 server's content
-//! converts into 0.2.0's, so callers see one shape. Prompts, resources and
+//! converts into 0.2.0's, and 0.3.0's records into 0.2.0's ([`v3`]), so
+//! callers see one shape. Prompts, resources and
 //! completion (0.2.0) live in [`catalog`].
 
 use std::sync::Arc;
@@ -13,20 +14,23 @@ use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::tool_server::{ToolServer as V1World, ToolServerPre as V1Pre};
 use crate::bindings::tool_server_v2::{ToolServer as V2World, ToolServerPre as V2Pre};
+use crate::bindings::tool_server_v3::{ToolServer as V3World, ToolServerPre as V3Pre};
 use crate::bindings::{CallContext, Content, ToolError};
 use crate::grants::Grants;
 use crate::state::{CallState, Capabilities, Invocation, describe_fault, new_store};
 use crate::{CallError, ComponentFault, ComponentHost, content};
 
 mod catalog;
+mod v3;
 
 pub use catalog::{Catalog, MAX_COMPLETIONS};
 
 /// Most tools one server may offer.
 const MAX_TOOLS: usize = 128;
 
-/// The export that marks a tool server built against tool WIT 0.2.0.
+/// The exports that mark tool servers built against tool WIT 0.2.0 and 0.3.0.
 const V2_EXPORT: &str = "tollgate:tool/tools@0.2.0";
+const V3_EXPORT: &str = "tollgate:tool/tools@0.3.0";
 
 /// One tool, as the server described it when loaded.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,12 +54,14 @@ pub struct Annotations {
 enum Pre {
     V1(V1Pre<CallState>),
     V2(V2Pre<CallState>),
+    V3(V3Pre<CallState>),
 }
 
 /// An instance's bindings, by WIT version.
 enum Bindings {
     V1(V1World),
     V2(V2World),
+    V3(V3World),
 }
 
 impl Pre {
@@ -63,6 +69,7 @@ impl Pre {
         match self {
             Pre::V1(pre) => pre.instantiate(store).map(Bindings::V1),
             Pre::V2(pre) => pre.instantiate(store).map(Bindings::V2),
+            Pre::V3(pre) => pre.instantiate(store).map(Bindings::V3),
         }
     }
 }
@@ -83,28 +90,29 @@ impl ToolServer {
     pub(crate) fn load(host: &ComponentHost, name: &str, bytes: &[u8]) -> anyhow::Result<Self> {
         let component = host.compile(bytes)?;
         let mut linker = Linker::new(host.engine());
-        let v2 = component
-            .component_type()
-            .get_export(host.engine(), V2_EXPORT)
-            .is_some();
-        let pre = match v2 {
-            true => {
-                V2World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
-                // Anything else it imports (WASI, which Rust's std declares) traps.
-                linker.define_unknown_imports_as_traps(&component)?;
-                Pre::V2(
-                    V2Pre::new(linker.instantiate_pre(&component)?)
-                        .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.2.0 component: {e}"))?,
-                )
-            }
-            false => {
-                V1World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
-                linker.define_unknown_imports_as_traps(&component)?;
-                Pre::V1(
-                    V1Pre::new(linker.instantiate_pre(&component)?)
-                        .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.1.0 component: {e}"))?,
-                )
-            }
+        let exports = |name| component.component_type().get_export(host.engine(), name).is_some();
+        let pre = if exports(V3_EXPORT) {
+            V3World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+            // Anything else it imports (WASI, which Rust's std declares) traps.
+            linker.define_unknown_imports_as_traps(&component)?;
+            Pre::V3(
+                V3Pre::new(linker.instantiate_pre(&component)?)
+                    .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.3.0 component: {e}"))?,
+            )
+        } else if exports(V2_EXPORT) {
+            V2World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+            linker.define_unknown_imports_as_traps(&component)?;
+            Pre::V2(
+                V2Pre::new(linker.instantiate_pre(&component)?)
+                    .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.2.0 component: {e}"))?,
+            )
+        } else {
+            V1World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+            linker.define_unknown_imports_as_traps(&component)?;
+            Pre::V1(
+                V1Pre::new(linker.instantiate_pre(&component)?)
+                    .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.1.0 component: {e}"))?,
+            )
         };
         let mut server = Self {
             name: Arc::from(name),
@@ -121,11 +129,12 @@ impl ToolServer {
         &self.name
     }
 
-    /// The tool WIT version the component exports: `0.1.0` or `0.2.0`.
+    /// The tool WIT version the component exports: `0.1.0`, `0.2.0` or `0.3.0`.
     pub fn wit_version(&self) -> &'static str {
         match self.pre {
             Pre::V1(_) => "0.1.0",
             Pre::V2(_) => "0.2.0",
+            Pre::V3(_) => "0.3.0",
         }
     }
 
@@ -155,6 +164,9 @@ impl ToolServer {
                     .call_call_tool(store, context, &name, &arguments)
                     .map(|answer| answer.map(|parts| parts.into_iter().map(content::from_v1).collect())),
                 Bindings::V2(b) => b
+                    .tollgate_tool_tools()
+                    .call_call_tool(store, context, &name, &arguments),
+                Bindings::V3(b) => b
                     .tollgate_tool_tools()
                     .call_call_tool(store, context, &name, &arguments),
             })?;
@@ -271,6 +283,7 @@ impl ToolServer {
             depth: 0,
             logs: None,
             progress: None,
+            elicit: None,
         };
         let (listed, catalog) = self
             .run(runtime, invocation, Arc::default(), |store, bindings, _| {
@@ -279,6 +292,10 @@ impl ToolServer {
                     Bindings::V2(b) => (
                         tools_of!(b.tollgate_tool_tools().call_list_tools(&mut *store)?),
                         Some(catalog::listed(store, b)?),
+                    ),
+                    Bindings::V3(b) => (
+                        tools_of!(b.tollgate_tool_tools().call_list_tools(&mut *store)?),
+                        Some(v3::listed(store, b)?),
                     ),
                 }))
             })

@@ -206,11 +206,16 @@ pub const HOSTILE_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_HOSTILE_TOOL_WASM");
 #[doc(hidden)]
 pub const HOSTILE_GUARDRAIL_TEST_COMPONENT: &str = env!("TG_TEST_HOSTILE_GUARDRAIL_WASM");
 
-/// The test-only tool server on tool WIT 0.2.0 (`tests/plugins/mcp-tool`,
+/// The test-only tool server on tool WIT 0.3.0 (`tests/plugins/mcp-tool`,
 /// the MCP conformance fixture): images, audio, embedded resources,
-/// progress, prompts, resources and completion, for the MCP tests.
+/// progress, prompts, resources, completion and elicitation, for the MCP tests.
 #[doc(hidden)]
 pub const MCP_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_MCP_TOOL_WASM");
+
+/// The test-only tool server on tool WIT 0.2.0 (`tests/plugins/mcp-tool-v2`):
+/// one tool, prompt and resource, so 0.2.0's path stays under test.
+#[doc(hidden)]
+pub const MCP_TOOL_V2_TEST_COMPONENT: &str = env!("TG_TEST_MCP_TOOL_V2_WASM");
 
 /// The test-only skill that calls the tool its input names
 /// (`tests/plugins/tool-caller`), for the `tools` capability tests.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use tollgate_components::{CallError, Content, Invocation, LogSink, ProgressSink, SkillError, ToolSpec};
+use tollgate_components::{CallError, Content, Elicitor, Invocation, LogSink, ProgressSink, SkillError, ToolSpec};
 use tollgate_core::db::now_ms;
 use tollgate_core::money::Nanos;
 use tollgate_ledger::{RequestKind, RequestLogRow};
@@ -136,11 +136,13 @@ pub async fn call(
 }
 
 /// Where a call's notices go while it runs (an MCP client's log and
-/// progress notifications); the default sends them nowhere.
+/// progress notifications), and who answers its questions (the MCP
+/// client's user); the default sends them nowhere and asks no one.
 #[derive(Clone, Default)]
 pub struct Sinks {
     pub logs: Option<LogSink>,
     pub progress: Option<ProgressSink>,
+    pub elicit: Option<Arc<dyn Elicitor>>,
 }
 
 /// [`call`], with the component's log lines and progress reports also sent
@@ -185,6 +187,7 @@ async fn run(
         depth: site.depth,
         logs: sinks.logs,
         progress: sinks.progress,
+        elicit: sinks.elicit,
     };
     let started = (now_ms(), Instant::now());
     let grants = target.install.grants.clone();

@@ -264,6 +264,7 @@ impl ComponentGuard {
                 depth: 0,
                 logs: None,
                 progress: None,
+                elicit: None,
             },
             grants: self.active.grants.clone(),
             capabilities,

@@ -45,6 +45,8 @@ pub struct Components {
     data: Arc<DataPlane>,
     /// MCP clients' sessions.
     sessions: mcp::sessions::Sessions,
+    /// Tools' questions to MCP clients, waiting for their answers.
+    elicitations: Arc<mcp::elicit::Elicitations>,
     /// The gateway's one template engine (limits and render threads), which
     /// hosted actors share: a prompt template is bounded as an actor's is.
     templates: Arc<Engine>,
@@ -60,7 +62,8 @@ impl Components {
         Self {
             installs,
             data,
-            sessions: mcp::sessions::Sessions::new(database),
+            sessions: mcp::sessions::Sessions::new(database.clone()),
+            elicitations: Arc::new(mcp::elicit::Elicitations::new(database)),
             templates,
         }
     }

@@ -109,6 +109,7 @@ pub async fn run(
         depth: 0,
         logs: None,
         progress: None,
+        elicit: None,
     };
     let site = CallSite {
         caller,

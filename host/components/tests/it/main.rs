@@ -33,6 +33,7 @@ pub fn invocation(install: &str) -> Invocation {
         depth: 0,
         logs: None,
         progress: None,
+        elicit: None,
     }
 }
 

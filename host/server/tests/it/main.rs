@@ -29,6 +29,7 @@ mod journal;
 mod keys_and_abuse;
 mod ledger;
 mod mcp_catalog;
+mod mcp_elicitation;
 mod mcp_policy;
 mod mcp_remote;
 mod mcp_sessions;

@@ -29,7 +29,7 @@ pub(crate) async fn publish_fixture(gateway: &Gateway) {
         "schema_version": 1, "kind": "tool-server", "name": "fx/conformance", "version": "1.0.0",
         "license": "Apache-2.0",
         "content": {"digest": tollgate_registry::Digest::of(&content).to_string(), "size": content.len(), "media_type": "application/wasm"},
-        "metadata": {"world": "tollgate:tool/tool-server@0.2.0"},
+        "metadata": {"world": "tollgate:tool/tool-server@0.3.0"},
     });
     publish(gateway, manifest, &content).await;
     install(gateway, json!({"package": "fx/conformance", "name": "fx"})).await;

@@ -241,6 +241,7 @@ fn only_a_tables_owner_queries_it() {
             &["component_installs", "component_install_changes"],
         ),
         ("tools/src/mcp/sessions.rs", &["mcp_sessions"]),
+        ("tools/src/mcp/elicit.rs", &["mcp_elicitations"]),
         ("tools/src/remote/store.rs", &["mcp_servers"]),
         ("hosted-actors/src/store.rs", &["actors", "actor_deployments"]),
         ("billing/src/quota.rs", &["plan_usage"]),
@@ -563,6 +564,10 @@ const RELEASED_WIT: &[(&str, &str)] = &[
     (
         "tool/0.2.0",
         "fb540392aa5aeb85b76cefbb001282137b7efeb0de3692f5cbaec13b2e6fec83",
+    ),
+    (
+        "tool/0.3.0",
+        "02677e4aa947751b6cd2a80dd2809d9add5960c53c369a48f944a29316009000",
     ),
 ];
 

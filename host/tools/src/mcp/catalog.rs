@@ -157,6 +157,7 @@ fn invocation(scope: &Scope, active: &Active) -> Invocation {
         depth: 0,
         logs: None,
         progress: None,
+        elicit: None,
     }
 }
 

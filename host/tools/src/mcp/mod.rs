@@ -9,10 +9,13 @@
 //! `Mcp-Session-Id` comes back on the answer, later requests may carry it,
 //! and one naming a session that ended or expired gets 404, so the client
 //! initializes again. A client that sends no session id is served without
-//! one (stateless), except for what needs a session (`logging/setLevel`).
-//! There is no server-initiated stream, so `GET` answers 405 as the
-//! transport says. A tool that fails answers a result with `isError`, never
-//! a transport error: the model reading it can react. The JSON-RPC layer is
+//! one (stateless), except for what needs a session (`logging/setLevel`,
+//! elicitation). A `tools/call` may answer as an SSE stream ([`stream`]),
+//! which also carries a tool's questions to the client ([`elicit`]); the
+//! client's answers are POSTed JSON-RPC responses. There is no
+//! server-initiated stream, so `GET` answers 405 as the transport says. A
+//! tool that fails answers a result with `isError`, never a transport
+//! error: the model reading it can react. The JSON-RPC layer is
 //! a handful of methods and small, so it lives here rather than behind a
 //! full MCP SDK, which would also own the HTTP layer and its authentication.
 
@@ -28,12 +31,15 @@ use super::Components;
 use super::calls::{self, CallSite, SEPARATOR};
 use tollgate_identity::auth::{AuthState, Principal, ToolPolicy};
 
+mod admission;
 mod catalog;
+pub mod elicit;
 mod remote;
 pub mod sessions;
 mod stream;
 mod templates;
 
+use admission::CallCounter;
 use sessions::{LOG_LEVELS, Session};
 
 /// The header that carries a session's id, both ways.
@@ -184,6 +190,11 @@ pub async fn serve(mut scope: Scope, headers: &HeaderMap, body: &[u8]) -> Respon
                 false => answer(StatusCode::OK, Value::Array(replies)),
             }
         }
+        // The client's answer to a question a tool's call asked it.
+        message if is_response(&message) => match elicit::reply(&scope, &message).await {
+            Ok(()) => StatusCode::ACCEPTED.into_response(),
+            Err((status, refusal)) => answer(status, refusal),
+        },
         message if accepts_events(headers) && is_tool_call(&message) => stream::tool_call(scope, message).await,
         message => match handle(&scope, message, &mut counter).await {
             Some(reply) => {
@@ -238,6 +249,12 @@ fn is_tool_call(message: &Value) -> bool {
     message.get("method").and_then(Value::as_str) == Some("tools/call") && message.get("id").is_some()
 }
 
+/// A JSON-RPC response (no method; a result or an error): from a client,
+/// the answer to an elicitation.
+fn is_response(message: &Value) -> bool {
+    message.get("method").is_none() && (message.get("result").is_some() || message.get("error").is_some())
+}
+
 fn is_initialize(message: &Value) -> bool {
     message.get("method").and_then(Value::as_str) == Some("initialize") && message.get("id").is_some()
 }
@@ -253,7 +270,17 @@ async fn initialize(scope: &Scope, message: Value) -> Response {
     let version = asked
         .filter(|asked| PROTOCOL_VERSIONS.contains(asked))
         .unwrap_or(PROTOCOL_VERSIONS[0]);
-    let session = match scope.components.sessions.open(scope.workspace_id(), version).await {
+    // A client that can answer elicitations says so; only then may a tool's
+    // call ask it (docs/mcp.md, "Elicitation").
+    let elicitation = message
+        .pointer("/params/capabilities/elicitation")
+        .filter(|capability| capability.is_object());
+    let session = match scope
+        .components
+        .sessions
+        .open(scope.workspace_id(), version, elicitation)
+        .await
+    {
         Ok(session) => session,
         Err(e) => {
             tracing::error!(error = %e, "opening an MCP session");
@@ -323,47 +350,6 @@ fn late(message: &Value) -> Option<Value> {
     Some(error(id, REFUSED, &text))
 }
 
-/// The `tools/call`s of one HTTP request: the first was counted against the
-/// key's rate when the request was authenticated; each further one counts
-/// again. Every one is admitted under the workspace's plan.
-#[derive(Default)]
-struct CallCounter {
-    calls: usize,
-    refused: bool,
-}
-
-impl CallCounter {
-    async fn admit(&mut self, scope: &Scope) -> Result<(), (i64, String)> {
-        self.calls += 1;
-        let outcome = self.check(scope).await;
-        self.refused |= outcome.is_err();
-        outcome
-    }
-
-    async fn check(&self, scope: &Scope) -> Result<(), (i64, String)> {
-        if self.calls > 1
-            && let Err(wait) = scope.auth.count_request(&scope.caller)
-        {
-            let secs = tollgate_web::rate_limit::retry_after_secs(wait);
-            return Err((
-                REFUSED,
-                format!("rate_limited: this API key is over its request rate; retry after {secs} s"),
-            ));
-        }
-        match scope.components.data.admit(&scope.caller).await {
-            // Counted: the call is one of the month's requests.
-            Ok(_admitted) => Ok(()),
-            Err(error @ tollgate_billing::BillingError::LimitReached { .. }) => {
-                Err((REFUSED, format!("plan_limit_reached: {error}")))
-            }
-            Err(error) => {
-                tracing::error!(%error, "admitting an MCP tool call");
-                Err((REFUSED, "the workspace's plan could not be checked".into()))
-            }
-        }
-    }
-}
-
 /// One JSON-RPC message; `None` when it needs no reply.
 async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Option<Value> {
     let Value::Object(message) = message else {
@@ -371,12 +357,16 @@ async fn handle(scope: &Scope, message: Value, counter: &mut CallCounter) -> Opt
     };
     let id = message.get("id").cloned();
     let Some(method) = message.get("method").and_then(Value::as_str) else {
-        // A response from the client (this server sends no requests): ignore it.
         return match id {
             Some(id) if !message.contains_key("result") && !message.contains_key("error") => {
                 Some(error(id, INVALID_REQUEST, "the message has no method"))
             }
-            _ => None,
+            // A response from the client: the answer to an elicitation
+            // (a batch gets no reply for it unless it is refused).
+            _ => elicit::reply(scope, &Value::Object(message))
+                .await
+                .err()
+                .map(|(_, refusal)| refusal),
         };
     };
     // Notifications (no id) are acknowledged and need no work here.

@@ -2,8 +2,8 @@
 //! `mcp_sessions`. A session is made by `initialize` and ended by the
 //! client's `DELETE`. It lives in the database, not in a gateway's memory,
 //! so any gateway of a cluster serves it and a restart keeps it; it holds
-//! what the client set for the session (the protocol revision it agreed and
-//! its `logging/setLevel`). A session belongs to the workspace that opened
+//! what the client set for the session (the protocol revision it agreed,
+//! whether it can answer elicitations, and its `logging/setLevel`). A session belongs to the workspace that opened
 //! it: another workspace's key cannot use it.
 
 use sqlx::Row;
@@ -34,7 +34,14 @@ pub struct Session {
     pub protocol_version: String,
     /// One of [`LOG_LEVELS`]: the least severe level the client wants.
     pub log_level: String,
+    /// The client declared the `elicitation` capability at `initialize`: a
+    /// tool's call may ask its user for input.
+    pub elicits: bool,
 }
+
+/// Longest elicitation capability kept (its JSON); a larger one is kept as
+/// `{}`, which still says the client elicits.
+const MAX_CAPABILITY: usize = 1024;
 
 fn severity(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|l| *l == level)
@@ -52,7 +59,14 @@ impl Sessions {
     /// A new session for `workspace_id` at the agreed `protocol_version`.
     /// Sessions past their lifetime are dropped on the way, so the table
     /// holds about a week of initializations.
-    pub async fn open(&self, workspace_id: &str, protocol_version: &str) -> anyhow::Result<Session> {
+    /// `client_elicitation` is the `elicitation` capability the client
+    /// declared, if it declared one.
+    pub async fn open(
+        &self,
+        workspace_id: &str,
+        protocol_version: &str,
+        client_elicitation: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Session> {
         let now = now_ms();
         sqlx::query("DELETE FROM mcp_sessions WHERE created_at_ms < $1")
             .bind(now - LIFETIME_MS)
@@ -62,16 +76,25 @@ impl Sessions {
             id: tollgate_identity::auth::sessions::random_token(),
             protocol_version: protocol_version.to_string(),
             log_level: DEFAULT_LOG_LEVEL.to_string(),
+            elicits: client_elicitation.is_some(),
         };
+        let capability = client_elicitation.map(|capability| {
+            let text = capability.to_string();
+            match text.len() <= MAX_CAPABILITY {
+                true => text,
+                false => "{}".to_string(),
+            }
+        });
         sqlx::query(
-            "INSERT INTO mcp_sessions (id, workspace_id, protocol_version, log_level, created_at_ms) \
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO mcp_sessions (id, workspace_id, protocol_version, log_level, created_at_ms, client_elicitation) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&session.id)
         .bind(workspace_id)
         .bind(&session.protocol_version)
         .bind(&session.log_level)
         .bind(now)
+        .bind(capability)
         .execute(&self.database.pool)
         .await?;
         Ok(session)
@@ -81,7 +104,7 @@ impl Sessions {
     /// session, it ended or expired, or it is another workspace's.
     pub async fn find(&self, workspace_id: &str, id: &str) -> anyhow::Result<Option<Session>> {
         let row = sqlx::query(
-            "SELECT protocol_version, log_level FROM mcp_sessions \
+            "SELECT protocol_version, log_level, client_elicitation FROM mcp_sessions \
              WHERE id = $1 AND workspace_id = $2 AND ended_at_ms IS NULL AND created_at_ms >= $3",
         )
         .bind(id)
@@ -94,6 +117,7 @@ impl Sessions {
                 id: id.to_string(),
                 protocol_version: row.try_get("protocol_version")?,
                 log_level: row.try_get("log_level")?,
+                elicits: row.try_get::<Option<String>, _>("client_elicitation")?.is_some(),
             })
         })
         .transpose()

@@ -2,12 +2,17 @@
 //! reach the client as `notifications/message` while it runs, and its
 //! progress reports as `notifications/progress` (only when the request
 //! carried `_meta.progressToken`, echoed as sent), then the result ends the
-//! stream. The answer stays plain JSON until the first notice to send (a
-//! line at the session's `logging/setLevel` or above, else `info` and up; a
-//! progress report), so a quiet call answers as before; the transport lets
-//! the server pick either per request.
+//! stream. In a session whose client declared the `elicitation` capability,
+//! the tool's questions go out on the stream too, as `elicitation/create`
+//! requests ([`elicit`](super::elicit) waits for their answers). The answer
+//! stays plain JSON until the first notice to send (a line at the session's
+//! `logging/setLevel` or above, else `info` and up; a progress report; a
+//! question), so a quiet call answers as before; the transport lets the
+//! server pick either per request.
 
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
@@ -16,6 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tollgate_components::{LogLine, Progress};
 
+use super::elicit::Asker;
 use super::sessions::LOG_LEVELS;
 use super::{CallCounter, Scope, answer, handle};
 
@@ -35,6 +41,22 @@ pub(super) async fn tool_call(mut scope: Scope, message: Value) -> Response {
         scope.sinks.progress = Some(sink);
         reports
     });
+    // Questions only to a session whose client can answer them.
+    let requests = match &scope.session {
+        Some(session) if session.elicits => {
+            let (sink, requests) = mpsc::unbounded_channel();
+            let timeout = scope.components.installs.host().limits().elicitation_timeout_ms;
+            scope.sinks.elicit = Some(Arc::new(Asker {
+                elicitations: scope.components.elicitations.clone(),
+                session_id: session.id.clone(),
+                workspace_id: scope.caller.workspace_id.clone(),
+                timeout: Duration::from_millis(timeout),
+                requests: sink,
+            }));
+            Some(requests)
+        }
+        _ => None,
+    };
     let least = scope
         .session
         .as_ref()
@@ -47,6 +69,7 @@ pub(super) async fn tool_call(mut scope: Scope, message: Value) -> Response {
     let mut notices = Notices {
         lines: Some(lines),
         progress,
+        requests,
         least,
         logger,
         token: token.unwrap_or(Value::Null),
@@ -92,6 +115,9 @@ pub(super) async fn tool_call(mut scope: Scope, message: Value) -> Response {
                     }
                 }
                 done = &mut work => break done,
+                // The client went away: dropping the notices tells a
+                // question waiting for its answer at once.
+                () = events.closed() => return,
             }
         };
         for notice in notices.pending() {
@@ -116,6 +142,8 @@ struct Notices {
     /// `None` once the call dropped its sink.
     lines: Option<mpsc::UnboundedReceiver<LogLine>>,
     progress: Option<mpsc::UnboundedReceiver<Progress>>,
+    /// The tool's questions, as `elicitation/create` requests to send.
+    requests: Option<mpsc::UnboundedReceiver<Value>>,
     least: String,
     logger: String,
     /// The request's `progressToken`, as the client sent it.
@@ -123,11 +151,15 @@ struct Notices {
 }
 
 impl Notices {
-    /// The next notice to send; `None` once both sinks are closed.
+    /// The next notice to send; `None` once every sink is closed.
     async fn next(&mut self) -> Option<Bytes> {
-        while self.lines.is_some() || self.progress.is_some() {
+        while self.lines.is_some() || self.progress.is_some() || self.requests.is_some() {
             tokio::select! {
                 biased;
+                request = recv(&mut self.requests) => match request {
+                    Some(request) => return Some(event(&request)),
+                    None => self.requests = None,
+                },
                 line = recv(&mut self.lines) => match line {
                     Some(line) if self.wanted(&line) => return Some(notification(&self.logger, &line)),
                     Some(_) => {}
@@ -153,6 +185,9 @@ impl Notices {
         if let Some(reports) = &mut self.progress {
             let reports: Vec<Progress> = std::iter::from_fn(|| reports.try_recv().ok()).collect();
             events.extend(reports.iter().map(|report| progress_event(&self.token, report)));
+        }
+        if let Some(requests) = &mut self.requests {
+            events.extend(std::iter::from_fn(|| requests.try_recv().ok()).map(|request| event(&request)));
         }
         events
     }
