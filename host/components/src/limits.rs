@@ -21,6 +21,12 @@ pub struct ComponentLimits {
     /// `elicitation`) waits for the answer, in ms. The wait is not counted in
     /// `wall_ms`; past this the question fails as `timed-out`.
     pub elicitation_timeout_ms: u64,
+    /// Questions one workspace may have waiting for an answer on one gateway
+    /// at a time. Each waiting question holds its call's sandbox slot and a
+    /// blocking thread until it is answered or times out, so without a cap a
+    /// tenant that never answers could take them from every other tenant;
+    /// past it, a question fails at once as `unavailable`.
+    pub max_waiting_elicitations: u32,
     /// Timeout of one outbound HTTP request, in ms (never past the wall time).
     pub http_timeout_ms: u64,
     /// Largest outbound request or response body, in bytes.
@@ -43,6 +49,7 @@ impl Default for ComponentLimits {
             wall_ms: 30_000,
             max_output_bytes: 1 << 20,
             elicitation_timeout_ms: 120_000,
+            max_waiting_elicitations: 4,
             http_timeout_ms: 10_000,
             http_max_body_bytes: 4 << 20,
             max_log_lines: 100,
@@ -67,6 +74,10 @@ impl ComponentLimits {
         anyhow::ensure!(
             self.elicitation_timeout_ms >= 1,
             "components.elicitation_timeout_ms must be at least 1"
+        );
+        anyhow::ensure!(
+            self.max_waiting_elicitations >= 1,
+            "components.max_waiting_elicitations must be at least 1"
         );
         anyhow::ensure!(
             self.http_timeout_ms >= 1,

@@ -226,3 +226,41 @@ async fn a_tools_question_goes_to_its_session_and_the_call_resumes_with_the_repl
     let text = body["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("elicitation capability"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_keeps_at_most_its_cap_of_questions_waiting() {
+    // A waiting question holds a sandbox slot and a thread: a tenant that
+    // never answers must not take them all.
+    let mock = start_mock(Default::default()).await;
+    let config = standard_config(
+        mock,
+        "[components]\nelicitation_timeout_ms = 30000\nmax_waiting_elicitations = 1\n",
+    );
+    let gateway = Gateway::start(&config).await;
+    publish_fixture(&gateway).await;
+    let key = gateway.api_key.clone();
+    let session = open_session(&gateway, &key, json!({"elicitation": {}})).await;
+
+    let mut first = Events::of(post(&gateway, &key, Some(&session), &call(1, "First?")).await);
+    let question = first.next().await.unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+
+    // One is waiting: the next question fails at once, and the tool says why.
+    let started = Instant::now();
+    let response = post(&gateway, &key, Some(&session), &call(2, "Second?")).await;
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let body: Value = response.json().await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "refused at once");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let text = body["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("max_waiting_elicitations"), "{text}");
+
+    // Answered, the first gives its place back: the next question is asked.
+    let decline = reply(&question["id"], json!({"action": "decline"}));
+    let response = post(&gateway, &key, Some(&session), &decline).await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    assert_eq!(first.next().await.unwrap()["id"], 1);
+    let mut third = Events::of(post(&gateway, &key, Some(&session), &call(3, "Third?")).await);
+    let asked = third.next().await.unwrap();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+}

@@ -37,6 +37,8 @@ pub struct Elicitations {
     database: Database,
     /// Woken when a reply for that id lands on this gateway.
     waiting: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Questions waiting on this gateway, per workspace (`Seat`s held).
+    seats: Mutex<HashMap<String, u32>>,
 }
 
 impl Elicitations {
@@ -44,7 +46,24 @@ impl Elicitations {
         Self {
             database,
             waiting: Mutex::default(),
+            seats: Mutex::default(),
         }
+    }
+
+    /// A place for one more of `workspace_id`'s questions to wait here, or
+    /// `None` when it has `cap` waiting already. A waiting question holds a
+    /// sandbox slot and a thread, which other tenants need too.
+    fn seat(self: &Arc<Self>, workspace_id: &str, cap: u32) -> Option<Seat> {
+        let mut seats = self.seats.lock().expect("elicitation seats");
+        let held = seats.entry(workspace_id.to_string()).or_insert(0);
+        if *held >= cap {
+            return None;
+        }
+        *held += 1;
+        Some(Seat {
+            elicitations: self.clone(),
+            workspace_id: workspace_id.to_string(),
+        })
     }
 
     /// Records a question `id` put to `session_id`, answerable until
@@ -134,6 +153,25 @@ impl Elicitations {
     }
 }
 
+/// One of a workspace's questions waiting on this gateway; its place is
+/// given back when the question ends, however it ends.
+struct Seat {
+    elicitations: Arc<Elicitations>,
+    workspace_id: String,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut seats = self.elicitations.seats.lock().expect("elicitation seats");
+        if let Some(held) = seats.get_mut(&self.workspace_id) {
+            *held -= 1;
+            if *held == 0 {
+                seats.remove(&self.workspace_id);
+            }
+        }
+    }
+}
+
 /// A call waiting on this gateway, listed while it waits (also when its
 /// wait is dropped part way: the client went away).
 struct Waiting<'a> {
@@ -167,6 +205,9 @@ pub(super) struct Asker {
     pub session_id: String,
     pub workspace_id: String,
     pub timeout: Duration,
+    /// Questions the workspace may have waiting here at once
+    /// (`components.max_waiting_elicitations`).
+    pub max_waiting: u32,
     /// The call's SSE answer (`stream.rs` sends what it gets as events).
     pub requests: mpsc::UnboundedSender<Value>,
 }
@@ -183,6 +224,13 @@ impl Elicitor for Asker {
     fn elicit(&self, message: String, requested_schema: Value) -> BoxFuture<'static, ElicitOutcome> {
         let this = self.clone();
         Box::pin(async move {
+            let Some(_seat) = this.elicitations.seat(&this.workspace_id, this.max_waiting) else {
+                return Err(ElicitError::Unavailable(format!(
+                    "this workspace already has {} questions waiting for an answer \
+                     (components.max_waiting_elicitations); answer or cancel one first",
+                    this.max_waiting
+                )));
+            };
             let id = format!("elicit-{}", tollgate_identity::auth::sessions::random_token());
             if let Err(e) = this
                 .elicitations

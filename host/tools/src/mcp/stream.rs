@@ -45,12 +45,13 @@ pub(super) async fn tool_call(mut scope: Scope, message: Value) -> Response {
     let requests = match &scope.session {
         Some(session) if session.elicits => {
             let (sink, requests) = mpsc::unbounded_channel();
-            let timeout = scope.components.installs.host().limits().elicitation_timeout_ms;
+            let limits = scope.components.installs.host().limits();
             scope.sinks.elicit = Some(Arc::new(Asker {
                 elicitations: scope.components.elicitations.clone(),
                 session_id: session.id.clone(),
                 workspace_id: scope.caller.workspace_id.clone(),
-                timeout: Duration::from_millis(timeout),
+                timeout: Duration::from_millis(limits.elicitation_timeout_ms),
+                max_waiting: limits.max_waiting_elicitations,
                 requests: sink,
             }));
             Some(requests)
