@@ -28,6 +28,7 @@ mod ingress;
 mod journal;
 mod keys_and_abuse;
 mod ledger;
+mod mcp_authorization;
 mod mcp_catalog;
 mod mcp_policy;
 mod mcp_remote;

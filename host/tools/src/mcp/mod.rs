@@ -28,6 +28,7 @@ use super::Components;
 use super::calls::{self, CallSite, SEPARATOR};
 use tollgate_identity::auth::{AuthState, Principal, ToolPolicy};
 
+pub mod authorization;
 mod catalog;
 mod remote;
 pub mod sessions;
