@@ -32,6 +32,7 @@ mod mcp_authorization;
 mod mcp_catalog;
 mod mcp_policy;
 mod mcp_remote;
+mod mcp_servers_cli;
 mod mcp_sessions;
 mod mcp_templates;
 mod metering;
