@@ -25,7 +25,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 
 pub use installs::{InstallChange, InstallError, Installs, NewCredential, NewInstall};
 pub use store::{InstallRecord, Store};
@@ -88,6 +88,46 @@ where
         .route("/v1/mcp", post(mcp_all).get(no_stream).delete(end_session))
         .route("/v1/mcp/{install}", post(mcp_one).get(no_stream).delete(end_session))
         .route("/v1/skills/{install}", post(run_skill))
+        .route(mcp::authorization::METADATA_PATH, get(resource_metadata))
+        .route(
+            &format!("{}/v1/mcp", mcp::authorization::METADATA_PATH),
+            get(resource_metadata),
+        )
+        .route(
+            &format!("{}/v1/mcp/{{install}}", mcp::authorization::METADATA_PATH),
+            get(install_metadata),
+        )
+}
+
+/// RFC 9728 metadata of `/v1/mcp`, at the well-known path and at its
+/// path-suffixed form, which MCP clients ask for first.
+async fn resource_metadata(
+    State(origins): State<Arc<Origins>>,
+    State(auth): State<Arc<AuthState>>,
+    headers: HeaderMap,
+) -> Response {
+    mcp::authorization::metadata(&origins, &headers, None, auth.oidc_issuers())
+}
+
+/// The metadata of `/v1/mcp/{install}`, whose 401 points here. Public like
+/// the rest: it names the URL the client asked about, never whether such an
+/// install exists.
+async fn install_metadata(
+    State(origins): State<Arc<Origins>>,
+    State(auth): State<Arc<AuthState>>,
+    Path(install): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    // Only what could be an install name (docs/components.md): anything else
+    // would put an arbitrary string into the resource URL.
+    let shaped = (1..=48).contains(&install.len())
+        && install
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !shaped {
+        return (StatusCode::NOT_FOUND, "no such MCP resource").into_response();
+    }
+    mcp::authorization::metadata(&origins, &headers, Some(&install), auth.oidc_issuers())
 }
 
 async fn mcp_all(
@@ -158,7 +198,7 @@ async fn mcp_call(
     }
     let caller = match caller {
         Ok(caller) => caller,
-        Err(error) => return error.into_response(),
+        Err(error) => return mcp::authorization::challenge(error.into_response(), origins, headers, only),
     };
     let scope = mcp::Scope::new(
         components.clone(),
@@ -187,6 +227,7 @@ async fn end_session(
     State(components): State<Arc<Components>>,
     State(origins): State<Arc<Origins>>,
     caller: Result<Caller, ApiError>,
+    install: Option<Path<String>>,
     headers: HeaderMap,
 ) -> Response {
     if let Some(origin) = origins.foreign_origin(&headers) {
@@ -194,7 +235,10 @@ async fn end_session(
     }
     let caller = match caller {
         Ok(caller) => caller,
-        Err(error) => return error.into_response(),
+        Err(error) => {
+            let install = install.as_ref().map(|Path(install)| install.as_str());
+            return mcp::authorization::challenge(error.into_response(), &origins, &headers, install);
+        }
     };
     let Some(id) = headers.get(mcp::SESSION_HEADER).and_then(|id| id.to_str().ok()) else {
         let text = format!("DELETE ends a session: send its {} header", mcp::SESSION_HEADER);

@@ -80,6 +80,13 @@ impl AuthState {
         self.key_rates.check(&principal.key_id, principal.requests_per_minute)
     }
 
+    /// The issuers of the OIDC sign-in providers (`[[auth.oidc]]`), in
+    /// configuration order: the authorization servers the MCP endpoint's
+    /// protected resource metadata names (docs/mcp.md, "Authorization").
+    pub fn oidc_issuers(&self) -> Vec<String> {
+        self.signin.issuers()
+    }
+
     pub fn sessions(&self) -> &Sessions {
         &self.signin.sessions
     }

@@ -169,6 +169,10 @@ impl Provider {
         }
     }
 
+    pub fn issuer(&self) -> &str {
+        &self.config.issuer
+    }
+
     pub fn display_name(&self) -> &str {
         self.config.display_name.as_deref().unwrap_or(&self.config.name)
     }

@@ -147,6 +147,13 @@ impl SignIn {
         }
     }
 
+    pub(crate) fn issuers(&self) -> Vec<String> {
+        self.providers
+            .iter()
+            .map(|provider| provider.issuer().to_string())
+            .collect()
+    }
+
     fn base_url(&self, headers: &HeaderMap) -> String {
         if let Some(url) = &self.public_url {
             return url.trim_end_matches('/').to_string();

@@ -1,7 +1,8 @@
 //! The control-plane client: `tollgate signup`, `workspaces …` (with the
 //! package policy), `keys …`, `members …`, `namespaces …` (with their
 //! signing keys), `wallet`, `plan …`, `budget …`, `usage`, `audit`, `request ID`, and the
-//! workspace's installs (`install`, `upgrade`, `uninstall`, `installs`). Each command is
+//! workspace's installs (`install`, `upgrade`, `uninstall`, `installs`) and remote MCP
+//! servers (`mcp-servers …`, in `mcp_servers`). Each command is
 //! one JSON-RPC call of an extension method on `POST /a2a`, so the CLI has
 //! exactly the permissions of its key. The server URL and key come from flags,
 //! then `TOLLGATE_URL` / `TOLLGATE_API_KEY`, then a profile file.
@@ -11,6 +12,7 @@
 //! this module sends the call and prints the answer.
 
 mod commands;
+mod mcp_servers;
 mod profile;
 mod requests;
 
@@ -24,7 +26,7 @@ use profile::save_profile;
 pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
     let connection = command.connection();
     let (url, api_key) = connection.resolve()?;
-    let (op, params) = command.op(connection.workspace.as_deref());
+    let (op, params) = command.op(connection.workspace.as_deref())?;
     let result = call(&url, api_key.as_deref(), op, params).await?;
     if let ClientCommand::Signup { save: true, .. } = &command {
         save_profile(

@@ -32,6 +32,7 @@ use super::calls::{self, CallSite, SEPARATOR};
 use tollgate_identity::auth::{AuthState, Principal, ToolPolicy};
 
 mod admission;
+pub mod authorization;
 mod catalog;
 pub mod elicit;
 mod remote;

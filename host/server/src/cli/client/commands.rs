@@ -5,6 +5,7 @@
 use clap::{Args, Subcommand};
 
 use super::Connection;
+use super::mcp_servers::McpServersCommand;
 
 #[derive(Subcommand, Debug)]
 pub enum ClientCommand {
@@ -161,6 +162,13 @@ pub enum ClientCommand {
     Installs {
         #[command(flatten)]
         connection: Connection,
+    },
+    /// Remote MCP servers the gateway fronts for the workspace: add, list, remove.
+    McpServers {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: McpServersCommand,
     },
 }
 

@@ -40,12 +40,15 @@ impl ClientCommand {
             | C::Install { connection, .. }
             | C::Upgrade { connection, .. }
             | C::Uninstall { connection, .. }
-            | C::Installs { connection } => connection,
+            | C::Installs { connection }
+            | C::McpServers { connection, .. } => connection,
         }
     }
 
     /// The op and its params.
-    pub(super) fn op(&self, workspace: Option<&str>) -> (&'static str, Value) {
+    /// The op and its params; fails only when a secret a command names
+    /// cannot be read.
+    pub(super) fn op(&self, workspace: Option<&str>) -> anyhow::Result<(&'static str, Value)> {
         use ClientCommand as C;
         let (op, mut params) = match self {
             C::Signup { name, email, .. } => ("accounts.signup", json!({"name": name, "email": email})),
@@ -239,6 +242,7 @@ impl ClientCommand {
             C::Upgrade { name, version, .. } => ("installs.update", json!({"name": name, "version": version})),
             C::Uninstall { name, .. } => ("installs.delete", json!({"name": name})),
             C::Installs { .. } => ("installs.list", json!({})),
+            C::McpServers { command, .. } => command.op()?,
         };
         let object = params.as_object_mut().expect("params are an object");
         object.retain(|_, v| !v.is_null());
@@ -252,6 +256,6 @@ impl ClientCommand {
         {
             object.insert("workspace_id".into(), json!(workspace));
         }
-        (op, params)
+        Ok((op, params))
     }
 }
