@@ -279,7 +279,7 @@ pub fn ops() -> &'static [Op] {
                 comp::list_guardrails, comp::ListParams => comp::InstallList),
             op!("guardrails.delete", Workspace(InstallWrite), "Remove a guardrail; the next request runs without it.",
                 comp::delete_guardrail, comp::NameParams => comp::Uninstalled),
-            op!("mcp_servers.create", Workspace(InstallWrite), "Add a remote MCP server (streamable HTTP) to a workspace: its tools join /v1/mcp as <name>__<tool>; auth is none or a static header, sealed and never shown.",
+            op!("mcp_servers.create", Workspace(InstallWrite), "Add a remote MCP server (streamable HTTP) to a workspace: its tools join /v1/mcp as <name>__<tool>; auth is none, a static header, or OAuth 2.1 client credentials (the secret sealed, the token held by the gateway); secrets are never shown.",
                 remote::create, remote::CreateParams => tollgate_tools::remote::ServerShown),
             op!("mcp_servers.list", Workspace(InstallRead), "List a workspace's remote MCP servers (credential headers, never their values).",
                 remote::list, comp::ListParams => remote::ServerList),
