@@ -62,6 +62,12 @@ const TEST_ONLY: &[(&str, &str, &str, &str)] = &[
         "0.2.0",
     ),
     (
+        "tollgate-test-sampling-tool",
+        "tollgate_test_sampling_tool",
+        "tool-server",
+        "0.4.0",
+    ),
+    (
         "tollgate-test-tool-caller",
         "tollgate_test_tool_caller",
         "skill",

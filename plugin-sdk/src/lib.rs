@@ -3,7 +3,8 @@
 //! Each kind is a cargo feature, because a component may carry the bindings
 //! of exactly one WIT world: `provider` (on by default) for adapters, `tool`
 //! for tool servers ([`tool`], world `tollgate:tool/tool-server@0.1.0`, or
-//! 0.2.0 with `tool-v2`: richer content, progress, prompts and resources) and
+//! 0.2.0 with `tool-v2`: richer content, progress, prompts and resources;
+//! 0.3.0 with `tool-v3`: elicitation; 0.4.0 with `tool-v4`: model calls) and
 //! `skill` for skills ([`skill`], world `tollgate:skill/skill@0.1.0`). A tool
 //! server or skill crate depends on this one with
 //! `default-features = false, features = ["tool"]` (or `["skill"]`, or

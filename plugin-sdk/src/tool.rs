@@ -41,6 +41,10 @@
 //! (each with a default that offers none; see [`v2`]). With `tool-v3` it
 //! exports `tollgate:tool/tool-server@0.3.0`, which adds
 //! [`elicitation::elicit`]: a call asks the MCP client's user for input.
+//! With `tool-v4` it exports `tollgate:tool/tool-server@0.4.0`, which adds
+//! [`models`]: a call asks a model through the gateway's metered pipeline,
+//! billed to whoever called the tool (the package must declare the `models`
+//! capability; see [`v4`]).
 
 use serde::de::DeserializeOwned;
 
@@ -76,7 +80,7 @@ pub mod bindings {
 }
 
 /// Raw bindings generated from `wit/tool/0.3.0` (feature `tool-v3`).
-#[cfg(feature = "tool-v3")]
+#[cfg(all(feature = "tool-v3", not(feature = "tool-v4")))]
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -90,10 +94,27 @@ pub mod bindings {
     });
 }
 
+/// Raw bindings generated from `wit/tool/0.4.0` (feature `tool-v4`).
+#[cfg(feature = "tool-v4")]
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: ["../wit/host/0.1.0", "../wit/tool/0.4.0"],
+        world: "tollgate:tool/tool-server@0.4.0",
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "tollgate_plugin_sdk::tool::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
 #[cfg(feature = "tool-v2")]
 pub mod v2;
 #[cfg(feature = "tool-v3")]
 pub mod v3;
+#[cfg(feature = "tool-v4")]
+pub mod v4;
 
 pub use bindings::exports::tollgate::tool::tools::{Annotations, Tool};
 #[cfg(not(feature = "tool-v2"))]
@@ -106,6 +127,8 @@ pub use v2::{
 };
 #[cfg(feature = "tool-v3")]
 pub use v3::elicitation;
+#[cfg(feature = "tool-v4")]
+pub use v4::{ModelError, models};
 
 /// The host's per-install settings (`tollgate:host/config`).
 pub mod config {

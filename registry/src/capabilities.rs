@@ -1,13 +1,14 @@
 //! What a package asks for when it runs, read from its manifest, so an
 //! installer sees it before anything runs (installs and `packages.get` show
 //! it). The host grants no more: a tool server reaches only the origins its
-//! install approves among these hosts, and a skill calls models and tools only
+//! install approves among these hosts (and, on tool WIT 0.4.0, calls models
+//! only when it declares `models`), and a skill calls models and tools only
 //! through the caller's metered pipeline (docs/components.md).
 
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::manifest::CAPABILITY_HTTP;
+use crate::manifest::{CAPABILITY_HTTP, CAPABILITY_MODELS};
 use crate::{Manifest, PackageKind};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
@@ -32,6 +33,7 @@ impl Capabilities {
         match manifest.kind {
             PackageKind::ToolServer => Self {
                 egress: manifest.metadata.allowed_hosts.clone(),
+                models: declares(CAPABILITY_MODELS),
                 credentials: declares(CAPABILITY_HTTP),
                 ..Self::default()
             },
@@ -67,6 +69,11 @@ mod tests {
         let tool = Capabilities::of(&manifest);
         assert_eq!(tool.egress, ["api.weather.example"]);
         assert!(tool.credentials && !tool.models);
+
+        manifest.metadata.world = Some("tollgate:tool/tool-server@0.4.0".into());
+        manifest.metadata.capabilities = vec!["http".into(), "models".into()];
+        let sampling = Capabilities::of(&manifest);
+        assert!(sampling.models && sampling.credentials && !sampling.tools);
 
         manifest.kind = PackageKind::Skill;
         manifest.metadata.capabilities = vec!["models".into()];

@@ -73,9 +73,10 @@ impl PackageKind {
     /// first. Provider adapters have three: `tollgate:provider@0.1.0`,
     /// `0.2.0`, which adds the native lane, and `0.3.0`, which adds the
     /// operations besides chat; the host loads all three. Tool servers have
-    /// three: `tollgate:tool@0.1.0`, `0.2.0`, which adds richer content,
-    /// progress, prompts, resources and completion, and `0.3.0`, which adds
-    /// elicitation (questions to the MCP client's user).
+    /// four: `tollgate:tool@0.1.0`, `0.2.0`, which adds richer content,
+    /// progress, prompts, resources and completion, `0.3.0`, which adds
+    /// elicitation (questions to the MCP client's user), and `0.4.0`, which
+    /// adds model calls through the gateway's metered pipeline.
     pub fn accepted_worlds(self) -> &'static [(&'static str, &'static str)] {
         match self {
             PackageKind::ProviderAdapter => &[
@@ -96,6 +97,7 @@ impl PackageKind {
                 ("tollgate:tool/tool-server@0.1.0", "tollgate:tool/tools@0.1.0"),
                 ("tollgate:tool/tool-server@0.2.0", "tollgate:tool/tools@0.2.0"),
                 ("tollgate:tool/tool-server@0.3.0", "tollgate:tool/tools@0.3.0"),
+                ("tollgate:tool/tool-server@0.4.0", "tollgate:tool/tools@0.4.0"),
             ],
             PackageKind::Skill => &[("tollgate:skill/skill@0.1.0", "tollgate:skill/runner@0.1.0")],
             PackageKind::Guardrail => &[("tollgate:guardrail/guardrail@0.1.0", "tollgate:guardrail/checks@0.1.0")],

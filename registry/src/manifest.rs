@@ -16,8 +16,15 @@ pub const WASM_MEDIA_TYPE: &str = "application/wasm";
 pub const MAX_CONTENT_BYTES: u64 = 64 << 20;
 /// Document kinds may carry one of these.
 const DOCUMENT_MEDIA_TYPES: [&str; 4] = ["application/json", "application/yaml", "text/yaml", "text/plain"];
-/// The only capability a tool server may declare: outbound HTTP to `allowed_hosts`.
+/// Outbound HTTP to `allowed_hosts` (tool servers and guardrails).
 pub const CAPABILITY_HTTP: &str = "http";
+/// Model calls through the host, billed to the caller (skills, guardrails,
+/// and tool servers on tool WIT 0.4.0, whose world imports them).
+pub const CAPABILITY_MODELS: &str = "models";
+/// The tool-server world whose components may call models.
+pub const TOOL_MODELS_WORLD: &str = "tollgate:tool/tool-server@0.4.0";
+/// Capabilities a tool server may declare.
+const TOOL_CAPABILITIES: [&str; 2] = [CAPABILITY_HTTP, CAPABILITY_MODELS];
 /// Capabilities a skill may declare: calls to models and tools through the host.
 const SKILL_CAPABILITIES: [&str; 2] = ["models", "tools"];
 const GUARDRAIL_CAPABILITIES: [&str; 2] = ["models", CAPABILITY_HTTP];
@@ -156,7 +163,7 @@ impl Manifest {
             }
         }
         let allowed: &[&str] = match self.kind {
-            PackageKind::ToolServer => &[CAPABILITY_HTTP],
+            PackageKind::ToolServer => &TOOL_CAPABILITIES,
             PackageKind::Skill => &SKILL_CAPABILITIES,
             // A guardrail may judge with a model and, where its install
             // approves origins, call a service over HTTP.
@@ -176,6 +183,16 @@ impl Manifest {
                     }
                 )));
             }
+        }
+        // Only the 0.4.0 tool world imports `models`: declared on an older
+        // one, the installer would approve what the component cannot use.
+        if self.kind == PackageKind::ToolServer
+            && self.metadata.capabilities.iter().any(|c| c == CAPABILITY_MODELS)
+            && self.metadata.world.as_deref() != Some(TOOL_MODELS_WORLD)
+        {
+            return Err(invalid(format!(
+                "a tool server declares the 'models' capability only on '{TOOL_MODELS_WORLD}'"
+            )));
         }
         if !self.metadata.arguments.is_empty() {
             return Err(invalid(format!(
@@ -380,6 +397,17 @@ mod tests {
         assert!(check(tool.clone()).is_err());
         tool["metadata"]["allowed_hosts"] = serde_json::json!([]);
         assert!(check(tool).is_err(), "http without hosts");
+    }
+
+    #[test]
+    fn only_a_0_4_0_tool_server_declares_models() {
+        let mut tool = adapter();
+        tool["kind"] = "tool-server".into();
+        tool["metadata"] = serde_json::json!({"world": "tollgate:tool/tool-server@0.4.0", "capabilities": ["models"]});
+        check(tool.clone()).unwrap();
+        tool["metadata"]["world"] = "tollgate:tool/tool-server@0.3.0".into();
+        let refused = check(tool).unwrap_err().to_string();
+        assert!(refused.contains("'models' capability only on"), "{refused}");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 """The official MCP conformance suite (`@modelcontextprotocol/conformance`,
 pinned in tests/agents with the Node.js 22 it needs), unmodified, runs every
 server scenario against `/v1/mcp/{install}`, where the install is a tool
-server built in the test from `fixtures/mcp_conformance_tools.rs` (tool WIT
-0.3.0) with the tools, prompts and resources the scenarios use, and the
+server built in the test from `fixtures/mcp_conformance_tools.rs` (written
+against tool WIT 0.3.0, built on the newest version `tollgate plugin new`
+scaffolds) with the tools, prompts and resources the scenarios use, and the
 questions (elicitation) its tools ask.
 
 The suite sends no credentials, so it talks to the gateway through a small

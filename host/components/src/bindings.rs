@@ -1,4 +1,4 @@
-//! Host bindings for the component worlds: tool servers at 0.1.0, 0.2.0 and 0.3.0,
+//! Host bindings for the component worlds: tool servers at 0.1.0 to 0.4.0,
 //! skills and guardrails. The other worlds reuse the 0.1.0 tool-server
 //! world's (and the skill's `models`) generated host interfaces (`with`), so
 //! each host capability is implemented once for [`CallState`](crate::state::CallState).
@@ -45,6 +45,27 @@ pub mod tool_server_v3 {
             "tollgate:host/log@0.1.0": crate::bindings::tool_server::tollgate::host::log,
             "tollgate:host/http@0.1.0": crate::bindings::tool_server::tollgate::host::http,
             "tollgate:tool/types@0.3.0": crate::bindings::tool_server_v2::tollgate::tool::types,
+        },
+    });
+}
+
+/// `tollgate:tool@0.4.0`: 0.3.0 plus the host's `models` import, linked to
+/// the skill world's `models` (the same interface, `tollgate:host/models@0.1.0`,
+/// implemented once). Like 0.3.0, its `types` are 0.2.0's Rust types, and its
+/// `progress` and `elicitation` are linked under their own names to the same
+/// host code (`tool_server/v4.rs`).
+pub mod tool_server_v4 {
+    wasmtime::component::bindgen!({
+        path: ["../../wit/host/0.1.0", "../../wit/tool/0.4.0"],
+        world: "tollgate:tool/tool-server@0.4.0",
+        additional_derives: [PartialEq],
+        with: {
+            "tollgate:host/types@0.1.0": crate::bindings::tool_server::tollgate::host::types,
+            "tollgate:host/config@0.1.0": crate::bindings::tool_server::tollgate::host::config,
+            "tollgate:host/log@0.1.0": crate::bindings::tool_server::tollgate::host::log,
+            "tollgate:host/http@0.1.0": crate::bindings::tool_server::tollgate::host::http,
+            "tollgate:host/models@0.1.0": crate::bindings::skill::tollgate::host::models,
+            "tollgate:tool/types@0.4.0": crate::bindings::tool_server_v2::tollgate::tool::types,
         },
     });
 }

@@ -11,11 +11,13 @@
 //! - `progress`: a 0.2.0 tool server's progress reports, to the MCP client that asked, capped;
 //! - `elicitation`: a 0.3.0 tool server's questions to the MCP client's user ([`Elicitor`]),
 //!   checked, counted, and waited for outside the call's wall time, up to their own timeout;
-//! - `models`: chat completions through the server's metered pipeline ([`ModelAccess`]);
+//! - `models`: chat completions through the server's metered pipeline ([`ModelAccess`]),
+//!   at most `max_model_calls` per call;
 //! - `tools`: tools of other installs in the caller's workspace ([`ToolAccess`]), depth-limited.
 //!
 //! A tool server imports `http`, `config` and `log` (and `progress` from
-//! 0.2.0, `elicitation` at 0.3.0; [`ToolServer`] detects its world when loading); a skill imports
+//! 0.2.0, `elicitation` from 0.3.0, `models` at 0.4.0; [`ToolServer`] detects its world when
+//! loading, and lends `models` only to a 0.4.0 call); a skill imports
 //! `models`, `tools`, `config` and `log`, and has no network. A component
 //! that traps, loops, eats memory or answers too much fails only its own call.
 #![forbid(unsafe_code)]

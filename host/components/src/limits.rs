@@ -1,5 +1,5 @@
 //! What one component call may use: memory, guest compute, wall time, output,
-//! outbound HTTP (and where it may go), log lines and nesting. Configured
+//! outbound HTTP (and where it may go), log lines, model calls and nesting. Configured
 //! under `[components]`.
 
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,11 @@ pub struct ComponentLimits {
     pub max_log_lines: u32,
     /// How deep tool calls may nest (a skill calling a tool is depth 1).
     pub max_depth: u32,
+    /// Model calls one call may make through the `models` capability (a
+    /// skill's, a 0.4.0 tool server's, a guardrail's); later ones are refused
+    /// (429 `model_call_limit`) without reaching the pipeline, so a
+    /// component cannot spend its caller's wallet without end.
+    pub max_model_calls: u32,
     /// Origins (`scheme://host[:port]`) components may reach although they
     /// are loopback, private, link-local or otherwise internal. Empty by
     /// default: no component reaches the gateway's own network.
@@ -54,6 +59,7 @@ impl Default for ComponentLimits {
             http_max_body_bytes: 4 << 20,
             max_log_lines: 100,
             max_depth: 4,
+            max_model_calls: 16,
             allow_internal_origins: Vec::new(),
         }
     }
@@ -78,6 +84,10 @@ impl ComponentLimits {
         anyhow::ensure!(
             self.max_waiting_elicitations >= 1,
             "components.max_waiting_elicitations must be at least 1"
+        );
+        anyhow::ensure!(
+            self.max_model_calls >= 1,
+            "components.max_model_calls must be at least 1"
         );
         anyhow::ensure!(
             self.http_timeout_ms >= 1,

@@ -82,8 +82,9 @@ pub trait ToolAccess: Send + Sync {
     fn call(&self, tool: String, arguments: String) -> BoxFuture<'static, Result<Vec<Content>, ToolError>>;
 }
 
-/// The capabilities the caller lends this call. A tool server gets neither;
-/// a skill gets both.
+/// The capabilities the caller lends this call. A skill gets both; a tool
+/// server on tool WIT 0.4.0 whose package declares `models` gets `models`,
+/// any other tool server neither.
 #[derive(Clone, Default)]
 pub struct Capabilities {
     pub models: Option<Arc<dyn ModelAccess>>,
@@ -108,6 +109,8 @@ pub struct CallState {
     pub(crate) progress_reports: u32,
     /// Questions asked so far (`elicitation`).
     pub(crate) elicitations: u32,
+    /// Model calls made so far (`models`).
+    pub(crate) model_calls: u32,
     /// The last progress reported; a report must pass it.
     pub(crate) last_progress: Option<f64>,
     memory_cap: usize,
@@ -146,6 +149,7 @@ impl CallState {
             log_lines: 0,
             progress_reports: 0,
             elicitations: 0,
+            model_calls: 0,
             last_progress: None,
             memory_cap_hit: false,
             stopped: None,
@@ -172,6 +176,7 @@ impl CallState {
         self.log_lines = 0;
         self.progress_reports = 0;
         self.elicitations = 0;
+        self.model_calls = 0;
         self.last_progress = None;
         self.deadline = Instant::now() + Duration::from_millis(self.limits.wall_ms);
         self.clock.restart();

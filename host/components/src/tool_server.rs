@@ -1,9 +1,10 @@
 //! A loaded tool server: its pre-linked component, by the tool WIT version
-//! it exports (0.3.0, 0.2.0 or 0.1.0, told apart by its exports, like
+//! it exports (0.4.0, 0.3.0, 0.2.0 or 0.1.0, told apart by its exports, like
 //! provider adapters are), the tools it listed when loaded (checked once, served from
 //! memory), and calls, each in a fresh store. A 0.1.0 server's content
-//! converts into 0.2.0's, and 0.3.0's records into 0.2.0's ([`v3`]), so
-//! callers see one shape. Prompts, resources and
+//! converts into 0.2.0's, and 0.3.0's and 0.4.0's records into 0.2.0's ([`v3`],
+//! [`v4`]), so callers see one shape. Only a 0.4.0 server imports `models`,
+//! so only its calls are given the caller's model access. Prompts, resources and
 //! completion (0.2.0) live in [`catalog`].
 
 use std::sync::Arc;
@@ -15,22 +16,25 @@ use wasmtime::component::{HasSelf, Linker};
 use crate::bindings::tool_server::{ToolServer as V1World, ToolServerPre as V1Pre};
 use crate::bindings::tool_server_v2::{ToolServer as V2World, ToolServerPre as V2Pre};
 use crate::bindings::tool_server_v3::{ToolServer as V3World, ToolServerPre as V3Pre};
+use crate::bindings::tool_server_v4::{ToolServer as V4World, ToolServerPre as V4Pre};
 use crate::bindings::{CallContext, Content, ToolError};
 use crate::grants::Grants;
-use crate::state::{CallState, Capabilities, Invocation, describe_fault, new_store};
+use crate::state::{CallState, Capabilities, Invocation, ModelAccess, describe_fault, new_store};
 use crate::{CallError, ComponentFault, ComponentHost, content};
 
 mod catalog;
 mod v3;
+mod v4;
 
 pub use catalog::{Catalog, MAX_COMPLETIONS};
 
 /// Most tools one server may offer.
 const MAX_TOOLS: usize = 128;
 
-/// The exports that mark tool servers built against tool WIT 0.2.0 and 0.3.0.
+/// The exports that mark tool servers built against tool WIT 0.2.0, 0.3.0 and 0.4.0.
 const V2_EXPORT: &str = "tollgate:tool/tools@0.2.0";
 const V3_EXPORT: &str = "tollgate:tool/tools@0.3.0";
+const V4_EXPORT: &str = "tollgate:tool/tools@0.4.0";
 
 /// One tool, as the server described it when loaded.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +59,7 @@ enum Pre {
     V1(V1Pre<CallState>),
     V2(V2Pre<CallState>),
     V3(V3Pre<CallState>),
+    V4(V4Pre<CallState>),
 }
 
 /// An instance's bindings, by WIT version.
@@ -62,6 +67,7 @@ enum Bindings {
     V1(V1World),
     V2(V2World),
     V3(V3World),
+    V4(V4World),
 }
 
 impl Pre {
@@ -70,6 +76,7 @@ impl Pre {
             Pre::V1(pre) => pre.instantiate(store).map(Bindings::V1),
             Pre::V2(pre) => pre.instantiate(store).map(Bindings::V2),
             Pre::V3(pre) => pre.instantiate(store).map(Bindings::V3),
+            Pre::V4(pre) => pre.instantiate(store).map(Bindings::V4),
         }
     }
 }
@@ -84,14 +91,21 @@ pub struct ToolServer {
 
 impl ToolServer {
     /// Compiles (or takes from the cache) `bytes`, links the host interfaces
-    /// of the tool-server world it exports (0.2.0 or 0.1.0), and asks the
+    /// of the tool-server world it exports (0.1.0 to 0.4.0), and asks the
     /// component for its tools (and, at 0.2.0, its prompts and resources).
     /// Blocking: call it off the async workers.
     pub(crate) fn load(host: &ComponentHost, name: &str, bytes: &[u8]) -> anyhow::Result<Self> {
         let component = host.compile(bytes)?;
         let mut linker = Linker::new(host.engine());
         let exports = |name| component.component_type().get_export(host.engine(), name).is_some();
-        let pre = if exports(V3_EXPORT) {
+        let pre = if exports(V4_EXPORT) {
+            V4World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+            linker.define_unknown_imports_as_traps(&component)?;
+            Pre::V4(
+                V4Pre::new(linker.instantiate_pre(&component)?)
+                    .map_err(|e| anyhow::anyhow!("not a tollgate:tool/tool-server@0.4.0 component: {e}"))?,
+            )
+        } else if exports(V3_EXPORT) {
             V3World::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
             // Anything else it imports (WASI, which Rust's std declares) traps.
             linker.define_unknown_imports_as_traps(&component)?;
@@ -129,13 +143,20 @@ impl ToolServer {
         &self.name
     }
 
-    /// The tool WIT version the component exports: `0.1.0`, `0.2.0` or `0.3.0`.
+    /// The tool WIT version the component exports: `0.1.0` to `0.4.0`.
     pub fn wit_version(&self) -> &'static str {
         match self.pre {
             Pre::V1(_) => "0.1.0",
             Pre::V2(_) => "0.2.0",
             Pre::V3(_) => "0.3.0",
+            Pre::V4(_) => "0.4.0",
         }
+    }
+
+    /// Whether its world imports `models` (tool WIT 0.4.0): only then can a
+    /// call use the model access it is given.
+    pub fn imports_models(&self) -> bool {
+        matches!(self.pre, Pre::V4(_))
     }
 
     pub fn tools(&self) -> &[ToolSpec] {
@@ -147,29 +168,46 @@ impl ToolServer {
     }
 
     /// Calls tool `name` with `arguments` (a JSON object) in a fresh store, on
-    /// a blocking thread. A failure the component reports is
-    /// [`CallError::Tool`]; a crash, a limit or a bad answer is a fault.
+    /// a blocking thread. `models` is the caller's model access, used only
+    /// by a server that imports it (0.4.0); a tool server never gets `tools`.
+    /// A failure the component reports is [`CallError::Tool`]; a crash, a
+    /// limit or a bad answer is a fault.
     pub async fn call(
         self: &Arc<Self>,
         invocation: Invocation,
         grants: Arc<Grants>,
+        models: Option<Arc<dyn ModelAccess>>,
         name: &str,
         arguments: String,
     ) -> Result<Vec<Content>, CallError> {
         let name = name.to_string();
+        let capabilities = Capabilities {
+            models: models.filter(|_| self.imports_models()),
+            tools: None,
+        };
         self.off_thread(invocation.depth, move |this, runtime| {
-            let content = this.run(runtime, invocation, grants, |store, bindings, context| match bindings {
-                Bindings::V1(b) => b
-                    .tollgate_tool_tools()
-                    .call_call_tool(store, context, &name, &arguments)
-                    .map(|answer| answer.map(|parts| parts.into_iter().map(content::from_v1).collect())),
-                Bindings::V2(b) => b
-                    .tollgate_tool_tools()
-                    .call_call_tool(store, context, &name, &arguments),
-                Bindings::V3(b) => b
-                    .tollgate_tool_tools()
-                    .call_call_tool(store, context, &name, &arguments),
-            })?;
+            let content =
+                this.run_with(
+                    runtime,
+                    invocation,
+                    grants,
+                    capabilities,
+                    |store, bindings, context| match bindings {
+                        Bindings::V1(b) => b
+                            .tollgate_tool_tools()
+                            .call_call_tool(store, context, &name, &arguments)
+                            .map(|answer| answer.map(|parts| parts.into_iter().map(content::from_v1).collect())),
+                        Bindings::V2(b) => b
+                            .tollgate_tool_tools()
+                            .call_call_tool(store, context, &name, &arguments),
+                        Bindings::V3(b) => b
+                            .tollgate_tool_tools()
+                            .call_call_tool(store, context, &name, &arguments),
+                        Bindings::V4(b) => b
+                            .tollgate_tool_tools()
+                            .call_call_tool(store, context, &name, &arguments),
+                    },
+                )?;
             this.check_output(&content, 0)?;
             Ok(content)
         })
@@ -203,7 +241,7 @@ impl ToolServer {
     }
 
     /// One export call in a fresh instance, in a fresh store bound to
-    /// `invocation`, on this thread.
+    /// `invocation`, on this thread, with no capability lent.
     fn run<T>(
         &self,
         runtime: tokio::runtime::Handle,
@@ -211,14 +249,24 @@ impl ToolServer {
         grants: Arc<Grants>,
         job: impl FnOnce(&mut Store<CallState>, &Bindings, &CallContext) -> wasmtime::Result<Result<T, ToolError>>,
     ) -> Result<T, CallError> {
+        self.run_with(runtime, invocation, grants, Capabilities::default(), job)
+    }
+
+    /// [`run`](Self::run), lending the call `capabilities`.
+    fn run_with<T>(
+        &self,
+        runtime: tokio::runtime::Handle,
+        invocation: Invocation,
+        grants: Arc<Grants>,
+        capabilities: Capabilities,
+        job: impl FnOnce(&mut Store<CallState>, &Bindings, &CallContext) -> wasmtime::Result<Result<T, ToolError>>,
+    ) -> Result<T, CallError> {
         let context = CallContext {
             request_id: invocation.request_id.clone(),
             workspace: invocation.workspace.clone(),
             install: invocation.install.clone(),
         };
-        let state = self
-            .host
-            .call_state(invocation, grants, Capabilities::default(), runtime);
+        let state = self.host.call_state(invocation, grants, capabilities, runtime);
         let mut store = new_store(self.host.engine(), state);
         let answer = self
             .pre
@@ -296,6 +344,10 @@ impl ToolServer {
                     Bindings::V3(b) => (
                         tools_of!(b.tollgate_tool_tools().call_list_tools(&mut *store)?),
                         Some(v3::listed(store, b)?),
+                    ),
+                    Bindings::V4(b) => (
+                        tools_of!(b.tollgate_tool_tools().call_list_tools(&mut *store)?),
+                        Some(v4::listed(store, b)?),
                     ),
                 }))
             })

@@ -217,6 +217,12 @@ pub const MCP_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_MCP_TOOL_WASM");
 #[doc(hidden)]
 pub const MCP_TOOL_V2_TEST_COMPONENT: &str = env!("TG_TEST_MCP_TOOL_V2_WASM");
 
+/// The test-only tool server on tool WIT 0.4.0 (`tests/plugins/sampling-tool`)
+/// that asks a model through the host, or keeps asking, for the tests of a
+/// tool's model calls.
+#[doc(hidden)]
+pub const SAMPLING_TOOL_TEST_COMPONENT: &str = env!("TG_TEST_SAMPLING_TOOL_WASM");
+
 /// The test-only skill that calls the tool its input names
 /// (`tests/plugins/tool-caller`), for the `tools` capability tests.
 #[doc(hidden)]

@@ -16,6 +16,7 @@ use tollgate_ledger::{RequestKind, RequestLogRow};
 
 use super::Components;
 use super::installs::{Active, Installs, Loaded};
+use super::skills::RunLedger;
 use tollgate_gateway::guards::{self, AnswerOutcome, Checks, GuardRoute, GuardText};
 use tollgate_identity::auth::Principal;
 use tollgate_web::server::RequestId;
@@ -125,7 +126,9 @@ pub struct CallSite {
 
 /// Calls `target` with `arguments` (a JSON object) under a request id of its
 /// own, and logs it. A skill gets the caller's capabilities, its model calls
-/// linked to this call; a tool server gets none.
+/// linked to this call; a tool server on tool WIT 0.4.0 whose package
+/// declares `models` gets the caller's model access, linked alike; other
+/// tool servers get none.
 pub async fn call(
     components: &Arc<Components>,
     target: &Target,
@@ -136,25 +139,30 @@ pub async fn call(
 }
 
 /// Where a call's notices go while it runs (an MCP client's log and
-/// progress notifications), and who answers its questions (the MCP
-/// client's user); the default sends them nowhere and asks no one.
+/// progress notifications), who answers its questions (the MCP client's
+/// user), and where its model calls are itemised as they complete; the
+/// default sends them nowhere and asks no one.
 #[derive(Clone, Default)]
 pub struct Sinks {
     pub logs: Option<LogSink>,
     pub progress: Option<ProgressSink>,
     pub elicit: Option<Arc<dyn Elicitor>>,
+    /// The model calls of a skill or of a 0.4.0 tool server, each billed to
+    /// the caller and logged inside the call.
+    pub models: Option<RunLedger>,
 }
 
-/// [`call`], with the component's log lines and progress reports also sent
-/// to `sinks` as it makes them.
+/// [`call`], with the component's log lines, progress reports and model
+/// calls also sent to `sinks` as it makes them; also answers the call's
+/// request id.
 pub async fn call_with_sinks(
     components: &Arc<Components>,
     target: &Target,
     site: &CallSite,
     arguments: String,
     sinks: Sinks,
-) -> Result<Vec<Content>, CallError> {
-    run(components, target, site, arguments, sinks).await.1
+) -> (String, Result<Vec<Content>, CallError>) {
+    run(components, target, site, arguments, sinks).await
 }
 
 /// [`call`], also answering the call's request id (its log row).
@@ -191,11 +199,20 @@ async fn run(
     };
     let started = (now_ms(), Instant::now());
     let grants = target.install.grants.clone();
+    let ledger = sinks.models.unwrap_or_default();
     let (kind, outcome) = match &target.install.component {
-        Loaded::Tool(server) => (
-            RequestKind::ToolCall,
-            server.call(invocation, grants, &target.tool, arguments).await,
-        ),
+        Loaded::Tool(server) => {
+            // Only a 0.4.0 server whose package declared `models` (so its
+            // installer saw it) may call models, billed to this caller and
+            // logged inside this call.
+            let models = (server.imports_models() && target.install.vetting.capabilities.models).then(|| {
+                super::capabilities::tool_models(components, &site.caller, &request_id.0, ledger, site.ceiling.clone())
+            });
+            (
+                RequestKind::ToolCall,
+                server.call(invocation, grants, models, &target.tool, arguments).await,
+            )
+        }
         Loaded::Guardrail(_) | Loaded::Prompt(_) => {
             unreachable!("`resolve` finds no tool in a guardrail or prompt template")
         }
@@ -205,7 +222,7 @@ async fn run(
                 &site.caller,
                 &request_id.0,
                 site.depth,
-                super::skills::RunLedger::default(),
+                ledger,
                 site.ceiling.clone(),
             );
             let run = skill.run(invocation, grants, capabilities, arguments).await;

@@ -1,7 +1,8 @@
 //! What a component may do on its caller's behalf: the `models` capability
 //! (chat completions through the data plane, metered and billed to the
-//! caller exactly like `POST /v1/chat/completions`) and the `tools`
-//! capability (tools of the caller's workspace, one level deeper).
+//! caller exactly like `POST /v1/chat/completions`; a skill's, a guardrail's
+//! and a 0.4.0 tool server's) and the `tools` capability (tools of the
+//! caller's workspace, one level deeper; a skill's only).
 
 use std::sync::Arc;
 
@@ -67,6 +68,27 @@ pub fn for_guardrail(components: &Arc<Components>, caller: &Arc<Principal>, requ
         })),
         tools: None,
     }
+}
+
+/// A 0.4.0 tool server's model access for tool call `call_request_id`:
+/// billed to the caller of the tool call like a skill's (wallet, budgets,
+/// the actor run's ceiling), checked by the chat guardrails, and logged
+/// inside the tool call. Never sent back to the MCP client as sampling.
+pub fn tool_models(
+    components: &Arc<Components>,
+    caller: &Arc<Principal>,
+    call_request_id: &str,
+    ledger: RunLedger,
+    ceiling: Option<Arc<dyn CostCeiling>>,
+) -> Arc<dyn ModelAccess> {
+    Arc::new(CallerModels {
+        components: components.clone(),
+        caller: caller.clone(),
+        parent_request_id: call_request_id.to_string(),
+        ledger,
+        ceiling,
+        checked_as: Some(pipeline::GuardRoute::Chat),
+    })
 }
 
 struct CallerModels {

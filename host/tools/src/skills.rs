@@ -55,7 +55,12 @@ impl RunLedger {
         self.calls.lock().expect("run ledger lock").push(call);
     }
 
-    fn service(&self, request_id: &str) -> Value {
+    /// Whether no model call was recorded.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.calls.lock().expect("run ledger lock").is_empty()
+    }
+
+    pub(crate) fn service(&self, request_id: &str) -> Value {
         let calls = self.calls.lock().expect("run ledger lock").clone();
         let total = calls.iter().fold(Nanos::ZERO, |sum, call| Nanos(sum.0 + call.cost.0));
         json!({
@@ -195,6 +200,8 @@ pub fn run_error(failure: CallError) -> ApiError {
                 // A budget (the run's, or a spend control) refused, not the wallet.
                 402 if error.code == "budget_exceeded" => ("billing_error", "budget_exceeded"),
                 402 => ("billing_error", "insufficient_balance"),
+                // The sandbox's cap on model calls per run, not the key's rate.
+                429 if error.code == "model_call_limit" => ("skill_error", "model_call_limit"),
                 429 => ("rate_limit_error", "rate_limit_exceeded"),
                 _ => ("skill_error", "model_call_failed"),
             };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use wasmtime::Store;
 
-use super::{Bindings, ToolServer, V2World, v3, valid_tool_name};
+use super::{Bindings, ToolServer, V2World, v3, v4, valid_tool_name};
 use crate::bindings::{
     Content, Prompt, PromptMessages, Reference, Resource, ResourceContents, ResourceTemplate, ToolError,
 };
@@ -133,6 +133,10 @@ impl ToolServer {
                     .tollgate_tool_prompts()
                     .call_get_prompt(store, context, &name, &arguments)
                     .map(|answer| answer.map(v3::prompt_messages)),
+                Bindings::V4(b) => b
+                    .tollgate_tool_prompts()
+                    .call_get_prompt(store, context, &name, &arguments)
+                    .map(|answer| answer.map(v4::prompt_messages)),
             })?;
             let parts: Vec<Content> = answer.messages.iter().map(|message| message.content.clone()).collect();
             let description = answer.description.as_ref().map_or(0, String::len);
@@ -155,6 +159,7 @@ impl ToolServer {
                 Bindings::V1(_) => Ok(Err(not_offered("resources"))),
                 Bindings::V2(b) => b.tollgate_tool_resources().call_read_resource(store, context, &uri),
                 Bindings::V3(b) => b.tollgate_tool_resources().call_read_resource(store, context, &uri),
+                Bindings::V4(b) => b.tollgate_tool_resources().call_read_resource(store, context, &uri),
             })?;
             let mut size = 0;
             for part in &contents {
@@ -188,6 +193,13 @@ impl ToolServer {
                     store,
                     context,
                     &v3::reference(&reference),
+                    &argument,
+                    &value,
+                ),
+                Bindings::V4(b) => b.tollgate_tool_completion().call_complete(
+                    store,
+                    context,
+                    &v4::reference(&reference),
                     &argument,
                     &value,
                 ),

@@ -97,6 +97,7 @@ async fn fetch(server: &Arc<ToolServer>, grants: &Arc<Grants>, url: &str) -> Res
         .call(
             invocation("http-fetch"),
             grants.clone(),
+            None,
             "fetch",
             json!({"url": url}).to_string(),
         )

@@ -51,7 +51,7 @@ async fn call(
     arguments: serde_json::Value,
 ) -> Result<String, CallError> {
     server
-        .call(invocation("hostile"), grants.clone(), tool, arguments.to_string())
+        .call(invocation("hostile"), grants.clone(), None, tool, arguments.to_string())
         .await
         .map(|parts| text(Ok(parts)))
 }

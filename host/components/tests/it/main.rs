@@ -11,6 +11,7 @@ mod hostile;
 mod servers;
 mod skills;
 mod tool_v2;
+mod tool_v4;
 
 use std::sync::Arc;
 
@@ -75,6 +76,7 @@ async fn the_calculator_evaluates_exactly_and_reports_bad_input_as_a_tool_error(
         .call(
             invocation("calculator"),
             grants(),
+            None,
             "evaluate",
             r#"{"expression":"2*(3+4)"}"#.into(),
         )
@@ -84,6 +86,7 @@ async fn the_calculator_evaluates_exactly_and_reports_bad_input_as_a_tool_error(
         .call(
             invocation("calculator"),
             grants(),
+            None,
             "evaluate",
             r#"{"expression":"0.1+0.2"}"#.into(),
         )
@@ -94,6 +97,7 @@ async fn the_calculator_evaluates_exactly_and_reports_bad_input_as_a_tool_error(
         .call(
             invocation("calculator"),
             grants(),
+            None,
             "evaluate",
             r#"{"expression":"1/0"}"#.into(),
         )
@@ -103,14 +107,20 @@ async fn the_calculator_evaluates_exactly_and_reports_bad_input_as_a_tool_error(
         other => panic!("expected a tool error, got {other:?}"),
     }
     match server
-        .call(invocation("calculator"), grants(), "evaluate", r#"{"expr":"1"}"#.into())
+        .call(
+            invocation("calculator"),
+            grants(),
+            None,
+            "evaluate",
+            r#"{"expr":"1"}"#.into(),
+        )
         .await
     {
         Err(CallError::Tool(error)) => assert!(error.message.contains("invalid arguments"), "{}", error.message),
         other => panic!("expected a tool error, got {other:?}"),
     }
     match server
-        .call(invocation("calculator"), grants(), "nope", "{}".into())
+        .call(invocation("calculator"), grants(), None, "nope", "{}".into())
         .await
     {
         Err(CallError::Tool(error)) => assert!(error.message.contains("unknown tool"), "{}", error.message),

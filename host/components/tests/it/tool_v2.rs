@@ -40,7 +40,7 @@ async fn a_0_3_0_server_lists_its_catalog_reports_progress_and_answers_rich_cont
     let mut with_sink = invocation("fixture");
     with_sink.progress = Some(sink);
     let answer = server
-        .call(with_sink, grants(), "test_tool_with_progress", "{}".into())
+        .call(with_sink, grants(), None, "test_tool_with_progress", "{}".into())
         .await
         .unwrap();
     assert!(matches!(answer.as_slice(), [Content::Text(_)]));
@@ -54,6 +54,7 @@ async fn a_0_3_0_server_lists_its_catalog_reports_progress_and_answers_rich_cont
         .call(
             invocation("fixture"),
             grants(),
+            None,
             "test_multiple_content_types",
             "{}".into(),
         )
@@ -116,6 +117,7 @@ async fn rich_answers_count_against_the_output_cap_as_base64() {
         .call(
             invocation("fixture"),
             grants(),
+            None,
             "test_multiple_content_types",
             "{}".into(),
         )
@@ -130,7 +132,7 @@ async fn rich_answers_count_against_the_output_cap_as_base64() {
     }
     // A smaller answer still fits, in the same server.
     let small = server
-        .call(invocation("fixture"), grants(), "test_simple_text", "{}".into())
+        .call(invocation("fixture"), grants(), None, "test_simple_text", "{}".into())
         .await;
     assert!(small.is_ok());
 }
@@ -174,7 +176,7 @@ async fn questions_go_to_the_calls_elicitor_and_the_wait_is_not_wall_time() {
     asking.elicit = Some(patient.clone());
     let arguments = r#"{"message":"Who are you?"}"#;
     let answer = server
-        .call(asking, grants(), "test_elicitation", arguments.into())
+        .call(asking, grants(), None, "test_elicitation", arguments.into())
         .await
         .unwrap();
     let [Content::Text(text)] = answer.as_slice() else {
@@ -189,7 +191,13 @@ async fn questions_go_to_the_calls_elicitor_and_the_wait_is_not_wall_time() {
 
     // Without an elicitor no one is asked, and the tool is told why.
     let failed = server
-        .call(invocation("fixture"), grants(), "test_elicitation", arguments.into())
+        .call(
+            invocation("fixture"),
+            grants(),
+            None,
+            "test_elicitation",
+            arguments.into(),
+        )
         .await;
     match failed {
         Err(CallError::Tool(error)) => assert!(error.message.contains("elicitation capability"), "{}", error.message),
@@ -212,7 +220,10 @@ async fn a_0_2_0_server_still_loads_and_runs_beside_0_3_0() {
     let (sink, mut reports) = tokio::sync::mpsc::unbounded_channel();
     let mut with_sink = invocation("dot");
     with_sink.progress = Some(sink);
-    let answer = server.call(with_sink, grants(), "dot", "{}".into()).await.unwrap();
+    let answer = server
+        .call(with_sink, grants(), None, "dot", "{}".into())
+        .await
+        .unwrap();
     assert!(matches!(answer.as_slice(), [Content::Image(image)] if image.mime_type == "image/png"));
     assert_eq!(reports.try_recv().unwrap().progress, 1.0);
     let prompt = server

@@ -33,6 +33,7 @@ mod mcp_catalog;
 mod mcp_elicitation;
 mod mcp_policy;
 mod mcp_remote;
+mod mcp_sampling;
 mod mcp_servers_cli;
 mod mcp_sessions;
 mod mcp_templates;

@@ -569,6 +569,10 @@ const RELEASED_WIT: &[(&str, &str)] = &[
         "tool/0.3.0",
         "02677e4aa947751b6cd2a80dd2809d9add5960c53c369a48f944a29316009000",
     ),
+    (
+        "tool/0.4.0",
+        "a33f1f1a66752dedffeebdb229aa08a69b64a418308ea825bec2ddc50c2a58be",
+    ),
 ];
 
 fn folder_digest(dir: &Path) -> String {

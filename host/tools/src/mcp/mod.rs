@@ -12,7 +12,10 @@
 //! one (stateless), except for what needs a session (`logging/setLevel`,
 //! elicitation). A `tools/call` may answer as an SSE stream ([`stream`]),
 //! which also carries a tool's questions to the client ([`elicit`]); the
-//! client's answers are POSTed JSON-RPC responses. There is no
+//! client's answers are POSTed JSON-RPC responses. Sampling is never asked
+//! of the client: a tool's model calls run through the gateway's metered
+//! pipeline, billed to the caller, and are itemised in the result's `_meta`
+//! (`initialize` declares this as an experimental capability). There is no
 //! server-initiated stream, so `GET` answers 405 as the transport says. A
 //! tool that fails answers a result with `isError`, never a transport
 //! error: the model reading it can react. The JSON-RPC layer is
@@ -29,6 +32,7 @@ use tollgate_components::{CallError, Content, SkillError, mcp_content};
 
 use super::Components;
 use super::calls::{self, CallSite, SEPARATOR};
+use super::skills::RunLedger;
 use tollgate_identity::auth::{AuthState, Principal, ToolPolicy};
 
 mod admission;
@@ -42,6 +46,13 @@ mod templates;
 
 use admission::CallCounter;
 use sessions::{LOG_LEVELS, Session};
+
+/// The `_meta` key of a tool result that itemises the model calls the call
+/// made through the gateway (docs/mcp.md, "Sampling").
+pub const SERVICE_META: &str = "dev.tollgate/service";
+
+/// The experimental server capability that says how sampling is served.
+pub const SAMPLING_CAPABILITY: &str = "dev.tollgate/sampling";
 
 /// The header that carries a session's id, both ways.
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -289,7 +300,12 @@ async fn initialize(scope: &Scope, message: Value) -> Response {
             return answer(StatusCode::SERVICE_UNAVAILABLE, error(id, REFUSED, text));
         }
     };
+    // Sampling is a client capability in MCP, and this server never asks
+    // the client for it: a tool's model call is served by the gateway's own
+    // metered pipeline, billed to the caller. Said here so a client knows.
     let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
+    capabilities["experimental"][SAMPLING_CAPABILITY] =
+        json!({"servedBy": "gateway", "billedTo": "caller", "clientSampling": false});
     catalog::capabilities(scope, &mut capabilities);
     // What a remote offers is known only by asking it, which initialize
     // does not wait for: with a remote in scope, prompts, resources and
@@ -303,7 +319,7 @@ async fn initialize(scope: &Scope, message: Value) -> Response {
         "protocolVersion": version,
         "capabilities": capabilities,
         "serverInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "The tools, skills, prompt templates and remote MCP servers installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run; a prompt template is the prompt <install>__<install>; a remote server's tools and prompts are <name>__<tool>."
+        "instructions": "The tools, skills, prompt templates and remote MCP servers installed in your Tollgate workspace. Tool names are <install>__<tool>; a skill is <install>__run; a prompt template is the prompt <install>__<install>; a remote server's tools and prompts are <name>__<tool>. Sampling: a tool that needs a model is served by the gateway's own metered pipeline and billed to your key (each model call itemised in the tool result's _meta \"dev.tollgate/service\"); the gateway never sends sampling/createMessage to the client."
     });
     let mut response = answer(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": result}));
     if let Ok(value) = axum::http::HeaderValue::from_str(&session.id) {
@@ -466,15 +482,20 @@ async fn call_tool(scope: &Scope, params: &Value) -> Result<Value, (i64, String)
         depth: 0,
         ceiling: None,
     };
-    let outcome = calls::call_with_sinks(
-        &scope.components,
-        &target,
-        &site,
-        arguments.to_string(),
-        scope.sinks.clone(),
-    )
-    .await;
-    Ok(tool_result(outcome))
+    let ledger = RunLedger::default();
+    let sinks = calls::Sinks {
+        models: Some(ledger.clone()),
+        ..scope.sinks.clone()
+    };
+    let (request_id, outcome) =
+        calls::call_with_sinks(&scope.components, &target, &site, arguments.to_string(), sinks).await;
+    let mut result = tool_result(outcome);
+    // The model calls the tool (0.4.0) or skill made, each billed to this
+    // caller: itemised on the result, as a skill run over HTTP shows them.
+    if !ledger.is_empty() {
+        result["_meta"][SERVICE_META] = ledger.service(&request_id);
+    }
+    Ok(result)
 }
 
 /// A call's outcome as an MCP tool result: content parts (text, image,

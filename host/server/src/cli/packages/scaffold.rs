@@ -5,8 +5,9 @@
 //!   `system_fingerprint` with its name and version, so a first request shows
 //!   which adapter answered;
 //! - tool server: one pure tool, `word_count`, with typed arguments, on tool
-//!   WIT 0.3.0 (the SDK's `tool-v3`: richer content, progress, prompts,
-//!   resources and elicitation; the host loads 0.1.0 and 0.2.0 servers as well);
+//!   WIT 0.4.0 (the SDK's `tool-v4`: richer content, progress, prompts,
+//!   resources, elicitation and model calls; the host loads 0.1.0 to 0.3.0
+//!   servers as well);
 //! - skill: `answer`, which asks a model through the host;
 //! - guardrail: refuses prompts with a configured word and masks it in answers.
 
@@ -48,7 +49,7 @@ impl Kind {
     fn sdk_dependency(self, sdk: &str) -> String {
         match self {
             Kind::ProviderAdapter => format!("{{ path = \"{sdk}\" }}"),
-            Kind::ToolServer => format!("{{ path = \"{sdk}\", default-features = false, features = [\"tool-v3\"] }}"),
+            Kind::ToolServer => format!("{{ path = \"{sdk}\", default-features = false, features = [\"tool-v4\"] }}"),
             Kind::Skill => format!("{{ path = \"{sdk}\", default-features = false, features = [\"skill\"] }}"),
             Kind::Guardrail => format!("{{ path = \"{sdk}\", default-features = false, features = [\"guardrail\"] }}"),
         }

@@ -6,11 +6,13 @@ pub const TOOL_SERVER_RS: &str = r##"//! Tool server `{NAME}`: offers `word_coun
 //! text. Add tools to `tools()` and answer them in `call()`. To reach the
 //! network, list hosts under `metadata.allowed_hosts` (with the `http`
 //! capability) in tollgate-package.json and use `tool::http`. It is on tool
-//! WIT 0.3.0: answers may hold images, audio and resources
+//! WIT 0.4.0: answers may hold images, audio and resources
 //! (`Content::image`, …), `tool::progress::report` tells the client how far a
 //! call has got, `tool::elicitation::elicit` asks the MCP client's user for
-//! input, and `prompts()`, `resources()` and `complete()` offer MCP prompts
-//! and resources (none unless you add them).
+//! input, `tool::models::complete` asks a model through the gateway, billed
+//! to the tool's caller (add `"models"` to `metadata.capabilities` first),
+//! and `prompts()`, `resources()` and `complete()` offer MCP prompts and
+//! resources (none unless you add them).
 
 use serde::Deserialize;
 use tollgate_plugin_sdk::serde_json::json;
