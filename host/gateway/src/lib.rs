@@ -218,6 +218,45 @@ impl DataPlane {
         self.limits.max_upload_bytes
     }
 
+    /// Holds an operator's fixed `price` for work of `caller` that is not a
+    /// model call (a priced tool call) on its wallet, before the work runs;
+    /// the work's request-log row posts it, as its fee, with
+    /// [`Ledger::settle`] on [`request_log`](Self::request_log). `Ok(None)`
+    /// when the price is zero or the wallet is off (nothing is billed then).
+    /// A wallet that cannot pay is 402 `insufficient_balance`.
+    pub async fn hold_price(
+        &self,
+        caller: &tollgate_identity::auth::Principal,
+        price: tollgate_core::money::Nanos,
+    ) -> Result<Option<tollgate_ledger::Hold>, tollgate_web::error::ApiError> {
+        use tollgate_web::error::ApiError;
+        let Some(wallet) = self.ledger.as_ref().filter(|_| price.0 > 0) else {
+            return Ok(None);
+        };
+        match wallet
+            .reserve(&caller.workspace_id, price, self.routes().snapshot_id)
+            .await
+        {
+            Ok(hold) => Ok(Some(hold)),
+            Err(tollgate_ledger::ReserveError::Insufficient { needed, available }) => Err(ApiError::new(
+                axum::http::StatusCode::PAYMENT_REQUIRED,
+                "billing_error",
+                "insufficient_balance",
+                format!(
+                    "Insufficient balance: this call costs {} USD and {} USD is available. Top up the wallet.",
+                    needed.usd_decimal(),
+                    available.usd_decimal()
+                ),
+            )),
+            Err(tollgate_ledger::ReserveError::Unavailable(reason)) => Err(ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "ledger_unavailable",
+                format!("The wallet ledger is unavailable: {reason}"),
+            )),
+        }
+    }
+
     /// The request log's writer, for other concerns that log requests of
     /// their own (tool calls, skill and actor runs, refusals); there whether
     /// or not the wallet is on.

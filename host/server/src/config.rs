@@ -56,6 +56,8 @@ pub struct Config {
     pub plugins: tollgate_plugin_host::PluginLimits,
     /// Limits of each tool-server call and skill run (`docs/components.md`).
     pub components: tollgate_components::ComponentLimits,
+    /// The operator's price per call of a component's tool (`docs/components.md`).
+    pub tool_prices: tollgate_tools::prices::ToolPricesConfig,
     pub ledger: tollgate_ledger::LedgerConfig,
     /// How long request-log rows stay in the database before they move to
     /// the archive (docs/ledger.md, "Retention").
@@ -104,6 +106,7 @@ impl Default for Config {
             upstream: tollgate_gateway::upstream::UpstreamConfig::default(),
             plugins: tollgate_plugin_host::PluginLimits::default(),
             components: tollgate_components::ComponentLimits::default(),
+            tool_prices: tollgate_tools::prices::ToolPricesConfig::default(),
             ledger: tollgate_ledger::LedgerConfig::default(),
             retention: crate::retention::RetentionConfig::default(),
             breaker: tollgate_routing::health::BreakerConfig::default(),

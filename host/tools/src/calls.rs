@@ -198,9 +198,34 @@ async fn run(
         elicit: sinks.elicit,
     };
     let started = (now_ms(), Instant::now());
+    let logged = Logged {
+        kind: match target.install.component {
+            Loaded::Skill(_) => RequestKind::SkillRun,
+            _ => RequestKind::ToolCall,
+        },
+        request_id: &request_id.0,
+        site,
+        name,
+        provider: &target.install.record.package,
+        version: &target.install.record.version,
+        streamed: false,
+    };
+    // The operator's price for the call is held before the component runs:
+    // a wallet that cannot pay is refused here, and the tool never runs.
+    let price = components.prices.of(&target.install.record.package);
+    let hold = match components.data.hold_price(&site.caller, price).await {
+        Ok(hold) => hold,
+        Err(refused) => {
+            let status = refused.status.as_u16();
+            let code = refused.code;
+            let failure = guard_refusal(refused);
+            logged.record_refused(components, &failure, code, status, started).await;
+            return (request_id.0.to_string(), Err(failure));
+        }
+    };
     let grants = target.install.grants.clone();
     let ledger = sinks.models.unwrap_or_default();
-    let (kind, outcome) = match &target.install.component {
+    let outcome = match &target.install.component {
         Loaded::Tool(server) => {
             // Only a 0.4.0 server whose package declared `models` (so its
             // installer saw it) may call models, billed to this caller and
@@ -208,10 +233,7 @@ async fn run(
             let models = (server.imports_models() && target.install.vetting.capabilities.models).then(|| {
                 super::capabilities::tool_models(components, &site.caller, &request_id.0, ledger, site.ceiling.clone())
             });
-            (
-                RequestKind::ToolCall,
-                server.call(invocation, grants, models, &target.tool, arguments).await,
-            )
+            server.call(invocation, grants, models, &target.tool, arguments).await
         }
         Loaded::Guardrail(_) | Loaded::Prompt(_) => {
             unreachable!("`resolve` finds no tool in a guardrail or prompt template")
@@ -226,30 +248,26 @@ async fn run(
                 site.ceiling.clone(),
             );
             let run = skill.run(invocation, grants, capabilities, arguments).await;
-            (
-                RequestKind::SkillRun,
-                run.map(|output| vec![Content::Json(output.to_string())]),
-            )
+            run.map(|output| vec![Content::Json(output.to_string())])
         }
     };
     let outcome = match (outcome, checks.as_mut()) {
         (Ok(content), Some(checks)) if checks.checks_responses() => checked_result(checks, content).await,
         (outcome, _) => outcome,
     };
-    let logged = Logged {
-        kind,
-        request_id: &request_id.0,
-        site,
-        name,
-        provider: &target.install.record.package,
-        version: &target.install.record.version,
-        streamed: false,
-    };
-    // The answer does not wait for the row's commit: the call posted
-    // nothing, so no money hangs on it, and a pure tool call would otherwise
-    // pay a durable commit (an fsync on SQLite) for its log line. The writer
-    // commits it with its next batch.
-    logged.record_in_background(components, outcome.as_ref().err(), started);
+    match hold {
+        // A priced call posts its price with its row, which it waits for.
+        Some(hold) => {
+            logged
+                .record_priced(components, outcome.as_ref().err(), started, hold)
+                .await
+        }
+        // The answer does not wait for the row's commit: the call posted
+        // nothing, so no money hangs on it, and a pure tool call would
+        // otherwise pay a durable commit (an fsync on SQLite) for its log
+        // line. The writer commits it with its next batch.
+        None => logged.record_in_background(components, outcome.as_ref().err(), started),
+    }
     (request_id.0.to_string(), outcome)
 }
 
@@ -346,6 +364,49 @@ impl Logged<'_> {
         let row = self.row(failure, started);
         if let Err(error) = components.data.request_log().settle(None, Nanos::ZERO, row).await {
             tracing::warn!(%request_id, %error, "could not log a component call");
+        }
+    }
+
+    /// Writes the row of a call refused before it ran (`code`, `status`: a
+    /// wallet that cannot pay the call's price), and waits for its commit.
+    pub async fn record_refused(
+        self,
+        components: &Components,
+        failure: &CallError,
+        code: &str,
+        status: u16,
+        started: (i64, Instant),
+    ) {
+        let request_id = self.request_id.to_string();
+        let mut row = self.row(Some(failure), started);
+        row.outcome = code.to_string();
+        row.status = Some(status);
+        if let Err(error) = components.data.request_log().log(row).await {
+            tracing::warn!(%request_id, %error, "could not log a refused component call");
+        }
+    }
+
+    /// Writes the row of a call the operator prices, posting the price held
+    /// for it as the row's cost and fee (a line of its own on the bill), and
+    /// waits for its commit. A call the sandbox stopped served nothing, so
+    /// its hold is voided; one that ran (whatever the tool answered) pays.
+    pub async fn record_priced(
+        self,
+        components: &Components,
+        failure: Option<&CallError>,
+        started: (i64, Instant),
+        hold: tollgate_ledger::Hold,
+    ) {
+        let price = match failure {
+            Some(CallError::Fault(_)) => Nanos::ZERO,
+            _ => hold.amount,
+        };
+        let request_id = self.request_id.to_string();
+        let mut row = self.row(failure, started);
+        row.reserved = hold.amount;
+        row.fee = price;
+        if let Err(error) = components.data.request_log().settle(Some(hold), price, row).await {
+            tracing::error!(%request_id, %error, "could not settle a priced component call");
         }
     }
 

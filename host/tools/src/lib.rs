@@ -14,6 +14,7 @@ mod capabilities;
 pub mod guardrails;
 pub mod installs;
 mod mcp;
+pub mod prices;
 pub mod remote;
 mod skills;
 mod store;
@@ -50,6 +51,8 @@ pub struct Components {
     /// The gateway's one template engine (limits and render threads), which
     /// hosted actors share: a prompt template is bounded as an actor's is.
     templates: Arc<Engine>,
+    /// The operator's price per tool call (`[tool_prices]`).
+    prices: prices::ToolPrices,
 }
 
 impl Components {
@@ -58,6 +61,7 @@ impl Components {
         data: Arc<DataPlane>,
         database: tollgate_core::db::Database,
         templates: Arc<Engine>,
+        prices: prices::ToolPrices,
     ) -> Self {
         Self {
             installs,
@@ -65,6 +69,7 @@ impl Components {
             sessions: mcp::sessions::Sessions::new(database.clone()),
             elicitations: Arc::new(mcp::elicit::Elicitations::new(database)),
             templates,
+            prices,
         }
     }
 

@@ -65,6 +65,7 @@ impl Gateway {
             data.clone(),
             database.clone(),
             Arc::new(config.actors.engine()),
+            tollgate_tools::prices::ToolPrices::from_config(&config.tool_prices)?,
         ));
         data.guard_with(tollgate_tools::guardrails::InstalledGuardrails::load(&components, &config.guardrails).await?);
         let actors = Arc::new(Actors::new(

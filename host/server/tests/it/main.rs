@@ -32,6 +32,7 @@ mod mcp_authorization;
 mod mcp_catalog;
 mod mcp_elicitation;
 mod mcp_policy;
+mod mcp_prices;
 mod mcp_remote;
 mod mcp_sampling;
 mod mcp_servers_cli;
