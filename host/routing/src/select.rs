@@ -66,7 +66,7 @@ pub enum Refusal {
 /// The routing decision, shown as `service.route` and kept in the request log.
 #[derive(Clone, Debug, Default)]
 pub struct Decision {
-    pub strategy: String,
+    pub strategy: &'static str,
     pub group: Option<String>,
     pub considered: usize,
     pub order: Vec<String>,
@@ -92,7 +92,7 @@ impl Decision {
             group: self.group.as_deref(),
             order: &self.order,
             reason: &self.reason,
-            strategy: &self.strategy,
+            strategy: self.strategy,
         }
     }
 
@@ -121,7 +121,7 @@ impl Decision {
             self.order.iter().map(|id| Value::from(id.as_str())).collect(),
         );
         route.insert("reason".into(), self.reason.as_str().into());
-        route.insert("strategy".into(), self.strategy.as_str().into());
+        route.insert("strategy".into(), self.strategy.into());
         Value::Object(route)
     }
 }
@@ -140,7 +140,7 @@ pub struct DecisionView<'a> {
     group: Option<&'a str>,
     order: &'a [String],
     reason: &'a str,
-    strategy: &'a str,
+    strategy: &'static str,
 }
 
 #[derive(serde::Serialize)]
@@ -360,7 +360,7 @@ impl Selector<'_> {
                 "every candidate is held back (breaker open, rate-limited or at its rpm/tpm); tried in order".into();
         }
         if first_tier {
-            decision.strategy = prefs.sort.map_or(strategy.name(), Sort::strategy).to_string();
+            decision.strategy = prefs.sort.map_or(strategy.name(), Sort::strategy);
             decision.group = group.map(|_| name.to_string());
             decision.reason = reason;
         }
