@@ -13,8 +13,6 @@ use std::sync::Arc;
 use rand::Rng;
 use serde_json::{Map, Value};
 
-use tollgate_core::money::UsdPerMtok;
-
 use crate::affinity::{Affinity, Conversation};
 use crate::catalog::{Catalog, ModelRoute};
 use crate::groups::{GroupConfig, RoutingConfig, Strategy};
@@ -432,13 +430,9 @@ fn by_sort(ready: &mut [Member<'_>], sort: Sort) -> String {
     match sort {
         Sort::Price => {
             ready.sort_by_key(|m| blended_price(m.route));
-            ready.first().map_or_else(String::new, |m| {
-                format!(
-                    "lowest price (input {} + output {} USD/Mtok)",
-                    UsdPerMtok(m.route.price.input),
-                    UsdPerMtok(m.route.price.output)
-                )
-            })
+            ready
+                .first()
+                .map_or_else(String::new, |m| ["lowest price (", &m.route.price_label, ")"].concat())
         }
         Sort::Latency => {
             let key = |m: &Member<'_>| m.live.latency_ms.unwrap_or_else(|| unknown(m));
