@@ -26,7 +26,7 @@ pub enum MoneyError {
 
 /// Parses a non-negative decimal string into an integer scaled by 10^`scale`,
 /// refusing anything that would need rounding.
-fn parse_scaled(text: &str, scale: u32) -> Result<u128, MoneyError> {
+fn parse_scaled(text: &str, scale: u32) -> Result<u64, MoneyError> {
     let not_decimal = || MoneyError::NotDecimal(text.to_string());
     let (whole, frac) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
     if whole.is_empty() && frac.is_empty() {
@@ -39,31 +39,23 @@ fn parse_scaled(text: &str, scale: u32) -> Result<u128, MoneyError> {
     if significant_frac.len() > scale as usize {
         return Err(MoneyError::TooPrecise(text.to_string(), scale));
     }
-    let overflow = || MoneyError::Overflow(text.to_string());
-    let whole_value: u128 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().map_err(|_| overflow())?
-    };
-    let mut frac_value: u128 = 0;
-    for digit in significant_frac.bytes() {
-        frac_value = frac_value * 10 + u128::from(digit - b'0');
-    }
-    frac_value *= 10u128.pow(scale - significant_frac.len() as u32);
-    whole_value
-        .checked_mul(10u128.pow(scale))
-        .and_then(|v| v.checked_add(frac_value))
-        .ok_or_else(overflow)
+    // Digit by digit, whole part then the fraction padded to `scale`: no
+    // `str::parse` and no power of ten per call (prices parse per request).
+    let digits = whole.bytes().chain(significant_frac.bytes());
+    let padding = std::iter::repeat_n(b'0', scale as usize - significant_frac.len());
+    digits
+        .chain(padding)
+        .try_fold(0u64, |value, digit| {
+            value.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
+        })
+        .ok_or_else(|| MoneyError::Overflow(text.to_string()))
 }
 
 impl PicoPerToken {
     /// From USD per million tokens, e.g. "0.50". USD/Mtok × 10^12 pico / 10^6 tokens
     /// = USD/Mtok × 10^6, so six decimal places are exact.
     pub fn from_usd_per_mtok(text: &str) -> Result<Self, MoneyError> {
-        let value = parse_scaled(text, 6)?;
-        u64::try_from(value)
-            .map(Self)
-            .map_err(|_| MoneyError::Overflow(text.to_string()))
+        parse_scaled(text, 6).map(Self)
     }
 
     /// USD per million tokens, as an exact decimal string.
@@ -302,6 +294,15 @@ mod tests {
     #[test]
     fn parses_and_prints_usd() {
         assert_eq!(Nanos::from_usd("10"), Ok(Nanos(10_000_000_000)));
+        assert_eq!(PicoPerToken::from_usd_per_mtok(".5"), Ok(PicoPerToken(500_000)));
+        assert_eq!(
+            PicoPerToken::from_usd_per_mtok(" 007.250 "),
+            Ok(PicoPerToken(7_250_000))
+        );
+        assert_eq!(
+            PicoPerToken::from_usd_per_mtok("340282366920938463463374607431768211455"),
+            Err(MoneyError::Overflow("340282366920938463463374607431768211455".into()))
+        );
         assert_eq!(Nanos::from_usd("0.000000001"), Ok(Nanos(1)));
         assert!(Nanos::from_usd("0.0000000001").is_err());
         assert!(Nanos::from_usd("99999999999999999999").is_err());

@@ -533,7 +533,7 @@ impl Bill {
             cost_nano: billed.0,
             attempts,
             route: trail.decision().map(|decision| tollgate_telemetry::RouteRecord {
-                strategy: &decision.strategy,
+                strategy: decision.strategy,
                 group: decision.group.as_deref(),
                 reason: &decision.reason,
                 considered: decision.considered,

@@ -71,10 +71,14 @@ pub async fn run(
         Err(Admission::Refused(error)) => return Err(refused(data, site, caller, Some(&envelope.model), error).await),
         Err(Admission::Failed(error)) => return Err(error),
     };
+    let sent = envelope
+        .provider
+        .and_then(|preferences| crate::envelope::without_provider(&body, preferences))
+        .map_or_else(|| body.clone(), Bytes::from);
     let attempts = Attempts {
         data,
         site,
-        body: &body,
+        body: &sent,
         native: call.native.as_ref(),
         stream: envelope.stream,
         continuation: envelope.continuation,

@@ -165,6 +165,47 @@ impl<'a> ChatEnvelope<'a> {
     }
 }
 
+/// The body without its `provider` member, whose value the envelope
+/// borrowed: routing has read the preferences, and no upstream takes them.
+/// Cutting the bytes here costs less than the adapter parsing past them (it
+/// strips them too). `None`, and the body goes as it is, when the key is not
+/// written plainly as `"provider"` right before its value.
+pub fn without_provider(body: &[u8], value: &RawValue) -> Option<Vec<u8>> {
+    const KEY: &[u8] = b"\"provider\"";
+    let start = (value.get().as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    let end = start.checked_add(value.get().len()).filter(|end| *end <= body.len())?;
+    let back_over_space = |mut at: usize| {
+        while at > 0 && body[at - 1].is_ascii_whitespace() {
+            at -= 1;
+        }
+        at
+    };
+    let colon = back_over_space(start).checked_sub(1).filter(|at| body[*at] == b':')?;
+    let key = back_over_space(colon).checked_sub(KEY.len())?;
+    if &body[key..key + KEY.len()] != KEY {
+        return None;
+    }
+    let before = back_over_space(key).checked_sub(1)?;
+    // The comma that separates the member goes with it: the one before it,
+    // else (a first member) the one after it.
+    let (cut_from, cut_to) = match body[before] {
+        b',' => (before, end),
+        b'{' => {
+            let after = end + body[end..].iter().take_while(|b| b.is_ascii_whitespace()).count();
+            match body.get(after) {
+                Some(b',') => (key, after + 1),
+                Some(b'}') => (key, end),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let mut cut = Vec::with_capacity(body.len() - (cut_to - cut_from));
+    cut.extend_from_slice(&body[..cut_from]);
+    cut.extend_from_slice(&body[cut_to..]);
+    Some(cut)
+}
+
 /// The start of a conversation that every later turn repeats: the messages up
 /// to and including the first `user` message, as the bytes the caller sent.
 /// Affinity hashes it when the caller names no session.
@@ -239,5 +280,39 @@ mod tests {
                 assert_eq!(err.param, param, "{body}");
             }
         }
+    }
+
+    #[test]
+    fn the_provider_member_is_cut_wherever_it_stands() {
+        let cases = [
+            (
+                r#"{"model":"a/b","provider":{"sort":"price"},"messages":[{"role":"user","content":"hi"}]}"#,
+                r#"{"model":"a/b","messages":[{"role":"user","content":"hi"}]}"#,
+            ),
+            (
+                r#"{ "provider" : {"order":["x"]} , "model":"a/b","messages":[{"role":"user","content":"hi"}]}"#,
+                r#"{  "model":"a/b","messages":[{"role":"user","content":"hi"}]}"#,
+            ),
+            (
+                r#"{"model":"a/b","messages":[{"role":"user","content":"\"provider\": {}"}],"provider":{"only":["y"]}}"#,
+                r#"{"model":"a/b","messages":[{"role":"user","content":"\"provider\": {}"}]}"#,
+            ),
+        ];
+        for (body, expected) in cases {
+            let envelope = parse(body).unwrap();
+            let cut = without_provider(body.as_bytes(), envelope.provider.unwrap()).unwrap();
+            assert_eq!(String::from_utf8(cut).unwrap(), expected);
+        }
+        // A key written with an escape is left for the adapter to strip.
+        let escaped = r#"{"model":"a/b","provid\u0065r":{"sort":"price"},"messages":[{"role":"user","content":"hi"}]}"#;
+        let envelope = parse(escaped).unwrap();
+        assert!(without_provider(escaped.as_bytes(), envelope.provider.unwrap()).is_none());
+        // Only the member itself: its value is not the body's.
+        let elsewhere = RawValue::from_string("{}".into()).unwrap();
+        assert!(without_provider(escaped.as_bytes(), &elsewhere).is_none());
+        // Alone in the object.
+        let alone = r#"{"provider":{}}"#;
+        let value = serde_json::from_str::<Raw<'_>>(alone).unwrap().provider.unwrap();
+        assert_eq!(without_provider(alone.as_bytes(), value).unwrap(), b"{}");
     }
 }

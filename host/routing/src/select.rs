@@ -13,8 +13,6 @@ use std::sync::Arc;
 use rand::Rng;
 use serde_json::{Map, Value};
 
-use tollgate_core::money::UsdPerMtok;
-
 use crate::affinity::{Affinity, Conversation};
 use crate::catalog::{Catalog, ModelRoute};
 use crate::groups::{GroupConfig, RoutingConfig, Strategy};
@@ -66,7 +64,7 @@ pub enum Refusal {
 /// The routing decision, shown as `service.route` and kept in the request log.
 #[derive(Clone, Debug, Default)]
 pub struct Decision {
-    pub strategy: String,
+    pub strategy: &'static str,
     pub group: Option<String>,
     pub considered: usize,
     pub order: Vec<String>,
@@ -92,7 +90,7 @@ impl Decision {
             group: self.group.as_deref(),
             order: &self.order,
             reason: &self.reason,
-            strategy: &self.strategy,
+            strategy: self.strategy,
         }
     }
 
@@ -121,7 +119,7 @@ impl Decision {
             self.order.iter().map(|id| Value::from(id.as_str())).collect(),
         );
         route.insert("reason".into(), self.reason.as_str().into());
-        route.insert("strategy".into(), self.strategy.as_str().into());
+        route.insert("strategy".into(), self.strategy.into());
         Value::Object(route)
     }
 }
@@ -140,7 +138,7 @@ pub struct DecisionView<'a> {
     group: Option<&'a str>,
     order: &'a [String],
     reason: &'a str,
-    strategy: &'a str,
+    strategy: &'static str,
 }
 
 #[derive(serde::Serialize)]
@@ -360,7 +358,7 @@ impl Selector<'_> {
                 "every candidate is held back (breaker open, rate-limited or at its rpm/tpm); tried in order".into();
         }
         if first_tier {
-            decision.strategy = prefs.sort.map_or(strategy.name(), Sort::strategy).to_string();
+            decision.strategy = prefs.sort.map_or(strategy.name(), Sort::strategy);
             decision.group = group.map(|_| name.to_string());
             decision.reason = reason;
         }
@@ -432,13 +430,9 @@ fn by_sort(ready: &mut [Member<'_>], sort: Sort) -> String {
     match sort {
         Sort::Price => {
             ready.sort_by_key(|m| blended_price(m.route));
-            ready.first().map_or_else(String::new, |m| {
-                format!(
-                    "lowest price (input {} + output {} USD/Mtok)",
-                    UsdPerMtok(m.route.price.input),
-                    UsdPerMtok(m.route.price.output)
-                )
-            })
+            ready
+                .first()
+                .map_or_else(String::new, |m| ["lowest price (", &m.route.price_label, ")"].concat())
         }
         Sort::Latency => {
             let key = |m: &Member<'_>| m.live.latency_ms.unwrap_or_else(|| unknown(m));

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use tollgate_core::money::{Nanos, PicoPerToken, Price};
+use tollgate_core::money::{Nanos, PicoPerToken, Price, UsdPerMtok};
 use tollgate_core::units::UnitPrices;
 
 use super::{ModelConfig, Provider};
@@ -20,6 +20,10 @@ pub struct ModelRoute {
     pub upstream_model: String,
     /// Zero for an unpriced model (see [`ModelRoute::priced`]).
     pub price: Price,
+    /// The token prices as `sort: price` names them in its reason, written
+    /// once here: formatting them on every routed request cost more than
+    /// the choosing.
+    pub price_label: String,
     /// False when neither the config, the price table nor the catalog gives a
     /// price: such a model cannot be billed, so it is not served while the
     /// wallet ledger is on.
@@ -205,6 +209,11 @@ pub(super) fn resolve_model(
         provider,
         upstream_model: model.upstream.clone().unwrap_or_else(|| model.id.clone()),
         priced: price_source != PriceSource::None,
+        price_label: format!(
+            "input {} + output {} USD/Mtok",
+            UsdPerMtok(base.input),
+            UsdPerMtok(base.output)
+        ),
         price: base,
         price_source,
         context_length: model.context_length.or(entry.and_then(|e| e.context_length)),
