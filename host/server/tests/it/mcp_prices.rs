@@ -115,5 +115,9 @@ async fn a_wallet_that_cannot_pay_a_tools_price_is_refused_before_the_tool_runs(
     let row = tool_row(&gateway, "sampler__ask", 0).await;
     assert_eq!(row["status"], 402, "{row}");
     assert_eq!(row["cost_usd"], "0.000000000", "{row}");
-    gateway.assert_still_serving().await;
+    // Still serving: a chat this wallet cannot pay either is refused the same way.
+    let (status, _, body) = gateway
+        .chat(json!({"model": "mock/small", "messages": [{"role": "user", "content": "still there?"}]}))
+        .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (402, Some("insufficient_balance")), "{body}");
 }
