@@ -119,5 +119,9 @@ async fn a_wallet_that_cannot_pay_a_tools_price_is_refused_before_the_tool_runs(
     let (status, _, body) = gateway
         .chat(json!({"model": "mock/small", "messages": [{"role": "user", "content": "still there?"}]}))
         .await;
-    assert_eq!((status, body["error"]["code"].as_str()), (402, Some("insufficient_balance")), "{body}");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (402, Some("insufficient_balance")),
+        "{body}"
+    );
 }
