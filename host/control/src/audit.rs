@@ -78,7 +78,7 @@ fn reader(op: &str) -> Option<Reader> {
         "workspaces.package-policy.set" => read("workspaces.package-policy.get", &["workspace_id"], None),
         "workspaces.tool-policy.set" => read("workspaces.tool-policy.get", &["workspace_id"], None),
         "members.set-role" | "members.remove" => read("members.list", &["workspace_id"], Some(("members", "user_id"))),
-        "keys.revoke" => read("keys.list", &["workspace_id"], Some(("keys", "key_id"))),
+        "keys.revoke" | "keys.set-tools" => read("keys.list", &["workspace_id"], Some(("keys", "key_id"))),
         "billing.plan.change" => read("billing.plan.get", &["workspace_id"], None),
         "billing.limits.set" => read("billing.limits.get", &["workspace_id"], None),
         "packages.yank" | "packages.unyank" | "packages.deprecate" => {

@@ -225,6 +225,8 @@ pub fn ops() -> &'static [Op] {
                 members::key_list, workspaces::Target => members::KeyList),
             op!("keys.revoke", Workspace(KeyWrite), "Revoke a key; the data plane refuses it at once.",
                 members::key_revoke, members::KeyParams => members::RevokedKey),
+            op!("keys.set-tools", Workspace(KeyWrite), "Replace a key's own list of installs and tools it may reach over MCP (null removes it); every gateway applies it at once.",
+                members::key_set_tools, members::KeySetToolsParams => members::KeyTools),
             op!("wallet.get", Workspace(BillingRead), "Show a workspace's wallet balances (exact USD).",
                 billing::wallet, workspaces::Target => billing::Wallet),
             op!("billing.plans.list", Authenticated, "List the plans: monthly requests, endpoints, seats, the gateway fee per request, the monthly price.",

@@ -446,14 +446,13 @@ impl Bill {
         self.log.attempts = trail.stored();
         self.log.attempt_count = trail.0.len() as u32;
         // Kept only when routing chose: a plain request's row stays as small as before.
-        // Serialized straight from the decision: through a `Value` and its
-        // `Display` this cost about 10k instructions a routed request.
+        // The decision's own text, which the answer's `service.route` shows too.
         self.log.detail = trail.decision().and_then(|decision| {
             #[derive(serde::Serialize)]
             struct Detail<'a> {
-                route: tollgate_routing::select::DecisionView<'a>,
+                route: &'a serde_json::value::RawValue,
             }
-            tollgate_ledger::JsonText::of(&Detail { route: decision.view() })
+            tollgate_ledger::JsonText::of(&Detail { route: decision.json() })
         });
         self.log.duration_ms = self.started.elapsed().as_millis() as i64;
         let request_id = self.log.request_id.clone();

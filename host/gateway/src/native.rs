@@ -49,7 +49,7 @@ pub fn annotate_closing(event: &Event, service: &Service) -> Option<Vec<u8>> {
     }
     let mut object: Map<String, Value> = serde_json::from_slice(&event.data).ok()?;
     service.annotate_native(&mut object);
-    Some(render(object, service.cost()))
+    Some(render(object, service.cost(), None))
 }
 
 /// `message_start` with `message.model` set to the id the caller asked for

@@ -171,7 +171,7 @@ pub struct Completion {
 impl Completion {
     /// The answer as JSON, with its exact `usage.cost`.
     pub fn render(self) -> Vec<u8> {
-        render(self.object, self.service.cost())
+        render(self.object, self.service.cost(), self.service.route_json())
     }
 }
 
@@ -223,7 +223,7 @@ pub struct Ending {
 impl Ending {
     /// The closing chunk with its exact `usage.cost`.
     pub fn render_chunk(chunk: Map<String, Value>, service: &Service) -> Vec<u8> {
-        render(chunk, service.cost())
+        render(chunk, service.cost(), service.route_json())
     }
 }
 

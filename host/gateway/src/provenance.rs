@@ -227,7 +227,9 @@ impl Service {
     /// Sets `model` (the id the caller asked for, not the upstream's name,
     /// which is `service.upstream_model`), `usage` (keeping the upstream's own
     /// fields), `provider` and `service`. `usage.cost` is added by [`render`],
-    /// which writes it as an exact decimal.
+    /// which writes it as an exact decimal, and so is `service.route`, from
+    /// the decision's text (see [`Service::take_block`] for an answer that is
+    /// reshaped rather than rendered).
     pub fn annotate(&self, object: &mut Map<String, Value>) {
         object.insert("model".into(), Value::String(self.route.id.clone()));
         let usage = object.entry("usage").or_insert(Value::Null);
@@ -258,7 +260,22 @@ impl Service {
             }
         }
         object.insert("provider".into(), Value::String(self.route.provider.id.clone()));
-        object.insert("service".into(), self.to_json());
+        object.insert("service".into(), self.block());
+    }
+
+    /// An annotated object's `service` block taken out, with its `route`:
+    /// for an answer rebuilt in another dialect rather than rendered.
+    pub fn take_block(&self, object: &mut Map<String, Value>) -> Option<Value> {
+        let mut service = object.remove("service")?;
+        if let (Some(block), Some(decision)) = (service.as_object_mut(), self.trail.decision()) {
+            block.entry("route").or_insert_with(|| decision.to_json());
+        }
+        Some(service)
+    }
+
+    /// The routing decision's text, which [`render`] writes as `service.route`.
+    pub fn route_json(&self) -> Option<&RawValue> {
+        self.trail.decision().map(Decision::json)
     }
 
     /// A native answer (or its closing stream event): `provider` and
@@ -273,7 +290,16 @@ impl Service {
     /// The `service` block: request id, the model that answered, the exact
     /// cost and its breakdown, the attempts.
     pub fn to_json(&self) -> Value {
-        let mut service = json!({
+        let mut service = self.block();
+        if let Some(decision) = self.trail.decision() {
+            service["route"] = decision.to_json();
+        }
+        service
+    }
+
+    /// The `service` block but for `route`.
+    fn block(&self) -> Value {
+        json!({
             "request_id": self.request_id,
             "provider": self.route.provider.id,
             "model": self.route.id,
@@ -282,11 +308,7 @@ impl Service {
             "pricing_snapshot_id": self.snapshot_id,
             "cost_breakdown": self.trail.breakdown(self.billed),
             "attempts": self.trail.to_json(),
-        });
-        if let Some(decision) = self.trail.decision() {
-            service["route"] = decision.to_json();
-        }
-        service
+        })
     }
 }
 
@@ -295,6 +317,17 @@ struct Rendered<'a> {
     #[serde(flatten)]
     fields: &'a Map<String, Value>,
     usage: RenderedUsage<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<RenderedService<'a>>,
+}
+
+/// `service` with its `route` written from the decision's text, which the
+/// request log keeps too: one serialization of the decision per request.
+#[derive(Serialize)]
+struct RenderedService<'a> {
+    #[serde(flatten)]
+    fields: &'a Map<String, Value>,
+    route: &'a RawValue,
 }
 
 #[derive(Serialize)]
@@ -305,8 +338,10 @@ struct RenderedUsage<'a> {
 }
 
 /// Serialises an annotated object with `usage.cost` written as the exact decimal
-/// amount (e.g. `0.000009`), not as a float's shortest form (`9e-6`).
-pub fn render(mut object: Map<String, Value>, cost: Nanos) -> Vec<u8> {
+/// amount (e.g. `0.000009`), not as a float's shortest form (`9e-6`), and
+/// `route` (the decision's text, [`Service::route_json`]) as `service.route`
+/// unless the block has one.
+pub fn render(mut object: Map<String, Value>, cost: Nanos, route: Option<&RawValue>) -> Vec<u8> {
     let mut usage = match object.remove("usage") {
         Some(Value::Object(usage)) => usage,
         _ => Map::new(),
@@ -315,6 +350,13 @@ pub fn render(mut object: Map<String, Value>, cost: Nanos) -> Vec<u8> {
     usage.remove("cost");
     let decimal = cost.usd_decimal();
     let cost = RawValue::from_string(decimal).expect("a decimal amount is a JSON number");
+    let service = match (route, object.get("service")) {
+        (Some(_), Some(Value::Object(block))) if !block.contains_key("route") => match object.remove("service") {
+            Some(Value::Object(block)) => Some(block),
+            _ => None,
+        },
+        _ => None,
+    };
     // Room for a typical answer up front: growing from serde_json's 128
     // bytes took several reallocations per answer.
     let mut rendered = Vec::with_capacity(RENDER_CAPACITY);
@@ -326,6 +368,10 @@ pub fn render(mut object: Map<String, Value>, cost: Nanos) -> Vec<u8> {
                 fields: &usage,
                 cost: &cost,
             },
+            service: service
+                .as_ref()
+                .zip(route)
+                .map(|(fields, route)| RenderedService { fields, route }),
         },
     )
     .expect("JSON values always serialise");
@@ -374,5 +420,29 @@ mod tests {
         let stored = stored.as_str();
         assert_eq!(tollgate_ledger::expand_attempts(stored), trail.to_json(), "{stored}");
         assert_eq!(Trail::default().stored().as_str(), "[]");
+    }
+
+    #[test]
+    fn the_route_is_rendered_into_the_service_block_once() {
+        let route = RawValue::from_string(r#"{"strategy":"sort:price"}"#.into()).unwrap();
+        let object = |service: Value| {
+            let mut object = Map::new();
+            object.insert("id".into(), json!("a"));
+            object.insert("service".into(), service);
+            object
+        };
+        let rendered = render(object(json!({"request_id": "r"})), Nanos(9_000), Some(&route));
+        let read: Value = serde_json::from_slice(&rendered).unwrap();
+        assert_eq!(
+            read["service"],
+            json!({"request_id": "r", "route": {"strategy": "sort:price"}})
+        );
+        let text = String::from_utf8(rendered).unwrap();
+        assert!(text.contains(r#""usage":{"cost":0.000009}"#), "{text}");
+        // A block that has its route already (a native answer's) keeps it.
+        let kept = object(json!({"route": {"strategy": "first listed"}}));
+        let rendered = String::from_utf8(render(kept, Nanos(0), Some(&route))).unwrap();
+        assert_eq!(rendered.matches("\"route\"").count(), 1, "{rendered}");
+        assert!(rendered.contains("first listed"), "{rendered}");
     }
 }

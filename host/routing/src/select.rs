@@ -8,9 +8,10 @@
 //! happens within one. A request naming plain models without preferences
 //! takes a path that allocates one vector and decides nothing.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rand::Rng;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::affinity::{Affinity, Conversation};
@@ -73,6 +74,9 @@ pub struct Decision {
     /// The conversation affinity applied to, so the serving deployment can be
     /// remembered for its next turn.
     pub conversation: Option<Conversation>,
+    /// [`view`](Self::view) as JSON text, written the first time it is asked
+    /// for: the request log and the answer both show it.
+    json: OnceLock<Box<RawValue>>,
 }
 
 impl Decision {
@@ -92,6 +96,15 @@ impl Decision {
             reason: &self.reason,
             strategy: self.strategy,
         }
+    }
+
+    /// [`view`](Self::view) as JSON text, written once per decision: the
+    /// request log keeps it and the answer's `service.route` shows it. A
+    /// decision is final once selection returns it (it is shared behind an
+    /// `Arc` from then on), so the text cannot go stale.
+    pub fn json(&self) -> &RawValue {
+        self.json
+            .get_or_init(|| serde_json::value::to_raw_value(&self.view()).expect("a decision serializes"))
     }
 
     /// [`view`](Self::view) as a JSON value, built directly: through serde's

@@ -67,12 +67,19 @@ fn check<'a>(texts: impl IntoIterator<Item = &'a str>, terms: &[Term], action: A
     }
 }
 
-/// The install's terms and action when `hook` applies and there are terms.
+/// The install's terms and action when there are terms and `hook` applies.
+/// Terms are read first: an install with none (a check that allows
+/// everything) costs the request two settings reads, not three, and each is
+/// a call into the host.
 fn settings(hook: &str) -> Option<(Vec<Term>, Action)> {
+    let (words, patterns) = (config::get("words"), config::get("patterns"));
+    if words.is_none() && patterns.is_none() {
+        return None;
+    }
     if !applies_to(config::get("apply_to").as_deref(), hook) {
         return None;
     }
-    let (terms, errors) = terms::parse(config::get("words").as_deref(), config::get("patterns").as_deref());
+    let (terms, errors) = terms::parse(words.as_deref(), patterns.as_deref());
     for error in errors {
         log::log(Level::Warn, &format!("denylist: {error}"));
     }

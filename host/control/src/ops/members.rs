@@ -13,9 +13,9 @@ use crate::registry::Ctx;
 use tollgate_billing::Billing;
 use tollgate_identity::accounts::Accounts;
 pub use tollgate_identity::accounts::{KeyInfo, Member};
-use tollgate_identity::auth::KeyScope;
 use tollgate_identity::auth::permissions::Role;
 use tollgate_identity::auth::tool_policy::{self, ToolPolicy};
+use tollgate_identity::auth::{KeyScope, Principal};
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -228,20 +228,9 @@ pub async fn key_create(
             "requests_per_minute may not exceed this gateway's limit of {default} (auth.key_requests_per_minute)"
         )));
     }
-    let tools = (params.tools.map(tool_policy::normalize).transpose()).map_err(OpError::InvalidParams)?;
     // A key held to a list must not mint a way out of it (its role's list
     // binds the new key as well, being the same user's).
-    if let Some(own) = &caller.tools.key {
-        let within = ToolPolicy {
-            key: Some(own.clone()),
-            role: None,
-        };
-        if !tools.as_deref().is_some_and(|tools| within.covers(tools)) {
-            return Err(OpError::PermissionDenied(
-                "a key limited to some tools may only create keys limited to tools it may use itself".into(),
-            ));
-        }
-    }
+    let tools = key_tools(caller, params.tools, "create keys limited")?;
     let workspace_id = ctx.scope().workspace_id.clone();
     // Under SSO a key is made only by someone signed in through the identity
     // provider, so leaving the company's directory ends the making of keys.
@@ -277,10 +266,32 @@ pub async fn key_list(accounts: &Accounts, ctx: &Ctx, _params: super::workspaces
     Ok(KeyList { keys })
 }
 
-/// Whose keys a role may revoke (docs/control-plane.md, "Keys"): an owner
-/// any key; an admin any key but an owner's (a user-less key acts as the
-/// owner); a developer only their own.
-async fn guard_key_revoke(accounts: &Accounts, ctx: &Ctx, key_id: &str) -> Result<(), OpError> {
+/// A key's tool list as given, normalized; one that a caller held to a list
+/// of its own may give only when it lies within that list (`null`, no list,
+/// never does). `doing` completes "may only … to tools it may use itself".
+fn key_tools(caller: &Principal, tools: Option<Vec<String>>, doing: &str) -> Result<Option<Vec<String>>, OpError> {
+    let tools = tools
+        .map(tool_policy::normalize)
+        .transpose()
+        .map_err(OpError::InvalidParams)?;
+    if let Some(own) = &caller.tools.key {
+        let within = ToolPolicy {
+            key: Some(own.clone()),
+            role: None,
+        };
+        if !tools.as_deref().is_some_and(|tools| within.covers(tools)) {
+            return Err(OpError::PermissionDenied(format!(
+                "a key limited to some tools may only {doing} to tools it may use itself"
+            )));
+        }
+    }
+    Ok(tools)
+}
+
+/// Whose keys a role may revoke or `change` otherwise (docs/control-plane.md,
+/// "Keys"): an owner any key; an admin any key but an owner's (a user-less
+/// key acts as the owner); a developer only their own.
+async fn guard_key_change(accounts: &Accounts, ctx: &Ctx, key_id: &str, change: &str) -> Result<(), OpError> {
     let caller = ctx.caller()?;
     let role = ctx.scope().role;
     if role == Role::Owner {
@@ -304,20 +315,57 @@ async fn guard_key_revoke(accounts: &Accounts, ctx: &Ctx, key_id: &str) -> Resul
     match allowed {
         true => Ok(()),
         false => Err(OpError::PermissionDenied(match role {
-            Role::Admin => format!("key '{key_id}' belongs to an owner; only an owner may revoke it"),
+            Role::Admin => format!("key '{key_id}' belongs to an owner; only an owner may {change} it"),
             _ => format!(
-                "key '{key_id}' is not yours; a {} may revoke only keys they created",
+                "key '{key_id}' is not yours; a {} may {change} only keys they created",
                 role.as_str()
             ),
         })),
     }
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeySetToolsParams {
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    pub key_id: String,
+    /// Installs and `<install>__<tool>` names the key may reach over MCP;
+    /// `null` removes its list (it may then reach what its role may).
+    pub tools: Option<Vec<String>>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct KeyTools {
+    pub key_id: String,
+    /// The key's list as stored (sorted, without repeats); `null`: none.
+    pub tools: Option<Vec<String>>,
+}
+
+/// Replaces a key's own tool list. Whose keys a role may change is whose it
+/// may revoke (a narrower list is a partial revocation; a wider one gives
+/// back what its maker could give). A caller held to a list of its own may
+/// set only lists within it, never none, as when it creates a key.
+pub async fn key_set_tools(accounts: &Accounts, ctx: &Ctx, params: KeySetToolsParams) -> Result<KeyTools, OpError> {
+    let tools = key_tools(ctx.caller()?, params.tools, "set lists limited")?;
+    guard_key_change(accounts, ctx, &params.key_id, "change the tools of").await?;
+    let changed = accounts
+        .set_key_tools(&ctx.scope().workspace_id, &params.key_id, tools.as_deref())
+        .await?;
+    if !changed {
+        return Err(OpError::NotFound(format!("active key '{}'", params.key_id)));
+    }
+    Ok(KeyTools {
+        key_id: params.key_id,
+        tools,
+    })
+}
+
 /// Revokes the key: the next data-plane request with it gets 401, on this
 /// gateway at once and on others sharing the database within about a second
 /// (see docs/control-plane.md).
 pub async fn key_revoke(accounts: &Accounts, ctx: &Ctx, params: KeyParams) -> Result<RevokedKey, OpError> {
-    guard_key_revoke(accounts, ctx, &params.key_id).await?;
+    guard_key_change(accounts, ctx, &params.key_id, "revoke").await?;
     let revoked_at = accounts
         .revoke_key(&ctx.scope().workspace_id, &params.key_id)
         .await?

@@ -130,7 +130,7 @@ impl Counts {
 
 /// Serialises `object` with `usage.cost` as the exact decimal amount.
 fn render_with_cost(object: Map<String, Value>, cost: Nanos) -> Vec<u8> {
-    super::provenance::render(object, cost)
+    super::provenance::render(object, cost, None)
 }
 
 /// `object` rendered with its exact `usage.cost`, as a raw JSON value to nest.

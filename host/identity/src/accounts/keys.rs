@@ -107,6 +107,38 @@ impl Accounts {
             .await
     }
 
+    /// Replaces the key's own tool list (`None` removes it: the key may then
+    /// reach what its role may). Returns false when the workspace has no
+    /// such key or it is revoked. Like a revocation, the change reaches
+    /// every gateway's key cache when it commits.
+    pub async fn set_key_tools(
+        &self,
+        workspace_id: &str,
+        key_id: &str,
+        tools: Option<&[String]>,
+    ) -> Result<bool, AccountError> {
+        let hash: Option<Vec<u8>> = sqlx::query_scalar(
+            "SELECT key_hash FROM api_keys WHERE id = $1 AND workspace_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(key_id)
+        .bind(workspace_id)
+        .fetch_optional(&self.database.pool)
+        .await?;
+        let Some(hash) = hash else {
+            return Ok(false);
+        };
+        let hash = <[u8; 32]>::try_from(hash.as_slice())
+            .map_err(|_| anyhow::anyhow!("key '{key_id}' has a malformed hash"))?;
+        let mut tx = self.database.begin_write().await?;
+        sqlx::query("UPDATE api_keys SET tools = $1 WHERE id = $2 AND revoked_at IS NULL")
+            .bind(crate::auth::tool_policy::to_column(tools))
+            .bind(key_id)
+            .execute(&mut *tx)
+            .await?;
+        self.keys.commit_change(tx, KeyChange::key(&hash)).await?;
+        Ok(true)
+    }
+
     /// Revokes the key if it is not already; returns when it was revoked, or
     /// `None` if the workspace has no such key. The next data-plane request
     /// with it gets 401, on this gateway at once and on others sharing the

@@ -247,3 +247,67 @@ async fn a_limited_key_sees_and_calls_only_what_its_lists_allow() {
     assert_eq!(policies["roles"], json!({}), "{policies}");
     assert_eq!(tools(&gateway, &developer, "/v1/mcp").await, everything);
 }
+
+/// A key's own list after it is made (`keys.set-tools`): narrowed, replaced,
+/// removed, each seen by the key's next request; changed only by those who
+/// may revoke the key, and never widened by a key held to a list itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_own_list_is_replaced_and_removed_after_it_is_made() {
+    let mock = start_mock(Default::default()).await;
+    let gateway = Gateway::start(&standard_config(mock, EXTRA)).await;
+    let owner = gateway.api_key.clone();
+    publish_fixture(&gateway).await;
+    let everything = tools(&gateway, &owner, "/v1/mcp").await;
+    let made = method(&gateway, Some(&owner), "keys.create", json!({"name": "bot"}))
+        .await
+        .unwrap();
+    let (key_id, bot) = (made["key_id"].clone(), made["api_key"].as_str().unwrap().to_string());
+    assert_eq!(tools(&gateway, &bot, "/v1/mcp").await, everything);
+
+    // Narrowed: the list is stored normalized and binds the next request.
+    let set = json!({"key_id": key_id, "tools": ["calc__evaluate", "calc__evaluate"]});
+    let changed = method(&gateway, Some(&owner), "keys.set-tools", set).await.unwrap();
+    assert_eq!(changed, json!({"key_id": key_id, "tools": ["calc__evaluate"]}));
+    assert_eq!(tools(&gateway, &bot, "/v1/mcp").await, ["calc__evaluate"]);
+    let refused = call(&gateway, &bot, "/v1/mcp", "fx__test_simple_text", json!({})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let keys = method(&gateway, Some(&owner), "keys.list", json!({})).await.unwrap();
+    let shown = keys["keys"].as_array().unwrap().iter().find(|k| k["key_id"] == key_id);
+    assert_eq!(shown.unwrap()["tools"], json!(["calc__evaluate"]), "{keys}");
+
+    // The limited key sets only lists within its own, and never none.
+    for wider in [json!(null), json!(["calc"]), json!(["fx__test_simple_text"])] {
+        let lift = json!({"key_id": key_id, "tools": wider});
+        let lifted = method(&gateway, Some(&bot), "keys.set-tools", lift).await;
+        assert!(format!("{lifted:?}").contains("PERMISSION_DENIED"), "{lifted:?}");
+    }
+    let same = json!({"key_id": key_id, "tools": ["calc__evaluate"]});
+    method(&gateway, Some(&bot), "keys.set-tools", same).await.unwrap();
+
+    // A developer may not change an owner's key; bad lists, unknown and
+    // revoked keys are refused.
+    let dev = signup(&gateway, "dev@example.com").await;
+    let add = json!({"email": "dev@example.com", "role": "developer"});
+    method(&gateway, Some(&owner), "members.add", add).await.unwrap();
+    let theirs = json!({"workspace_id": gateway.workspace_id, "key_id": key_id, "tools": null});
+    let refused = method(&gateway, Some(&dev.key), "keys.set-tools", theirs).await;
+    assert!(format!("{refused:?}").contains("PERMISSION_DENIED"), "{refused:?}");
+    let bad = json!({"key_id": key_id, "tools": ["Calc tools"]});
+    let bad = method(&gateway, Some(&owner), "keys.set-tools", bad).await;
+    assert!(format!("{bad:?}").contains("INVALID_PARAMS"), "{bad:?}");
+    let ghost = json!({"key_id": "key_ghost", "tools": null});
+    let ghost = method(&gateway, Some(&owner), "keys.set-tools", ghost).await;
+    assert!(format!("{ghost:?}").contains("NOT_FOUND"), "{ghost:?}");
+
+    // Removed: the key reaches everything installed again.
+    let clear = json!({"key_id": key_id, "tools": null});
+    let cleared = method(&gateway, Some(&owner), "keys.set-tools", clear).await.unwrap();
+    assert_eq!(cleared["tools"], Value::Null);
+    assert_eq!(tools(&gateway, &bot, "/v1/mcp").await, everything);
+    method(&gateway, Some(&owner), "keys.revoke", json!({"key_id": key_id}))
+        .await
+        .unwrap();
+    let revoked = json!({"key_id": key_id, "tools": ["calc"]});
+    let revoked = method(&gateway, Some(&owner), "keys.set-tools", revoked).await;
+    assert!(format!("{revoked:?}").contains("NOT_FOUND"), "{revoked:?}");
+}

@@ -306,7 +306,8 @@ fn from_chat(completion: Completion) -> Vec<u8> {
     out.insert("stop_sequence".into(), Value::Null);
     out.insert("usage".into(), Value::Object(usage(&counts)));
     out.insert("provider".into(), object.remove("provider").unwrap_or(Value::Null));
-    out.insert("service".into(), object.remove("service").unwrap_or(Value::Null));
+    let service = completion.service.take_block(&mut object);
+    out.insert("service".into(), service.unwrap_or(Value::Null));
     render_with_cost(out, cost)
 }
 

@@ -148,7 +148,8 @@ impl Events {
         );
         delta.insert("usage".into(), Value::Object(usage(&counts)));
         delta.insert("provider".into(), chunk.remove("provider").unwrap_or(Value::Null));
-        delta.insert("service".into(), chunk.remove("service").unwrap_or(Value::Null));
+        let service = ending.service.take_block(&mut chunk);
+        delta.insert("service".into(), service.unwrap_or(Value::Null));
         write_event(out, "message_delta", raw_with_cost(delta, cost).get().as_bytes());
         write_event(out, "message_stop", br#"{"type":"message_stop"}"#);
         self.ended = true;

@@ -218,6 +218,9 @@ fn from_chat(completion: Completion, echo: &Echo) -> Vec<u8> {
     let mut out = echo.response(&id, &model, status(choice["finish_reason"].as_str()), output);
     out.insert("usage".into(), Value::Object(usage(&counts)));
     out.insert("provider".into(), object.remove("provider").unwrap_or(Value::Null));
-    out.insert("service".into(), echo.service(object.remove("service")));
+    out.insert(
+        "service".into(),
+        echo.service(completion.service.take_block(&mut object)),
+    );
     render_with_cost(out, cost)
 }

@@ -248,7 +248,10 @@ impl Events {
         let mut response = self.echo.response(&self.id, &self.model, status, output);
         response.insert("usage".into(), Value::Object(usage(&Counts::billed(&ending.service))));
         response.insert("provider".into(), Value::String(ending.service.provider().to_string()));
-        let service = chunk.remove("service").unwrap_or_else(|| ending.service.to_json());
+        let service = ending
+            .service
+            .take_block(&mut chunk)
+            .unwrap_or_else(|| ending.service.to_json());
         response.insert("service".into(), self.echo.service(Some(service)));
         let rendered = raw_with_cost(response, cost);
         let kind = if status == "incomplete" {
@@ -271,7 +274,10 @@ impl Events {
         }
         response.insert("usage".into(), Value::Object(usage(&Counts::billed(&ending.service))));
         response.insert("provider".into(), Value::String(ending.service.provider().to_string()));
-        let service = chunk.remove("service").unwrap_or_else(|| ending.service.to_json());
+        let service = ending
+            .service
+            .take_block(&mut chunk)
+            .unwrap_or_else(|| ending.service.to_json());
         response.insert("service".into(), service);
         let rendered = raw_with_cost(response, cost);
         self.emit_raw(out, "response.failed", &rendered);

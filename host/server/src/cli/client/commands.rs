@@ -281,9 +281,28 @@ pub enum KeysCommand {
         /// The key's own data-plane limit; can only tighten the gateway's.
         #[arg(long)]
         requests_per_minute: Option<u32>,
+        /// Installs and `<install>__<tool>` names the key may reach over
+        /// MCP (comma-separated); without it, what your role may.
+        #[arg(long, value_delimiter = ',')]
+        tools: Option<Vec<String>>,
     },
     Revoke {
         key_id: String,
+    },
+    /// Replace a key's own list of installs and tools it may reach over MCP.
+    SetTools {
+        key_id: String,
+        /// The new list (comma-separated installs and `<install>__<tool>` names).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            required_unless_present = "clear",
+            conflicts_with = "clear"
+        )]
+        tools: Option<Vec<String>>,
+        /// Remove the key's list: it may then reach what its role may.
+        #[arg(long)]
+        clear: bool,
     },
 }
 

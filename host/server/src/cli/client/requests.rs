@@ -132,16 +132,21 @@ impl ClientCommand {
                         name,
                         scope,
                         requests_per_minute,
+                        tools,
                     },
                 ..
             } => (
                 "keys.create",
-                json!({"name": name, "scope": scope, "requests_per_minute": requests_per_minute}),
+                json!({"name": name, "scope": scope, "requests_per_minute": requests_per_minute, "tools": tools}),
             ),
             C::Keys {
                 command: KeysCommand::Revoke { key_id },
                 ..
             } => ("keys.revoke", json!({"key_id": key_id})),
+            C::Keys {
+                command: KeysCommand::SetTools { key_id, tools, .. },
+                ..
+            } => ("keys.set-tools", json!({"key_id": key_id, "tools": tools})),
             C::Members {
                 command: MembersCommand::List,
                 ..

@@ -94,6 +94,18 @@ async fn the_cli_drives_the_control_plane_end_to_end() {
     let key = json(&["keys", "create", "--name", "ci"]);
     let key_id = key["key_id"].as_str().unwrap();
     assert_eq!(json(&["keys", "list"])["keys"].as_array().unwrap().len(), 2);
+    let limited = json(&["keys", "create", "--name", "bot", "--tools", "calc,fx__echo"]);
+    assert_eq!(limited["tools"], serde_json::json!(["calc", "fx__echo"]));
+    let limited_id = limited["key_id"].as_str().unwrap();
+    let narrowed = json(&["keys", "set-tools", limited_id, "--tools", "calc"]);
+    assert_eq!(narrowed["tools"], serde_json::json!(["calc"]));
+    assert_eq!(
+        json(&["keys", "set-tools", limited_id, "--clear"])["tools"],
+        Value::Null
+    );
+    let (ok, _, err) = cli(&base, &["keys", "set-tools", limited_id]);
+    assert!(!ok && err.contains("--tools"), "{err}");
+    json(&["keys", "revoke", limited_id]);
     gateway.admin(&[
         "credit",
         "--workspace",

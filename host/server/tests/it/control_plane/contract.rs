@@ -269,7 +269,10 @@ async fn script(gateway: &Gateway, world: &str, via_send: bool) -> Vec<(String, 
         }
         log.push((op.into(), outcome));
     }
-    let revoked = run(key.clone(), "keys.revoke", json!({"key_id": created_key.unwrap()})).await;
+    let created_key = created_key.unwrap();
+    let tools = json!({"key_id": created_key, "tools": ["calc"]});
+    log.push(("keys.set-tools".into(), run(key.clone(), "keys.set-tools", tools).await));
+    let revoked = run(key.clone(), "keys.revoke", json!({"key_id": created_key})).await;
     log.push(("keys.revoke".into(), revoked));
     let mut seen = HashMap::new();
     log.into_iter()
