@@ -8,6 +8,10 @@ the loopback port the operator allows in `[components] allow_internal_origins`):
   sees nor calls the others;
 - when the server restarts (a new process: its sessions are gone), a client
   that kept its gateway session open calls on without noticing;
+- added over the older HTTP+SSE transport (the same SDK server's `sse_app`),
+  its tools are listed and called through the event stream the gateway holds
+  open, and when the server restarts (the stream ends) the next call opens a
+  new one;
 - added with OAuth 2.1 client credentials against the authorization server
   in the same fixture process (authlib's client-credentials grant), the
   gateway fetches a token the SDK server's token verifier accepts, reuses it,
@@ -161,6 +165,45 @@ def test_an_sdk_server_with_a_static_token_is_federated_beside_a_component(stack
         assert mcp_rpc(stack, "tools/list", {}, limited, "/v1/mcp/fedcalc").status_code == 404
     finally:
         a2a(stack, "mcp_servers/delete", {"name": "sdk"})
+        remote.stop()
+
+
+def test_an_sdk_server_on_the_older_sse_transport_is_federated(stack, calculator):
+    token = secrets.token_urlsafe(24)
+    remote = Remote(stack.internal_port, "static", token).start()
+    try:
+        created = a2a(stack, "mcp_servers/create", {
+            "name": "sdk-sse", "url": f"{remote.url}/legacy/sse", "transport": "sse",
+            "auth": {"header": "Authorization", "value": f"Bearer {token}"}})
+        assert created["transport"] == "sse", created
+
+        async def listed(session):
+            return [tool.name for tool in (await session.list_tools()).tools]
+
+        tools = asyncio.run(in_session(stack, listed))
+        assert "sdk-sse__add" in tools and "fedcalc__evaluate" in tools, tools
+        assert call_text(stack, "sdk-sse__add", {"a": 2, "b": 3})["content"][0]["text"] == "5"
+        who = call_text(stack, "sdk-sse__whoami", {})["content"][0]["text"]
+        assert who.startswith("client=static "), who
+
+        # The server restarts: the event stream (the session) ends, and the
+        # next call opens another without the caller noticing.
+        remote.restart()
+        again = call_text(stack, "sdk-sse__add", {"a": 4, "b": 5})
+        assert again["isError"] is False and again["content"][0]["text"] == "9", again
+        calls = tool_calls(stack, "sdk-sse__add", 2)
+        assert [call["status"] for call in calls] == [200, 200], calls
+
+        # A wrong token fails that remote's calls only, as a tool error.
+        a2a(stack, "mcp_servers/create", {
+            "name": "sdk-sse-bad", "url": f"{remote.url}/legacy/sse", "transport": "sse",
+            "auth": {"header": "Authorization", "value": "Bearer wrong"}})
+        failed = call_text(stack, "sdk-sse-bad__add", {"a": 1, "b": 1})
+        assert failed["isError"] is True and "401" in failed["content"][0]["text"], failed
+    finally:
+        for name in ("sdk-sse", "sdk-sse-bad"):
+            httpx.post(f"{stack.url}/a2a", headers={"A2A-Version": "1.0", "Authorization": f"Bearer {stack.api_key}"},
+                       json={"jsonrpc": "2.0", "id": 1, "method": "mcp_servers/delete", "params": {"name": name}})
         remote.stop()
 
 

@@ -105,7 +105,8 @@ pub fn frame_chunks(framing: Framing, chunks: Vec<Bytes>) -> Vec<Result<Event, F
 
 /// Frames server-sent events as bytes arrive; a line or event may span chunks
 /// and a chunk may hold many. The body ends any unfinished event unsent.
-fn sse_events<S, E>(body: S) -> impl Stream<Item = Result<Event, FrameError>>
+/// Also the tools concern's reader of a remote MCP server's event stream.
+pub fn sse_events<S, E>(body: S) -> impl Stream<Item = Result<Event, FrameError>>
 where
     S: Stream<Item = Result<Bytes, E>>,
     E: std::error::Error + 'static,

@@ -51,9 +51,11 @@ use tollgate_routing::health::{BreakerConfig, Health};
 use tollgate_routing::traffic::Traffic;
 
 pub use billing::{CeilingHold, CostCeiling};
+pub use framing::{FrameError, sse_events};
 pub use http::ModelDelegate;
 pub use operations::form::parse as parse_form;
 pub use table::RouteTable;
+pub use tollgate_plugin_host::Event as SseEvent;
 use upstream::Upstream;
 
 /// The routing table requests read: the catalog and the pricing snapshot its

@@ -136,7 +136,7 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
     let rpc = |path: &'static str, method: &'static str, params: Value| rpc_as(&gateway, &key, path, method, params);
 
     // Egress policy: an internal address the operator did not allow is
-    // refused at create, and so is a transport not served yet.
+    // refused at create, and so is a transport the gateway does not speak.
     for url in [
         "http://127.0.0.1:9/mcp",
         "http://10.1.2.3/mcp",
@@ -148,10 +148,10 @@ async fn a_remote_mcp_server_is_served_as_a_workspace_install() {
             "{url}: {refused:?}"
         );
     }
-    let sse = create(json!({"name": "old", "url": format!("{}/v1/mcp/calc", remote.url),
-                            "transport": "sse", "auth": "none"}))
+    let unknown = create(json!({"name": "old", "url": format!("{}/v1/mcp/calc", remote.url),
+                                "transport": "websocket", "auth": "none"}))
     .await;
-    assert!(format!("{sse:?}").contains("sse"), "{sse:?}");
+    assert!(format!("{unknown:?}").contains("streamable-http, sse"), "{unknown:?}");
 
     // Added with B's key as a static header: shown by header, never by value.
     let bearer = format!("Bearer {}", remote.api_key);

@@ -1,8 +1,10 @@
-//! The gateway as an MCP client of one remote server over Streamable HTTP:
+//! The gateway as an MCP client of one remote server. Over Streamable HTTP
 //! each JSON-RPC request is one POST, answered with JSON or with an SSE
 //! stream that ends in the response. The remote's `Mcp-Session-Id` from
 //! `initialize` rides on every later request; a 404 for that session means
-//! the remote forgot it, and the caller initializes again.
+//! the remote forgot it, and the caller initializes again. Over the older
+//! HTTP+SSE transport a session is an event stream the gateway holds open
+//! ([`super::sse`]); its end is the session's.
 //!
 //! Every request goes out on the client the components' egress policy hands
 //! out for the URL (internal addresses only where the operator allowed
@@ -10,6 +12,7 @@
 //! the whole exchange and `components.http_max_body_bytes` for the answer,
 //! so a remote that hangs or floods fails that call only.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -17,6 +20,8 @@ use futures_util::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tollgate_components::{Egress, Origin};
+
+use super::sse::Channel;
 
 /// The revision the gateway asks a remote for; it also speaks what the
 /// remote answers, if it is one the server side speaks.
@@ -46,17 +51,41 @@ pub enum RemoteError {
     Rpc { code: i64, message: String },
 }
 
+/// How a remote is reached, as `mcp_servers.create` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// `streamable-http`: one POST per message (MCP 2025-03-26 on).
+    StreamableHttp,
+    /// `sse`: an event stream and a message endpoint (MCP 2024-11-05).
+    Sse,
+}
+
+impl Transport {
+    pub const NAMES: [&str; 2] = ["streamable-http", "sse"];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "streamable-http" => Some(Self::StreamableHttp),
+            "sse" => Some(Self::Sse),
+            _ => None,
+        }
+    }
+}
+
 /// An agreed session with the remote.
 #[derive(Clone, Debug)]
 pub struct Upstream {
     /// `None` when the remote serves without sessions.
     pub session: Option<String>,
     pub protocol_version: String,
+    /// The `sse` transport's open event stream, which is the session.
+    channel: Option<Arc<Channel>>,
 }
 
 /// Where and how to reach one remote, with its credential opened.
 pub struct Endpoint<'a> {
     pub url: &'a url::Url,
+    pub transport: Transport,
     pub auth: Option<(HeaderName, HeaderValue)>,
     pub egress: &'a Egress,
     pub timeout_ms: u64,
@@ -73,7 +102,13 @@ impl Endpoint<'_> {
             "capabilities": {},
             "clientInfo": {"name": "tollgate", "version": env!("CARGO_PKG_VERSION")},
         });
-        let (result, session) = self.exchange(None, "initialize", Some(params)).await?;
+        let channel = match self.transport {
+            Transport::Sse => Some(Arc::new(self.bounded(self.open_channel()).await?)),
+            Transport::StreamableHttp => None,
+        };
+        let (result, session) = self
+            .exchange(None, channel.as_deref(), "initialize", Some(params))
+            .await?;
         let protocol_version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -85,15 +120,56 @@ impl Endpoint<'_> {
         let upstream = Upstream {
             session,
             protocol_version,
+            channel,
         };
-        self.exchange(Some(&upstream), "notifications/initialized", None)
-            .await?;
+        self.exchange(
+            Some(&upstream),
+            upstream.channel.as_deref(),
+            "notifications/initialized",
+            None,
+        )
+        .await?;
         Ok(upstream)
     }
 
     /// One request in `upstream`'s session; answers the result.
     pub async fn request(&self, upstream: &Upstream, method: &str, params: Value) -> Result<Value, RemoteError> {
-        Ok(self.exchange(Some(upstream), method, Some(params)).await?.0)
+        Ok(self
+            .exchange(Some(upstream), upstream.channel.as_deref(), method, Some(params))
+            .await?
+            .0)
+    }
+
+    async fn open_channel(&self) -> Result<Channel, RemoteError> {
+        Channel::open(self, self.client()?).await
+    }
+
+    /// `request` with the credential, when the remote has one.
+    pub(super) fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.auth {
+            Some((name, value)) => request.header(name, value.clone()),
+            None => request,
+        }
+    }
+
+    /// The client the egress policy hands out for the remote's URL.
+    fn client(&self) -> Result<&reqwest::Client, RemoteError> {
+        let origin =
+            Origin::of(self.url).ok_or_else(|| RemoteError::Refused(format!("{} is not an http(s) URL", self.url)))?;
+        self.egress.client_for(&origin, self.url).ok_or_else(|| {
+            RemoteError::Refused(format!(
+                "{origin} is an internal address the operator has not allowed ([components] allow_internal_origins)"
+            ))
+        })
+    }
+
+    /// `work` within the remote's timeout.
+    async fn bounded<T>(&self, work: impl Future<Output = Result<T, RemoteError>>) -> Result<T, RemoteError> {
+        let timeout = Duration::from_millis(self.timeout_ms);
+        match tokio::time::timeout(timeout, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(RemoteError::Timeout(self.timeout_ms)),
+        }
     }
 
     /// Sends one message (a notification when `params` is `None`), within
@@ -101,42 +177,42 @@ impl Endpoint<'_> {
     async fn exchange(
         &self,
         upstream: Option<&Upstream>,
+        channel: Option<&Channel>,
         method: &str,
         params: Option<Value>,
     ) -> Result<(Value, Option<String>), RemoteError> {
-        let timeout = Duration::from_millis(self.timeout_ms);
-        match tokio::time::timeout(timeout, self.send(upstream, method, params)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(RemoteError::Timeout(self.timeout_ms)),
-        }
+        self.bounded(self.send(upstream, channel, method, params)).await
     }
 
     async fn send(
         &self,
         upstream: Option<&Upstream>,
+        channel: Option<&Channel>,
         method: &str,
         params: Option<Value>,
     ) -> Result<(Value, Option<String>), RemoteError> {
-        let origin =
-            Origin::of(self.url).ok_or_else(|| RemoteError::Refused(format!("{} is not an http(s) URL", self.url)))?;
-        let client = self.egress.client_for(&origin, self.url).ok_or_else(|| {
-            RemoteError::Refused(format!(
-                "{origin} is an internal address the operator has not allowed ([components] allow_internal_origins)"
-            ))
-        })?;
+        let client = self.client()?;
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let message = match &params {
             Some(params) => json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
             None => json!({"jsonrpc": "2.0", "method": method}),
         };
-        let mut request = client
-            .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
-            .body(message.to_string());
-        if let Some((name, value)) = &self.auth {
-            request = request.header(name, value.clone());
+        if let Some(channel) = channel {
+            return match channel
+                .send(self, client, &message, params.is_some().then_some(id))
+                .await?
+            {
+                Some(reply) => Ok((result_of(reply, id)?, None)),
+                None => Ok((Value::Null, None)),
+            };
         }
+        let mut request = self.authorized(
+            client
+                .post(self.url.clone())
+                .header(CONTENT_TYPE, "application/json")
+                .header(ACCEPT, "application/json, text/event-stream")
+                .body(message.to_string()),
+        );
         if let Some(upstream) = upstream {
             request = request.header("mcp-protocol-version", &upstream.protocol_version);
             if let Some(session) = &upstream.session {

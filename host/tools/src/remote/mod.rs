@@ -14,6 +14,7 @@
 pub mod calls;
 pub mod client;
 pub mod oauth;
+mod sse;
 mod store;
 
 use std::collections::HashMap;
@@ -28,12 +29,12 @@ use tollgate_core::db::Database;
 use tollgate_core::sealed::SealingKey;
 
 use crate::installs::InstallError;
-use client::{Endpoint, RemoteError, Upstream};
+use client::{Endpoint, RemoteError, Transport, Upstream};
 use oauth::{NewClientCredentials, OAuthClient, Tokens};
 pub use store::ServerRecord;
 use store::ServerStore;
 
-/// The one transport served today.
+/// The transport a remote gets when `mcp_servers.create` names none.
 pub const STREAMABLE_HTTP: &str = "streamable-http";
 /// Most remote servers one workspace may have.
 pub const MAX_SERVERS_PER_WORKSPACE: usize = 32;
@@ -134,10 +135,11 @@ impl Remotes {
     /// connects.
     pub(crate) async fn create(&self, workspace_id: &str, request: NewServer) -> Result<ServerShown, InstallError> {
         crate::installs::check_install_name(&request.name)?;
-        if request.transport != STREAMABLE_HTTP {
+        if Transport::parse(&request.transport).is_none() {
             return Err(InstallError::Invalid(format!(
-                "transport '{}' is not served; use '{STREAMABLE_HTTP}' (the older sse transport is not supported yet)",
-                request.transport
+                "transport '{}' is not one of {}",
+                request.transport,
+                Transport::NAMES.join(", ")
             )));
         }
         let url = parse_url(&request.url)?;
@@ -259,8 +261,11 @@ impl Remotes {
     async fn attempt(&self, server: &ServerRecord, method: &str, params: Value) -> Result<Value, RemoteError> {
         let url = parse_url(&server.url).map_err(|e| RemoteError::Refused(e.to_string()))?;
         let limits = self.host.limits();
+        let transport = Transport::parse(&server.transport)
+            .ok_or_else(|| RemoteError::Refused(format!("transport '{}' is not served", server.transport)))?;
         let endpoint = Endpoint {
             url: &url,
+            transport,
             auth: self.auth_of(server).await?,
             egress: self.host.egress(),
             timeout_ms: limits.http_timeout_ms,

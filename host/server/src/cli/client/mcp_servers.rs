@@ -10,10 +10,9 @@ use serde_json::{Value, json};
 
 #[derive(Subcommand, Debug)]
 pub enum McpServersCommand {
-    /// Add a remote MCP server (streamable HTTP): its tools, prompts and
-    /// resources join /v1/mcp as <NAME>__<tool>, and /v1/mcp/<NAME> serves it
-    /// alone. Without --header or --oauth-token-url the gateway sends no
-    /// credential.
+    /// Add a remote MCP server: its tools, prompts and resources join
+    /// /v1/mcp as <NAME>__<tool>, and /v1/mcp/<NAME> serves it alone.
+    /// Without --header or --oauth-token-url the gateway sends no credential.
     Add {
         /// The install name (1-48 lowercase letters, digits and single '-');
         /// shared with the workspace's installs.
@@ -23,6 +22,11 @@ pub enum McpServersCommand {
         /// connection's `--url`, and clap would give both one value.)
         #[arg(value_name = "URL")]
         server_url: String,
+        /// How the server is reached: streamable-http, or sse for a server
+        /// that serves only the older HTTP+SSE transport (the URL is then its
+        /// event stream, e.g. https://mcp.example.com/sse).
+        #[arg(long, value_enum, default_value_t = Transport::StreamableHttp)]
+        transport: Transport,
         #[command(flatten)]
         auth: AuthArgs,
     },
@@ -31,6 +35,21 @@ pub enum McpServersCommand {
     List,
     /// Remove a remote MCP server; its tools leave /v1/mcp at once.
     Remove { name: String },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Transport {
+    StreamableHttp,
+    Sse,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Self::StreamableHttp => "streamable-http",
+            Self::Sse => "sse",
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -66,9 +85,19 @@ impl McpServersCommand {
     /// The op and its params; a credential is read from its variable here.
     pub(super) fn op(&self) -> anyhow::Result<(&'static str, Value)> {
         Ok(match self {
-            Self::Add { name, server_url, auth } => (
+            Self::Add {
+                name,
+                server_url,
+                transport,
+                auth,
+            } => (
                 "mcp_servers.create",
-                json!({"name": name, "url": server_url, "auth": auth.resolve(&|var| std::env::var(var).ok())?}),
+                json!({
+                    "name": name,
+                    "url": server_url,
+                    "transport": transport.name(),
+                    "auth": auth.resolve(&|var| std::env::var(var).ok())?,
+                }),
             ),
             Self::List => ("mcp_servers.list", json!({})),
             Self::Remove { name } => ("mcp_servers.delete", json!({"name": name})),
@@ -137,6 +166,18 @@ mod tests {
             "S",
         ];
         assert!(with(&both).is_err(), "one kind of auth");
+    }
+
+    #[test]
+    fn the_transport_is_streamable_http_unless_sse_is_named() {
+        let transport_of = |args: &[&str]| {
+            let add = parse(&[&["add", "gh", "https://mcp.example.com/sse"][..], args].concat())?;
+            let (_, params) = add.op().unwrap();
+            Ok::<_, clap::Error>(params["transport"].clone())
+        };
+        assert_eq!(transport_of(&[]).unwrap(), json!("streamable-http"));
+        assert_eq!(transport_of(&["--transport", "sse"]).unwrap(), json!("sse"));
+        assert!(transport_of(&["--transport", "websocket"]).is_err());
     }
 
     #[test]
