@@ -150,7 +150,7 @@ async fn embeddings_are_billed_exactly_and_fall_over_like_chat() {
         let after = nanos(gateway.wallet()["posted_usd"].as_str().unwrap());
         assert_eq!(before - after, 40_000, "{primary}");
     }
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 
     // A model for another operation is refused before any upstream call.
     let upstream = mock_chat_requests(mock).await;
@@ -285,7 +285,7 @@ async fn a_wallet_too_small_for_the_worst_case_is_refused_before_any_upstream_ca
         assert_eq!(assert_error_shape(&body)["code"], "insufficient_balance", "{path}");
     }
     assert_eq!(mock_chat_requests(mock).await, upstream, "nothing went upstream");
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 }
 
 /// A mono 16-bit PCM WAV of `seconds` at 16 kHz.
@@ -458,7 +458,7 @@ async fn images_speech_transcriptions_and_rerank_bill_their_units_exactly_and_fa
     billed += cost(&body);
 
     assert_eq!(start - posted(), billed, "the wallet moves by exactly the costs shown");
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
     let listed = gateway.model("emb/image").await;
     assert_eq!(listed["pricing"]["image"]["hd/1024x1024"], "0.080000000", "{listed}");
 }
@@ -552,7 +552,7 @@ async fn concurrent_image_requests_never_overspend_a_small_wallet() {
     assert!(answered <= 10, "{answered} images answered on a wallet holding 10");
     eprintln!("{answered} of 200 concurrent image requests answered on a wallet holding 10");
     assert!(answered >= 1);
-    let wallet = gateway.wallet();
+    let wallet = gateway.settled_wallet().await;
     assert_eq!(wallet["pending_usd"], "0.000000000");
     let spent = 400_000_000 - nanos(wallet["posted_usd"].as_str().unwrap());
     assert_eq!(spent, answered * 40_000_000, "exactly the images answered");
@@ -653,7 +653,7 @@ async fn a_batch_that_outruns_its_wallet_stops_cleanly_with_exact_billing() {
         |l| l["response"]["status_code"] == 402 && l["response"]["body"]["error"]["code"] == "insufficient_balance"
     ));
     // Exactly the 600 lines' cost, nothing held, and the books balance.
-    let wallet = gateway.wallet();
+    let wallet = gateway.settled_wallet().await;
     assert_eq!(wallet["pending_usd"], "0.000000000");
     let billed: i64 = output
         .iter()
@@ -753,7 +753,7 @@ async fn batches_check_their_input_and_can_be_cancelled() {
     assert!(completed > 0 && completed < 200, "{ended}");
     let output = file_lines(&gateway, &ended["output_file_id"]).await;
     assert_eq!(output.len() as i64, completed);
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 }
 
 #[tokio::test]
@@ -878,7 +878,7 @@ async fn a_batch_whose_key_is_revoked_stops_and_fails() {
     assert_eq!(ended["errors"]["data"][0]["code"], "key_revoked");
     let completed = ended["request_counts"]["completed"].as_i64().unwrap();
     assert!(completed < 200, "{ended}");
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 }
 
 /// The same batch flow on a shared Postgres (skipped without one): files,
@@ -923,7 +923,7 @@ async fn batches_run_on_postgres() {
     assert_eq!(output.len(), 20);
     let listed: Value = gateway.get("/v1/batches").send().await.unwrap().json().await.unwrap();
     assert_eq!(listed["data"][0]["id"], batch["id"]);
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 }
 
 /// A hostile adapter (built in the tests, WIT 0.3.0) that traps, spins or
@@ -962,6 +962,6 @@ async fn a_hostile_adapter_on_the_operations_lane_fails_only_its_own_request() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
     gateway.assert_still_serving().await;
 }

@@ -77,7 +77,7 @@ async fn retryable_failures_fall_over_to_the_next_candidate() {
         let after = nanos(gateway.wallet()["posted_usd"].as_str().unwrap());
         assert_eq!(before - after, cost, "{primary}");
     }
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 }
 
 #[tokio::test]
@@ -147,7 +147,7 @@ async fn when_every_candidate_fails_the_answer_is_502_with_the_trail_and_nothing
         outcomes,
         ["upstream_rate_limited", "upstream_error", "upstream_unreachable"]
     );
-    let wallet = gateway.wallet();
+    let wallet = gateway.settled_wallet().await;
     assert_eq!(
         wallet["posted_usd"], "100.000000000",
         "failed attempts consumed no tokens: {wallet}"
@@ -238,7 +238,7 @@ async fn a_stream_cut_mid_answer_continues_on_the_next_candidate_as_one_answer()
             "{primary}"
         );
     }
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 }
 
 #[tokio::test]

@@ -105,7 +105,7 @@ async fn no_overspend(postgres: bool, processes: usize, (credit, max_tokens, wor
         "every upstream call is a 200, and no 402 reached the upstream"
     );
 
-    let wallet = gateways[0].wallet();
+    let wallet = gateways[0].settled_wallet().await;
     assert_eq!(wallet["pending_usd"], "0.000000000", "{wallet}");
     let posted = nanos(wallet["posted_usd"].as_str().unwrap());
     assert!(nanos(wallet["available_usd"].as_str().unwrap()) >= 0);
@@ -218,7 +218,7 @@ async fn streams_are_settled(postgres: bool) {
         assert_eq!(row["streamed"], true);
         assert!(row["pricing_snapshot_id"].is_i64(), "{row}");
     }
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
     assert!(gateway.admin(&["ledger-verify"]).contains("verified"));
 }
 
@@ -345,7 +345,7 @@ async fn late_settle_after_expiry(postgres: bool) {
     let row: Value = serde_json::from_str(&gateway.admin(&["request", request_id])).unwrap();
     assert!(row["outcome"].as_str().unwrap().contains("not billed"), "{row}");
     assert_eq!(row["cost_usd"], "0.000000000");
-    let wallet = gateway.wallet();
+    let wallet = gateway.settled_wallet().await;
     assert_eq!(wallet["posted_usd"], "100.000000000", "{wallet}");
     assert_eq!(wallet["pending_usd"], "0.000000000", "{wallet}");
     assert!(gateway.admin(&["ledger-verify"]).contains("verified"));

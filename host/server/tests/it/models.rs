@@ -464,7 +464,7 @@ models = [{{ id = "small" }}, {{ id = "priced", upstream = "small", input_price_
     assert_eq!(status, 503, "an unpriced fallback is refused too: {body}");
     assert_eq!(body["error"]["param"], "models");
     assert_eq!(common::mock_chat_requests(mock).await, before, "nothing went upstream");
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 
     let (status, _, body) = gateway
         .chat(json!({"model": "mystery/priced", "messages": [{"role": "user", "content": "hi"}]}))

@@ -168,7 +168,7 @@ async fn a_stream_that_ends_before_its_terminal_event_fails_over_and_continues()
         let request_id = last["service"]["request_id"].as_str().unwrap();
         assert_eq!(logged_outcome(&gateway, request_id), "success", "{primary}");
     }
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 }
 
 #[tokio::test]
@@ -202,7 +202,7 @@ async fn a_stream_that_ends_before_its_terminal_event_with_no_candidate_left_end
         assert!(cost > 0, "{primary}: {last}");
         assert_eq!(*charged, cost, "{primary}");
     }
-    assert_eq!(gateway.wallet()["pending_usd"], "0.000000000");
+    assert_eq!(gateway.settled_wallet().await["pending_usd"], "0.000000000");
 }
 
 /// Anthropic's events as relayed on the native lane: `(event name, data)`.

@@ -309,6 +309,21 @@ impl Gateway {
         serde_json::from_str(&self.admin(&["wallet", "--workspace", &self.workspace_id, "--json"])).unwrap()
     }
 
+    /// The wallet once no hold is pending (or as it stands after 10 s). A
+    /// hold's release reaches the wallet's row with the ledger writer's next
+    /// commit, which an answer does not wait for: a read right after the
+    /// answer may still show the hold.
+    pub async fn settled_wallet(&self) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let wallet = self.wallet();
+            if wallet["pending_usd"] == "0.000000000" || Instant::now() >= deadline {
+                return wallet;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     async fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
